@@ -1,0 +1,104 @@
+//! Route patterns such as `POST /v1/charges/{id}`, matched without allocating.
+
+/// One segment of a pattern's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Literal(String),
+    Param,
+}
+
+/// A method and a path pattern; `{name}` matches one path segment, method `*` any method.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutePattern {
+    method: Option<String>,
+    segments: Vec<Segment>,
+}
+
+impl RoutePattern {
+    /// Parses `"METHOD /path/{param}"`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut parts = text.split_whitespace();
+        let (Some(method), Some(path), None) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(format!(
+                "must be \"METHOD /path\", like \"POST /v1/charges\" (got {text:?})"
+            ));
+        };
+        if !path.starts_with('/') {
+            return Err(format!("path must start with / (got {text:?})"));
+        }
+        let method = match method {
+            "*" => None,
+            m if m.bytes().all(|b| b.is_ascii_alphabetic()) => Some(m.to_ascii_uppercase()),
+            m => return Err(format!("{m:?} is not an HTTP method")),
+        };
+        let segments = split(path)
+            .map(|s| {
+                if s.starts_with('{') && s.ends_with('}') && s.len() > 2 {
+                    Segment::Param
+                } else {
+                    Segment::Literal(s.to_owned())
+                }
+            })
+            .collect();
+        Ok(Self { method, segments })
+    }
+
+    /// Whether a request with this method and path matches.
+    pub fn matches(&self, method: &str, path: &str) -> bool {
+        if let Some(m) = &self.method {
+            if !m.eq_ignore_ascii_case(method) {
+                return false;
+            }
+        }
+        let mut want = self.segments.iter();
+        for got in split(path) {
+            match want.next() {
+                Some(Segment::Param) => {}
+                Some(Segment::Literal(lit)) if lit == got => {}
+                _ => return false,
+            }
+        }
+        want.next().is_none()
+    }
+}
+
+/// The segments of a path, ignoring the leading slash and one trailing slash.
+fn split(path: &str) -> impl Iterator<Item = &str> {
+    let trimmed = path.strip_prefix('/').unwrap_or(path);
+    let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
+    trimmed.split('/').filter(move |_| !trimmed.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literal_and_param_segments() {
+        let p = RoutePattern::parse("POST /v1/charges/{id}/capture").unwrap();
+        assert!(p.matches("POST", "/v1/charges/ch_123/capture"));
+        assert!(p.matches("post", "/v1/charges/ch_123/capture/"));
+        assert!(!p.matches("GET", "/v1/charges/ch_123/capture"));
+        assert!(!p.matches("POST", "/v1/charges/ch_123"));
+        assert!(!p.matches("POST", "/v1/charges/ch_123/capture/more"));
+    }
+
+    #[test]
+    fn any_method_and_root() {
+        let p = RoutePattern::parse("* /").unwrap();
+        assert!(p.matches("DELETE", "/"));
+        assert!(!p.matches("GET", "/x"));
+        let q = RoutePattern::parse("GET /v1/items").unwrap();
+        assert!(q.matches("GET", "/v1/items"));
+        assert!(!q.matches("GET", "/v1/itemsx"));
+        assert!(!q.matches("GET", "/v1"));
+    }
+
+    #[test]
+    fn refuses_malformed_patterns() {
+        assert!(RoutePattern::parse("POST").is_err());
+        assert!(RoutePattern::parse("POST v1/charges").is_err());
+        assert!(RoutePattern::parse("PO$T /v1").is_err());
+        assert!(RoutePattern::parse("POST /a extra").is_err());
+    }
+}

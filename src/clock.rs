@@ -1,0 +1,105 @@
+//! Injected time: a monotonic [`Clock`] with a system and a manual implementation.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A monotonic clock. Readings are durations since the clock's own origin, so they fit in a
+/// `u64` of nanoseconds and can be stored in atomics by the limiters.
+pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
+    /// The time elapsed since this clock's origin.
+    fn now(&self) -> Duration;
+}
+
+/// The real monotonic clock (`std::time::Instant`).
+#[derive(Debug, Clone, Copy)]
+pub struct SystemClock {
+    origin: Instant,
+}
+
+impl SystemClock {
+    /// A clock whose origin is the moment of this call.
+    pub fn new() -> Self {
+        Self {
+            origin: Instant::now(),
+        }
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+/// A clock that only moves when told to; for tests (yours and ours).
+///
+/// # Examples
+/// ```
+/// use brownout::clock::{Clock, ManualClock};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// clock.advance(Duration::from_secs(8));
+/// assert_eq!(clock.now(), Duration::from_secs(8));
+/// ```
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    nanos: AtomicU64,
+}
+
+impl ManualClock {
+    /// A clock standing at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves the clock forward by `by`.
+    pub fn advance(&self, by: Duration) {
+        self.nanos.fetch_add(nanos(by), Ordering::SeqCst);
+    }
+
+    /// Sets the clock to `to` (it may move backwards: the limiters must tolerate that).
+    pub fn set(&self, to: Duration) {
+        self.nanos.store(nanos(to), Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.nanos.load(Ordering::SeqCst))
+    }
+}
+
+/// Saturating conversion of a duration to whole nanoseconds.
+pub fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manual_clock_moves_only_when_told() {
+        let c = ManualClock::new();
+        assert_eq!(c.now(), Duration::ZERO);
+        c.advance(Duration::from_millis(1500));
+        assert_eq!(c.now(), Duration::from_millis(1500));
+        c.set(Duration::from_secs(1));
+        assert_eq!(c.now(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn system_clock_is_monotonic() {
+        let c = SystemClock::new();
+        let a = c.now();
+        let b = c.now();
+        assert!(b >= a);
+    }
+}

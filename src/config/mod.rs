@@ -1,0 +1,393 @@
+//! Configuration: the YAML file's shape (strictly parsed), its defaults and its validation.
+//!
+//! Every section rejects unknown keys, durations are human strings (`8s`), and
+//! [`Config::validate`] refuses impossible settings with a message that names the key.
+
+mod duration;
+mod validate;
+
+pub use duration::{DurationParseError, HumanDuration};
+pub use validate::ConfigError;
+
+use crate::tier::{PerTier, Tier};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The whole configuration file.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The admin HTTP server.
+    pub admin: AdminConfig,
+    /// How requests are put into tiers and keyed.
+    pub classifier: ClassifierConfig,
+    /// The four limiters.
+    pub limiters: LimitersConfig,
+    /// Where keyed limiter state lives.
+    pub store: StoreConfig,
+    /// Settings of the demo binary only.
+    pub demo: DemoConfig,
+}
+
+impl Config {
+    /// Parses and validates YAML text.
+    pub fn from_yaml_str(text: &str) -> Result<Self, ConfigError> {
+        let config: Config =
+            serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads, parses and validates a YAML file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_yaml_str(&text).map_err(|e| e.in_file(path))
+    }
+}
+
+/// What a limiter does with a request it would reject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Reject it.
+    #[default]
+    Enforce,
+    /// Count and log it as `dark_rejected`, but let it through (dark launch).
+    Dark,
+    /// Do not evaluate the limiter at all (kill switch).
+    Off,
+}
+
+impl Mode {
+    /// Every mode, in label order.
+    pub const ALL: [Mode; 3] = [Mode::Enforce, Mode::Dark, Mode::Off];
+
+    /// The label value used in metrics and JSON.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Dark => "dark",
+            Mode::Off => "off",
+        }
+    }
+}
+
+/// `admin:` — the admin server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Listen address, e.g. `127.0.0.1:9090`.
+    pub bind: String,
+    /// The environment variable holding the bearer token.
+    pub token_env: String,
+    /// Whether `GET /metrics` requires the token too.
+    pub metrics_auth: bool,
+    /// Where admin changes are persisted (unset: they last until restart).
+    pub overrides_file: Option<PathBuf>,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:9090".into(),
+            token_env: "BROWNOUT_ADMIN_TOKEN".into(),
+            metrics_auth: false,
+            overrides_file: None,
+        }
+    }
+}
+
+/// `classifier:` — tiers and keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClassifierConfig {
+    /// Route patterns (`"METHOD /path/{param}"`, method `*` for any) of the critical tier.
+    pub critical: Vec<String>,
+    /// API keys starting with this are test-mode traffic.
+    pub test_key_prefix: String,
+    /// Take the client address from `X-Forwarded-For` (only behind a proxy you trust).
+    pub trust_forwarded_for: bool,
+    /// Take the request-rate plan from the `Brownout-Plan` header (only if your app sets it).
+    pub trust_plan_header: bool,
+}
+
+impl Default for ClassifierConfig {
+    fn default() -> Self {
+        Self {
+            critical: vec!["POST /v1/charges".into()],
+            test_key_prefix: "sk_test_".into(),
+            trust_forwarded_for: false,
+            trust_plan_header: false,
+        }
+    }
+}
+
+/// `limiters:` — one block per limiter, checked in this order.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitersConfig {
+    /// Per-key token bucket with weighted costs.
+    pub request_rate: RequestRateConfig,
+    /// Per-key in-flight cap.
+    pub concurrent_requests: ConcurrentRequestsConfig,
+    /// Capacity reserved for critical traffic.
+    pub fleet_usage: FleetUsageConfig,
+    /// The derivative controller that sheds by tier.
+    pub worker_utilization: WorkerUtilizationConfig,
+}
+
+/// `limiters.request_rate:`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RequestRateConfig {
+    /// enforce | dark | off.
+    pub mode: Mode,
+}
+
+impl Default for RequestRateConfig {
+    fn default() -> Self {
+        Self { mode: Mode::Off }
+    }
+}
+
+/// `limiters.concurrent_requests:`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConcurrentRequestsConfig {
+    /// enforce | dark | off.
+    pub mode: Mode,
+}
+
+impl Default for ConcurrentRequestsConfig {
+    fn default() -> Self {
+        Self { mode: Mode::Off }
+    }
+}
+
+/// `limiters.fleet_usage:`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FleetUsageConfig {
+    /// enforce | dark | off.
+    pub mode: Mode,
+}
+
+impl Default for FleetUsageConfig {
+    fn default() -> Self {
+        Self { mode: Mode::Off }
+    }
+}
+
+/// Where the worker-utilization controller reads utilization from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// Requests in progress through the middleware divided by `capacity`.
+    InFlight,
+    /// This process's CPU share.
+    Cpu,
+    /// Busy ratio of the actix worker runtimes.
+    Runtime,
+    /// The gauge the embedding app registered with the builder.
+    Custom,
+    /// The maximum of `sources`.
+    Max,
+}
+
+/// How a tier's drop probability picks the requests to drop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Selection {
+    /// A fresh draw for every request.
+    Random,
+    /// The same keys are shed for `cohort_rotation`, then another cohort.
+    Cohort,
+}
+
+/// The stretch of the shedding amount over which each tier's drop probability rises 0 → 1.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Bands {
+    /// First to go.
+    pub test: [f64; 2],
+    /// Second.
+    pub get: [f64; 2],
+    /// Last of the sheddable tiers.
+    pub post: [f64; 2],
+    /// Only used with `shed_critical: true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub critical: Option<[f64; 2]>,
+}
+
+impl Default for Bands {
+    fn default() -> Self {
+        Self {
+            test: [0.0, 1.0 / 3.0],
+            get: [1.0 / 3.0, 2.0 / 3.0],
+            post: [2.0 / 3.0, 1.0],
+            critical: None,
+        }
+    }
+}
+
+/// Upper bound of each tier's drop probability (each defaults to 1: no cap).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MaxShed {
+    /// Cap for the critical tier.
+    pub critical: f64,
+    /// Cap for the post tier.
+    pub post: f64,
+    /// Cap for the get tier.
+    pub get: f64,
+    /// Cap for the test tier.
+    pub test: f64,
+}
+
+impl Default for MaxShed {
+    fn default() -> Self {
+        Self {
+            critical: 1.0,
+            post: 1.0,
+            get: 1.0,
+            test: 1.0,
+        }
+    }
+}
+
+impl MaxShed {
+    /// The cap of `tier`.
+    pub fn get(&self, tier: Tier) -> f64 {
+        PerTier {
+            critical: self.critical,
+            post: self.post,
+            get: self.get,
+            test: self.test,
+        }
+        .get(tier)
+    }
+}
+
+/// `limiters.worker_utilization:` — Stripe's worker-utilization load shedder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerUtilizationConfig {
+    /// enforce | dark | off.
+    pub mode: Mode,
+    /// in_flight | cpu | runtime | custom | max.
+    pub source: SourceKind,
+    /// With `source: max`, the sources to take the maximum of.
+    pub sources: Vec<SourceKind>,
+    /// In-flight requests that mean 100% utilization (`source: in_flight`).
+    pub capacity: u32,
+    /// How often utilization is sampled.
+    pub sample_interval: HumanDuration,
+    /// Below this utilization, shedding recovers.
+    pub end_of_good: f64,
+    /// At or above this utilization, shedding grows.
+    pub start_of_bad: f64,
+    /// How long a fully bad server waits before shedding anything.
+    pub seconds_before_shedding: f64,
+    /// How long a fully bad server takes to go from shedding nothing to everything.
+    pub seconds_to_shed_all: f64,
+    /// Where on the amount scale each tier is shed.
+    pub bands: Bands,
+    /// Let this limiter shed critical traffic too (needs `bands.critical`).
+    pub shed_critical: bool,
+    /// Upper bound of each tier's drop probability.
+    pub max_shed: MaxShed,
+    /// random | cohort.
+    pub selection: Selection,
+    /// How long one cohort is shed before another is chosen.
+    pub cohort_rotation: HumanDuration,
+    /// `Retry-After` of a shed request (default: one `sample_interval`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<HumanDuration>,
+}
+
+impl Default for WorkerUtilizationConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Enforce,
+            source: SourceKind::InFlight,
+            sources: Vec::new(),
+            capacity: 64,
+            sample_interval: HumanDuration::from_secs(8),
+            end_of_good: 0.7,
+            start_of_bad: 0.8,
+            seconds_before_shedding: 28.0,
+            seconds_to_shed_all: 120.0,
+            bands: Bands::default(),
+            shed_critical: false,
+            max_shed: MaxShed::default(),
+            selection: Selection::Random,
+            cohort_rotation: HumanDuration::from_secs(300),
+            retry_after: None,
+        }
+    }
+}
+
+/// Which backing store keyed limiter state uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// In this process.
+    #[default]
+    Memory,
+    /// Shared through Redis.
+    Redis,
+}
+
+/// `store:`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// memory | redis.
+    pub kind: StoreKind,
+    /// Standalone Redis URL.
+    pub url: Option<String>,
+    /// Redis Cluster seed nodes.
+    pub nodes: Vec<String>,
+    /// Deadline of each store call.
+    pub timeout: HumanDuration,
+    /// Prefix of every Redis key.
+    pub key_prefix: String,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            kind: StoreKind::Memory,
+            url: None,
+            nodes: Vec::new(),
+            timeout: HumanDuration::from_millis(5),
+            key_prefix: "brownout:".into(),
+        }
+    }
+}
+
+/// `demo:` — only read by the demo binary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DemoConfig {
+    /// Listen address of the demo app.
+    pub bind: String,
+    /// Size of the simulated worker pool.
+    pub workers: u32,
+    /// How long each request holds a worker.
+    pub service_time: HumanDuration,
+}
+
+impl Default for DemoConfig {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:8080".into(),
+            workers: 8,
+            service_time: HumanDuration::from_millis(50),
+        }
+    }
+}

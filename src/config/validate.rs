@@ -1,0 +1,371 @@
+//! Validation of a parsed [`Config`]: impossible settings are refused with the key's name.
+
+use super::{Config, SourceKind, StoreKind, WorkerUtilizationConfig};
+use crate::classify::RoutePattern;
+use crate::tier::Tier;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The text is not valid YAML of the expected shape (unknown keys land here).
+    #[error("config is not valid: {0}")]
+    Parse(String),
+    /// A value is out of range or inconsistent with another.
+    #[error("{key} {message}")]
+    Invalid {
+        /// The dotted path of the offending key, e.g. `limiters.worker_utilization.start_of_bad`.
+        key: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An error of the file at `path`.
+    #[error("{path}: {inner}")]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        inner: Box<ConfigError>,
+    },
+}
+
+impl ConfigError {
+    pub(crate) fn invalid(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Invalid {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn in_file(self, path: &Path) -> Self {
+        match self {
+            e @ ConfigError::Io { .. } => e,
+            e => ConfigError::InFile {
+                path: path.to_owned(),
+                inner: Box::new(e),
+            },
+        }
+    }
+
+    /// The dotted key this error is about, if it is about one key.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { key, .. } => Some(key),
+            ConfigError::InFile { inner, .. } => inner.key(),
+            _ => None,
+        }
+    }
+}
+
+type Check = Result<(), ConfigError>;
+
+fn ensure(ok: bool, key: &str, message: impl Into<String>) -> Check {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(key, message))
+    }
+}
+
+fn ratio(value: f64, key: &str) -> Check {
+    ensure(
+        value.is_finite() && (0.0..=1.0).contains(&value),
+        key,
+        format!("must be between 0 and 1 (got {value})"),
+    )
+}
+
+fn address(value: &str, key: &str) -> Check {
+    ensure(
+        value.parse::<SocketAddr>().is_ok(),
+        key,
+        format!("must be an IP address and port like 127.0.0.1:9090 (got {value:?})"),
+    )
+}
+
+impl Config {
+    /// Checks every setting; the first problem found is returned.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        address(&self.admin.bind, "admin.bind")?;
+        ensure(
+            !self.admin.token_env.is_empty(),
+            "admin.token_env",
+            "must name an environment variable",
+        )?;
+        for (i, route) in self.classifier.critical.iter().enumerate() {
+            RoutePattern::parse(route)
+                .map_err(|m| ConfigError::invalid(format!("classifier.critical[{i}]"), m))?;
+        }
+        ensure(
+            !self.classifier.test_key_prefix.is_empty(),
+            "classifier.test_key_prefix",
+            "must not be empty (every key would be a test key)",
+        )?;
+        validate_worker_utilization(&self.limiters.worker_utilization)?;
+        self.validate_store()?;
+        address(&self.demo.bind, "demo.bind")?;
+        ensure(self.demo.workers >= 1, "demo.workers", "must be at least 1")
+    }
+
+    fn validate_store(&self) -> Check {
+        let s = &self.store;
+        ensure(
+            !s.timeout.get().is_zero(),
+            "store.timeout",
+            "must be greater than zero",
+        )?;
+        if s.kind == StoreKind::Redis {
+            ensure(
+                s.url.is_some() || !s.nodes.is_empty(),
+                "store.url",
+                "or store.nodes is required when store.kind is redis",
+            )?;
+            return Err(ConfigError::invalid(
+                "store.kind",
+                "redis is not available in this version of brownout; use memory",
+            ));
+        }
+        Ok(())
+    }
+}
+
+const WU: &str = "limiters.worker_utilization";
+
+/// Checks the worker-utilization block (also used for live updates).
+pub(crate) fn validate_worker_utilization(w: &WorkerUtilizationConfig) -> Check {
+    let key = |k: &str| format!("{WU}.{k}");
+    ensure(
+        w.end_of_good.is_finite() && w.end_of_good > 0.0 && w.end_of_good < 1.0,
+        &key("end_of_good"),
+        format!(
+            "must be greater than 0 and less than 1 (got {})",
+            w.end_of_good
+        ),
+    )?;
+    ensure(
+        w.start_of_bad.is_finite() && w.start_of_bad > w.end_of_good,
+        &key("start_of_bad"),
+        format!(
+            "must be greater than end_of_good ({} is not greater than {})",
+            w.start_of_bad, w.end_of_good
+        ),
+    )?;
+    ensure(
+        w.start_of_bad < 1.0,
+        &key("start_of_bad"),
+        format!("must be less than 1 (got {})", w.start_of_bad),
+    )?;
+    ensure(
+        w.seconds_before_shedding.is_finite() && w.seconds_before_shedding >= 0.0,
+        &key("seconds_before_shedding"),
+        "must be zero or more",
+    )?;
+    ensure(
+        w.seconds_to_shed_all.is_finite() && w.seconds_to_shed_all > 0.0,
+        &key("seconds_to_shed_all"),
+        "must be greater than zero",
+    )?;
+    ensure(
+        w.sample_interval.get().as_millis() >= 1,
+        &key("sample_interval"),
+        "must be at least 1ms",
+    )?;
+    ensure(w.capacity >= 1, &key("capacity"), "must be at least 1")?;
+    ensure(
+        !w.cohort_rotation.get().is_zero(),
+        &key("cohort_rotation"),
+        "must be greater than zero",
+    )?;
+    if let Some(r) = w.retry_after {
+        ensure(
+            !r.get().is_zero(),
+            &key("retry_after"),
+            "must be at least 1s",
+        )?;
+    }
+    for tier in Tier::ALL {
+        ratio(w.max_shed.get(tier), &key(&format!("max_shed.{tier}")))?;
+    }
+    validate_sources(w)?;
+    validate_bands(w)
+}
+
+fn validate_sources(w: &WorkerUtilizationConfig) -> Check {
+    let key = format!("{WU}.sources");
+    if w.source == SourceKind::Max {
+        ensure(
+            !w.sources.is_empty(),
+            &key,
+            "must list at least one source when source is max",
+        )?;
+        ensure(
+            !w.sources.contains(&SourceKind::Max),
+            &key,
+            "cannot contain max",
+        )?;
+    }
+    Ok(())
+}
+
+fn validate_bands(w: &WorkerUtilizationConfig) -> Check {
+    let b = &w.bands;
+    let key = |k: &str| format!("{WU}.bands.{k}");
+    const EPS: f64 = 1e-9;
+    let ordered = [("test", b.test), ("get", b.get), ("post", b.post)];
+    let mut expected_start = 0.0;
+    for (name, [start, end]) in ordered {
+        ensure(
+            start.is_finite() && end.is_finite() && start < end,
+            &key(name),
+            format!("must be [start, end] with start < end (got [{start}, {end}])"),
+        )?;
+        ensure(
+            (start - expected_start).abs() < EPS,
+            &key(name),
+            format!(
+                "must start where the previous band ends ({expected_start}); bands must cover [0, 1] in order test, get, post"
+            ),
+        )?;
+        expected_start = end;
+    }
+    ensure(
+        (expected_start - 1.0).abs() < EPS,
+        &key("post"),
+        "must end at 1; bands must cover [0, 1] in order test, get, post",
+    )?;
+    match b.critical {
+        Some([start, end]) => ensure(
+            start.is_finite() && end.is_finite() && 0.0 <= start && start < end && end <= 1.0,
+            &key("critical"),
+            format!("must be within [0, 1] with start < end (got [{start}, {end}])"),
+        ),
+        None => ensure(
+            !w.shed_critical,
+            &key("critical"),
+            "is required when shed_critical is true",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(yaml: &str) -> String {
+        Config::from_yaml_str(yaml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        Config::default().validate().unwrap();
+        Config::from_yaml_str("{}").unwrap();
+    }
+
+    #[test]
+    fn bad_threshold_order_names_the_key() {
+        let e = refused(
+            "limiters:\n  worker_utilization:\n    end_of_good: 0.9\n    start_of_bad: 0.8\n",
+        );
+        assert!(
+            e.starts_with(
+                "limiters.worker_utilization.start_of_bad must be greater than end_of_good"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let e = refused("limiters:\n  worker_utilization:\n    start_of_badd: 0.8\n");
+        assert!(e.contains("start_of_badd"), "{e}");
+        let e = refused("nonsense: 1\n");
+        assert!(e.contains("nonsense"), "{e}");
+    }
+
+    #[test]
+    fn bad_duration_is_an_error() {
+        let e = refused("limiters:\n  worker_utilization:\n    sample_interval: 8\n");
+        assert!(e.contains("duration"), "{e}");
+        let e = refused("limiters:\n  worker_utilization:\n    sample_interval: 8 fortnights\n");
+        assert!(e.contains("not a duration"), "{e}");
+    }
+
+    #[test]
+    fn bands_must_cover_zero_to_one_in_order() {
+        let e = refused("limiters:\n  worker_utilization:\n    bands:\n      test: [0.0, 0.5]\n      get: [0.4, 0.7]\n      post: [0.7, 1.0]\n");
+        assert!(
+            e.starts_with("limiters.worker_utilization.bands.get"),
+            "{e}"
+        );
+        let e = refused("limiters:\n  worker_utilization:\n    bands:\n      test: [0.0, 0.3]\n      get: [0.3, 0.6]\n      post: [0.6, 0.9]\n");
+        assert!(
+            e.starts_with("limiters.worker_utilization.bands.post must end at 1"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn shed_critical_needs_a_band() {
+        let e = refused("limiters:\n  worker_utilization:\n    shed_critical: true\n");
+        assert!(
+            e.starts_with("limiters.worker_utilization.bands.critical is required"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn max_source_needs_a_list_and_ratios_are_bounded() {
+        let e = refused("limiters:\n  worker_utilization:\n    source: max\n");
+        assert!(e.starts_with("limiters.worker_utilization.sources"), "{e}");
+        let e = refused("limiters:\n  worker_utilization:\n    max_shed:\n      get: 1.5\n");
+        assert!(
+            e.starts_with("limiters.worker_utilization.max_shed.get"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_route_and_address_name_the_key() {
+        let e = refused("classifier:\n  critical: [\"charges\"]\n");
+        assert!(e.starts_with("classifier.critical[0]"), "{e}");
+        let e = refused("admin:\n  bind: localhost\n");
+        assert!(e.starts_with("admin.bind"), "{e}");
+    }
+
+    #[test]
+    fn redis_store_is_refused_clearly() {
+        let e = refused("store:\n  kind: redis\n  url: redis://127.0.0.1/\n");
+        assert!(e.starts_with("store.kind"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod shipped {
+    use super::*;
+
+    #[test]
+    fn the_shipped_config_yaml_is_valid_and_documents_the_defaults() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml");
+        let c = Config::load(path).unwrap();
+        let d = Config::default();
+        assert_eq!(
+            c.limiters.worker_utilization.end_of_good,
+            d.limiters.worker_utilization.end_of_good
+        );
+        assert_eq!(
+            c.limiters.worker_utilization.sample_interval,
+            d.limiters.worker_utilization.sample_interval
+        );
+        assert_eq!(c.admin, d.admin);
+        assert_eq!(c.classifier, d.classifier);
+    }
+}

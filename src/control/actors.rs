@@ -1,0 +1,200 @@
+//! The control loop's actors: a sampler that reads the sources every `sample_interval` and a
+//! controller that turns samples into a published [`ShedPlan`]. They own their state and talk
+//! through bounded mailboxes; the middleware reads the plan through `ArcSwap`, without locks.
+
+use super::{combine, probabilities, Controller, ControllerParams, ShedPlan, UtilizationSource};
+use crate::limiter::LimiterName;
+use crate::runtime::Shared;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+/// Messages to the sampler.
+pub(crate) enum SamplerMsg {
+    /// Sample now and reply with the plan that results.
+    SampleNow(oneshot::Sender<ShedPlan>),
+}
+
+/// Messages to the controller.
+struct Sample {
+    /// `None` when no source could answer: the plan is left to go stale.
+    utilization: Option<f64>,
+    at: Duration,
+    reply: Option<oneshot::Sender<ShedPlan>>,
+}
+
+/// The running actors; dropping the shutdown sender stops them.
+pub(crate) struct Actors {
+    pub(crate) sampler: mpsc::Sender<SamplerMsg>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Actors {
+    /// Asks every actor to stop and waits until they have.
+    pub(crate) async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// Spawns the sampler and the controller on the current tokio runtime.
+pub(crate) fn spawn(shared: Arc<Shared>, sources: Vec<Box<dyn UtilizationSource>>) -> Actors {
+    let (sampler_tx, sampler_rx) = mpsc::channel(8);
+    let (controller_tx, controller_rx) = mpsc::channel(8);
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let tasks = vec![
+        tokio::spawn(sampler(
+            shared.clone(),
+            sources,
+            sampler_rx,
+            controller_tx,
+            shutdown_rx,
+        )),
+        // The controller's clock starts now, not whenever its task is first polled.
+        tokio::spawn(controller(
+            shared.clone(),
+            new_controller(&shared),
+            controller_rx,
+        )),
+    ];
+    Actors {
+        sampler: sampler_tx,
+        shutdown,
+        tasks,
+    }
+}
+
+fn interval_of(shared: &Shared) -> Duration {
+    shared
+        .settings
+        .load()
+        .limiters
+        .worker_utilization
+        .sample_interval
+        .get()
+}
+
+fn ticker(period: Duration) -> tokio::time::Interval {
+    let mut t = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    t
+}
+
+async fn sampler(
+    shared: Arc<Shared>,
+    mut sources: Vec<Box<dyn UtilizationSource>>,
+    mut mailbox: mpsc::Receiver<SamplerMsg>,
+    controller: mpsc::Sender<Sample>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut period = interval_of(&shared);
+    let mut tick = ticker(period);
+    loop {
+        let reply = tokio::select! {
+            _ = tick.tick() => None,
+            msg = mailbox.recv() => match msg {
+                Some(SamplerMsg::SampleNow(reply)) => Some(reply),
+                None => break,
+            },
+            _ = shutdown.changed() => break,
+        };
+        let at = shared.clock.now();
+        let utilization = sample_all(&shared, &mut sources, at);
+        let sample = Sample {
+            utilization,
+            at,
+            reply,
+        };
+        if controller.send(sample).await.is_err() {
+            break;
+        }
+        // The interval is a live setting.
+        let wanted = interval_of(&shared);
+        if wanted != period {
+            period = wanted;
+            tick = ticker(period);
+        }
+    }
+}
+
+/// Reads every source; a source that errors or panics is counted, logged and skipped.
+fn sample_all(
+    shared: &Shared,
+    sources: &mut [Box<dyn UtilizationSource>],
+    at: Duration,
+) -> Option<f64> {
+    let answers = sources.iter_mut().filter_map(|source| {
+        let result = catch_unwind(AssertUnwindSafe(|| source.sample(at)));
+        let problem = match result {
+            Ok(Ok(u)) if u.is_finite() => return Some(u),
+            Ok(Ok(u)) => ("source_error", format!("returned {u}")),
+            Ok(Err(e)) => ("source_error", e.to_string()),
+            Err(_) => ("source_panic", "panicked".to_owned()),
+        };
+        shared.fail_open(LimiterName::WorkerUtilization.as_str(), problem.0, || {
+            format!("utilization source {} {}", source.name(), problem.1)
+        });
+        None
+    });
+    combine(answers.collect::<Vec<_>>())
+}
+
+fn new_controller(shared: &Shared) -> Controller {
+    let params = ControllerParams::from_config(&shared.settings.load().limiters.worker_utilization);
+    Controller::new(params, shared.clock.now())
+}
+
+async fn controller(shared: Arc<Shared>, mut state: Controller, mut inbox: mpsc::Receiver<Sample>) {
+    while let Some(sample) = inbox.recv().await {
+        let plan = step(&shared, &mut state, sample.utilization, sample.at);
+        if let Some(reply) = sample.reply {
+            let _ = reply.send(plan);
+        }
+    }
+}
+
+/// One control step: update the amount and publish the plan (live thresholds apply at once).
+fn step(
+    shared: &Shared,
+    state: &mut Controller,
+    utilization: Option<f64>,
+    at: Duration,
+) -> ShedPlan {
+    let settings = shared.settings.load();
+    let config = &settings.limiters.worker_utilization;
+    let params = ControllerParams::from_config(config);
+    if params != state.params() {
+        state.set_params(params);
+    }
+    let previous = **shared.plan.load();
+    let Some(utilization) = utilization else {
+        return previous;
+    };
+    let amount = state.update(utilization, at);
+    let plan = ShedPlan {
+        utilization,
+        amount,
+        probability: probabilities(amount, config),
+        at,
+        samples: previous.samples + 1,
+    };
+    if plan.probability != previous.probability {
+        tracing::info!(
+            utilization,
+            amount,
+            test = plan.probability.test,
+            get = plan.probability.get,
+            post = plan.probability.post,
+            critical = plan.probability.critical,
+            "shed plan changed"
+        );
+    }
+    shared.plan.store(Arc::new(plan));
+    shared.metrics.publish_plan(&plan);
+    plan
+}

@@ -1,0 +1,212 @@
+//! Stripe's derivative controller for the worker-utilization shedder (DESIGN.md §4). Pure math.
+//!
+//! The controller integrates a derivative of utilization into a shedding *amount*: it grows
+//! while the server is bad, stays put in a dead zone, and shrinks while it is good. The amount
+//! rests below zero, so a bad server waits `seconds_before_shedding` before shedding anything.
+
+use crate::config::WorkerUtilizationConfig;
+use std::time::Duration;
+
+/// The controller's thresholds and time constants.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ControllerParams {
+    /// Below this utilization, shedding recovers.
+    pub end_of_good: f64,
+    /// At or above this utilization, shedding grows.
+    pub start_of_bad: f64,
+    /// Time a fully bad server waits before shedding starts.
+    pub seconds_before_shedding: f64,
+    /// Time a fully bad server takes to shed everything once started.
+    pub seconds_to_shed_all: f64,
+}
+
+impl Default for ControllerParams {
+    fn default() -> Self {
+        Self::from_config(&WorkerUtilizationConfig::default())
+    }
+}
+
+impl ControllerParams {
+    /// The parameters of a (validated) config block.
+    pub fn from_config(c: &WorkerUtilizationConfig) -> Self {
+        Self {
+            end_of_good: c.end_of_good,
+            start_of_bad: c.start_of_bad,
+            seconds_before_shedding: c.seconds_before_shedding,
+            seconds_to_shed_all: c.seconds_to_shed_all,
+        }
+    }
+
+    /// The amount at rest: `-seconds_before_shedding / seconds_to_shed_all`, in floating point
+    /// (integer division would make it 0 and shed at the first bad sample).
+    pub fn resting(&self) -> f64 {
+        -self.seconds_before_shedding / self.seconds_to_shed_all
+    }
+
+    /// The rate of change of the amount per second at utilization `u`.
+    pub fn derivative(&self, u: f64) -> f64 {
+        let u = u.clamp(0.0, 1.0);
+        let raw = if u < self.end_of_good {
+            u / self.end_of_good - 1.0
+        } else if u < self.start_of_bad {
+            0.0
+        } else {
+            (u - self.start_of_bad) / (1.0 - self.start_of_bad)
+        };
+        raw.clamp(-1.0, 1.0) / self.seconds_to_shed_all
+    }
+}
+
+/// The controller's state: the amount and when it last moved.
+#[derive(Debug, Clone)]
+pub struct Controller {
+    params: ControllerParams,
+    amount: f64,
+    last: Duration,
+}
+
+impl Controller {
+    /// A controller at rest, as of `now`.
+    pub fn new(params: ControllerParams, now: Duration) -> Self {
+        Self {
+            amount: params.resting(),
+            params,
+            last: now,
+        }
+    }
+
+    /// The current amount, in `[resting, 1]`.
+    pub fn amount(&self) -> f64 {
+        self.amount
+    }
+
+    /// The parameters in force.
+    pub fn params(&self) -> ControllerParams {
+        self.params
+    }
+
+    /// Changes the parameters (a live config update), keeping the amount within the new range.
+    pub fn set_params(&mut self, params: ControllerParams) {
+        self.params = params;
+        self.amount = self.amount.clamp(params.resting(), 1.0);
+    }
+
+    /// Feeds one utilization sample taken at `now`; returns the new amount.
+    ///
+    /// The elapsed time is clamped to `[0, seconds_before_shedding]`, so a long gap between
+    /// samples (or a clock that went backwards) cannot jump the amount.
+    pub fn update(&mut self, utilization: f64, now: Duration) -> f64 {
+        let dt = now
+            .saturating_sub(self.last)
+            .as_secs_f64()
+            .min(self.params.seconds_before_shedding);
+        self.last = now;
+        let next = self.amount + dt * self.params.derivative(utilization);
+        self.amount = next.clamp(self.params.resting(), 1.0);
+        self.amount
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EPS: f64 = 1e-12;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    /// Runs `n` samples of `u`, 8 s apart, starting after `start`; returns the amounts.
+    fn run(c: &mut Controller, u: f64, start: u64, n: u64) -> Vec<f64> {
+        (1..=n).map(|i| c.update(u, secs(start + 8 * i))).collect()
+    }
+
+    #[test]
+    fn resting_value_is_a_real_number() {
+        let p = ControllerParams::default();
+        assert!((p.resting() - (-28.0 / 120.0)).abs() < EPS);
+        assert!((p.resting() + 0.233_333).abs() < 1e-6);
+    }
+
+    #[test]
+    fn derivative_piecewise() {
+        let p = ControllerParams::default();
+        assert!((p.derivative(0.0) - (-1.0 / 120.0)).abs() < EPS);
+        assert!((p.derivative(0.35) - (-0.5 / 120.0)).abs() < EPS);
+        assert_eq!(p.derivative(0.7), 0.0);
+        assert_eq!(p.derivative(0.79), 0.0);
+        assert_eq!(p.derivative(0.8), 0.0);
+        assert!((p.derivative(0.9) - (0.5 / 120.0)).abs() < EPS);
+        assert!((p.derivative(1.0) - (1.0 / 120.0)).abs() < EPS);
+        // Out-of-range input is clamped.
+        assert_eq!(p.derivative(7.0), p.derivative(1.0));
+        assert_eq!(p.derivative(-3.0), p.derivative(0.0));
+    }
+
+    #[test]
+    fn from_rest_a_bad_server_waits_then_sheds_everything() {
+        let mut c = Controller::new(ControllerParams::default(), secs(0));
+        let amounts = run(&mut c, 1.0, 0, 19);
+        // Samples at 8, 16, 24 s: still not shedding.
+        assert!(amounts[2] <= 0.0, "at 24 s: {}", amounts[2]);
+        assert!((amounts[2] - (-0.2333333333333 + 0.2)).abs() < 1e-9);
+        // At 32 s shedding has begun.
+        assert!(amounts[3] > 0.0, "at 32 s: {}", amounts[3]);
+        // Not everything at 144 s, everything by 152 s.
+        assert!(amounts[17] < 1.0, "at 144 s: {}", amounts[17]);
+        assert_eq!(amounts[18], 1.0, "at 152 s");
+    }
+
+    #[test]
+    fn dead_zone_holds_the_amount() {
+        let mut c = Controller::new(ControllerParams::default(), secs(0));
+        run(&mut c, 1.0, 0, 8);
+        let held = c.amount();
+        for u in [0.7, 0.75, 0.7999] {
+            let amounts = run(&mut c, u, 64, 5);
+            assert!(
+                amounts.iter().all(|a| (a - held).abs() < EPS),
+                "{u}: {amounts:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn recovery_is_gradual_and_returns_to_rest() {
+        let mut c = Controller::new(ControllerParams::default(), secs(0));
+        run(&mut c, 1.0, 0, 19);
+        assert_eq!(c.amount(), 1.0);
+        // At u = 0 the amount falls 8/120 per sample: after one sample it is still high.
+        let first = c.update(0.0, secs(152 + 8));
+        assert!((first - (1.0 - 8.0 / 120.0)).abs() < 1e-9);
+        let amounts = run(&mut c, 0.0, 160, 18);
+        let rest = ControllerParams::default().resting();
+        assert!(amounts[16] > rest, "rested too early");
+        assert!((amounts[17] - rest).abs() < EPS, "{amounts:?}");
+        // And it stays at rest.
+        assert!((c.update(0.0, secs(10_000)) - rest).abs() < EPS);
+    }
+
+    #[test]
+    fn elapsed_time_is_clamped() {
+        let mut c = Controller::new(ControllerParams::default(), secs(0));
+        // One sample after an hour counts as 28 s at most.
+        let a = c.update(1.0, secs(3600));
+        assert!((a - (-28.0 / 120.0 + 28.0 / 120.0)).abs() < EPS);
+        // A clock that goes backwards moves nothing.
+        let b = c.update(1.0, secs(10));
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn new_params_keep_the_amount_in_range() {
+        let mut c = Controller::new(ControllerParams::default(), secs(0));
+        let tighter = ControllerParams {
+            seconds_before_shedding: 6.0,
+            ..ControllerParams::default()
+        };
+        c.set_params(tighter);
+        assert!((c.amount() - tighter.resting()).abs() < EPS);
+    }
+}

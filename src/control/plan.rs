@@ -1,0 +1,189 @@
+//! The published shed plan: per-tier drop probabilities derived from the controller's amount,
+//! and the drop decision (random or by cohort).
+
+use crate::config::{Selection, WorkerUtilizationConfig};
+use crate::rng::{mix, unit, SplitMix64};
+use crate::tier::{PerTier, Tier};
+use serde::Serialize;
+use std::time::Duration;
+
+/// What the controller publishes for the middleware after every sample.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ShedPlan {
+    /// The utilization the controller last saw, in `[0, 1]`.
+    pub utilization: f64,
+    /// The controller's amount, in `[resting, 1]`.
+    pub amount: f64,
+    /// Drop probability per tier.
+    pub probability: PerTier<f64>,
+    /// When the plan was computed (clock time).
+    #[serde(skip)]
+    pub at: Duration,
+    /// Samples taken so far.
+    pub samples: u64,
+}
+
+impl ShedPlan {
+    /// The plan before any sample: nothing is shed.
+    pub fn idle(amount: f64, at: Duration) -> Self {
+        Self {
+            utilization: 0.0,
+            amount,
+            probability: PerTier::splat(0.0),
+            at,
+            samples: 0,
+        }
+    }
+}
+
+/// How far `amount` is through `band`, in `[0, 1]`.
+fn through(amount: f64, [start, end]: [f64; 2]) -> f64 {
+    ((amount - start) / (end - start)).clamp(0.0, 1.0)
+}
+
+/// Drop probability of each tier at `amount`: test over its band first, then get, then post;
+/// critical only with `shed_critical`. Each is capped by `max_shed`.
+pub fn probabilities(amount: f64, c: &WorkerUtilizationConfig) -> PerTier<f64> {
+    PerTier::from_fn(|tier| {
+        let raw = match tier {
+            Tier::Test => through(amount, c.bands.test),
+            Tier::Get => through(amount, c.bands.get),
+            Tier::Post => through(amount, c.bands.post),
+            Tier::Critical => match (c.shed_critical, c.bands.critical) {
+                (true, Some(band)) => through(amount, band),
+                _ => 0.0,
+            },
+        };
+        raw.min(c.max_shed.get(tier))
+    })
+}
+
+/// A key's place in the cohort order of one rotation epoch, uniform in `[0, 1)`.
+pub fn cohort_score(key: u64, epoch: u64) -> f64 {
+    unit(mix(key ^ mix(epoch.wrapping_add(0x5851_F42D_4C95_7F2D))))
+}
+
+/// The cohort epoch at `now`.
+pub fn cohort_epoch(now: Duration, rotation: Duration) -> u64 {
+    (now.as_nanos() / rotation.as_nanos().max(1)) as u64
+}
+
+/// Whether to drop a request of a tier whose drop probability is `p`.
+///
+/// `random` draws afresh; `cohort` drops the keys whose score in the current epoch is below
+/// `p`, so the same users are shed for a whole rotation and retries do not help them.
+pub fn should_drop(
+    p: f64,
+    c: &WorkerUtilizationConfig,
+    key: u64,
+    now: Duration,
+    rng: &mut SplitMix64,
+) -> bool {
+    if p <= 0.0 {
+        return false;
+    }
+    if p >= 1.0 {
+        return true;
+    }
+    match c.selection {
+        Selection::Random => rng.next_f64() < p,
+        Selection::Cohort => cohort_score(key, cohort_epoch(now, c.cohort_rotation.get())) < p,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Bands, HumanDuration};
+
+    fn cfg() -> WorkerUtilizationConfig {
+        WorkerUtilizationConfig::default()
+    }
+
+    #[test]
+    fn bands_shed_test_then_get_then_post_never_critical() {
+        let c = cfg();
+        let at = |a: f64| probabilities(a, &c);
+        assert_eq!(at(-0.2), PerTier::splat(0.0));
+        assert_eq!(at(0.0), PerTier::splat(0.0));
+        let p = at(1.0 / 6.0);
+        assert!((p.test - 0.5).abs() < 1e-12 && p.get == 0.0 && p.post == 0.0);
+        let p = at(0.5);
+        assert!(p.test == 1.0 && (p.get - 0.5).abs() < 1e-12 && p.post == 0.0);
+        let p = at(5.0 / 6.0);
+        assert!(p.test == 1.0 && p.get == 1.0 && (p.post - 0.5).abs() < 1e-12);
+        let p = at(1.0);
+        assert_eq!((p.test, p.get, p.post, p.critical), (1.0, 1.0, 1.0, 0.0));
+        // Monotone in the amount and ordered by tier at every step.
+        let mut prev = at(-0.3);
+        for i in 0..=100 {
+            let p = at(i as f64 / 100.0);
+            assert!(p.test >= p.get && p.get >= p.post && p.post >= p.critical);
+            for t in Tier::ALL {
+                assert!(p.get(t) >= prev.get(t));
+            }
+            prev = p;
+        }
+    }
+
+    #[test]
+    fn critical_only_with_shed_critical() {
+        let mut c = cfg();
+        c.bands = Bands {
+            critical: Some([0.9, 1.0]),
+            ..Bands::default()
+        };
+        assert_eq!(probabilities(1.0, &c).critical, 0.0);
+        c.shed_critical = true;
+        assert!((probabilities(0.95, &c).critical - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn max_shed_caps_a_tier() {
+        let mut c = cfg();
+        c.max_shed.get = 0.25;
+        let p = probabilities(1.0, &c);
+        assert_eq!((p.test, p.get, p.post), (1.0, 0.25, 1.0));
+    }
+
+    #[test]
+    fn random_selection_matches_the_probability() {
+        let c = cfg();
+        let mut rng = SplitMix64::new(3);
+        let n = 20_000;
+        let dropped = (0..n)
+            .filter(|&k| should_drop(0.3, &c, k, Duration::ZERO, &mut rng))
+            .count();
+        let share = dropped as f64 / n as f64;
+        assert!((share - 0.3).abs() < 0.02, "{share}");
+        assert!(!should_drop(0.0, &c, 1, Duration::ZERO, &mut rng));
+        assert!(should_drop(1.0, &c, 1, Duration::ZERO, &mut rng));
+    }
+
+    #[test]
+    fn cohort_sheds_the_same_keys_within_a_rotation_and_others_after() {
+        let mut c = cfg();
+        c.selection = Selection::Cohort;
+        c.cohort_rotation = HumanDuration::from_secs(60);
+        let mut rng = SplitMix64::new(9);
+        let shed_at = |now: u64, rng: &mut SplitMix64| -> Vec<u64> {
+            (0..2_000u64)
+                .filter(|&k| should_drop(0.25, &c, k, Duration::from_secs(now), rng))
+                .collect()
+        };
+        let first = shed_at(0, &mut rng);
+        let share = first.len() as f64 / 2_000.0;
+        assert!((share - 0.25).abs() < 0.04, "{share}");
+        // Within the rotation (and whatever the rng does) the same keys are shed.
+        assert_eq!(first, shed_at(30, &mut rng));
+        assert_eq!(first, shed_at(59, &mut rng));
+        // After it, a different cohort.
+        let next = shed_at(60, &mut rng);
+        let overlap = next.iter().filter(|k| first.contains(k)).count();
+        assert!(
+            overlap < first.len() / 2,
+            "overlap {overlap} of {}",
+            first.len()
+        );
+    }
+}

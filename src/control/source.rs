@@ -1,0 +1,343 @@
+//! Utilization sources: what the sampler reads every `sample_interval`.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::ThreadId;
+use std::time::Duration;
+
+use crate::tier::{PerTier, Tier};
+
+/// Why a source could not produce a sample.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct SourceError(pub String);
+
+/// A gauge of how busy this process is, in `[0, 1]` (values above 1 are read as 1).
+///
+/// Implement it for your own signal (a DB pool's usage, a queue's depth) and register it with
+/// [`BrownoutBuilder::custom_source`](crate::BrownoutBuilder::custom_source). A source that
+/// errors or panics is counted in `brownout_fail_open_total` and its sample is skipped.
+pub trait UtilizationSource: Send + 'static {
+    /// A short name for logs.
+    fn name(&self) -> &str;
+    /// Reads the gauge; `now` is the injected clock's time.
+    fn sample(&mut self, now: Duration) -> Result<f64, SourceError>;
+}
+
+/// A source made of a name and a closure.
+pub struct FnSource<F> {
+    name: String,
+    f: F,
+}
+
+/// Wraps a closure as a [`UtilizationSource`].
+///
+/// ```
+/// let source = brownout::control::source_fn("db_pool", || Ok(0.25));
+/// ```
+pub fn source_fn<F>(name: impl Into<String>, f: F) -> FnSource<F>
+where
+    F: FnMut() -> Result<f64, SourceError> + Send + 'static,
+{
+    FnSource {
+        name: name.into(),
+        f,
+    }
+}
+
+impl<F> UtilizationSource for FnSource<F>
+where
+    F: FnMut() -> Result<f64, SourceError> + Send + 'static,
+{
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn sample(&mut self, _now: Duration) -> Result<f64, SourceError> {
+        (self.f)()
+    }
+}
+
+/// Requests in progress through the middleware, per tier.
+#[derive(Debug, Default)]
+pub struct InFlight {
+    per_tier: [AtomicI64; 4],
+}
+
+impl InFlight {
+    pub(crate) fn enter(&self, tier: Tier) {
+        self.per_tier[tier.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn leave(&self, tier: Tier) {
+        self.per_tier[tier.index()].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Requests in progress, per tier.
+    pub fn per_tier(&self) -> PerTier<i64> {
+        PerTier::from_fn(|t| self.per_tier[t.index()].load(Ordering::Relaxed).max(0))
+    }
+
+    /// Requests in progress in all tiers.
+    pub fn total(&self) -> i64 {
+        self.per_tier
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum::<i64>()
+            .max(0)
+    }
+}
+
+/// `in_flight`: requests in progress divided by the configured capacity.
+pub struct InFlightSource {
+    in_flight: Arc<InFlight>,
+    capacity: Box<dyn Fn() -> u32 + Send>,
+}
+
+impl InFlightSource {
+    /// Reads `in_flight` against a capacity that may change at run time.
+    pub fn new(in_flight: Arc<InFlight>, capacity: impl Fn() -> u32 + Send + 'static) -> Self {
+        Self {
+            in_flight,
+            capacity: Box::new(capacity),
+        }
+    }
+}
+
+impl UtilizationSource for InFlightSource {
+    fn name(&self) -> &str {
+        "in_flight"
+    }
+    fn sample(&mut self, _now: Duration) -> Result<f64, SourceError> {
+        let capacity = (self.capacity)().max(1);
+        Ok(self.in_flight.total() as f64 / f64::from(capacity))
+    }
+}
+
+/// `cpu`: this process's CPU time over wall time and cores since the previous sample.
+pub struct CpuSource {
+    system: sysinfo::System,
+    pid: sysinfo::Pid,
+    cores: f64,
+    last: Option<(u64, Duration)>,
+}
+
+impl CpuSource {
+    /// A source for the current process.
+    pub fn new() -> Result<Self, SourceError> {
+        let err = |e: sysinfo::Error| SourceError(format!("cpu source unavailable: {e:?}"));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        Ok(Self {
+            system: sysinfo::System::new().map_err(err)?,
+            pid: sysinfo::get_current_pid().map_err(err)?,
+            cores,
+            last: None,
+        })
+    }
+
+    fn cpu_millis(&mut self) -> Result<u64, SourceError> {
+        use sysinfo::{ProcessRefreshKind, ProcessesToUpdate};
+        self.system.refresh_processes_specifics(
+            ProcessesToUpdate::Some(&[self.pid]),
+            false,
+            ProcessRefreshKind::nothing().with_cpu(),
+        );
+        self.system
+            .process(self.pid)
+            .map(|p| p.accumulated_cpu_time())
+            .ok_or_else(|| SourceError("cpu source: own process not found".into()))
+    }
+}
+
+impl UtilizationSource for CpuSource {
+    fn name(&self) -> &str {
+        "cpu"
+    }
+    fn sample(&mut self, now: Duration) -> Result<f64, SourceError> {
+        let cpu = self.cpu_millis()?;
+        let previous = self.last.replace((cpu, now));
+        let Some((last_cpu, last_at)) = previous else {
+            return Ok(0.0);
+        };
+        let wall_ms = now.saturating_sub(last_at).as_secs_f64() * 1000.0;
+        if wall_ms <= 0.0 {
+            return Ok(0.0);
+        }
+        Ok(cpu.saturating_sub(last_cpu) as f64 / (wall_ms * self.cores))
+    }
+}
+
+/// The tokio runtimes of the actix workers, registered as each worker builds its middleware.
+#[derive(Debug, Default)]
+pub struct RuntimeRegistry {
+    runtimes: Mutex<Vec<(ThreadId, tokio::runtime::RuntimeMetrics)>>,
+}
+
+impl RuntimeRegistry {
+    /// Registers the runtime of the calling thread, once per thread.
+    pub fn register_current(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let id = std::thread::current().id();
+        let mut all = self.runtimes.lock().unwrap_or_else(PoisonError::into_inner);
+        if !all.iter().any(|(t, _)| *t == id) {
+            all.push((id, handle.metrics()));
+        }
+    }
+
+    /// Busy time and worker count of every registered runtime.
+    fn snapshot(&self) -> Vec<(ThreadId, Duration, usize)> {
+        let all = self.runtimes.lock().unwrap_or_else(PoisonError::into_inner);
+        all.iter()
+            .map(|(id, m)| {
+                let workers = m.num_workers();
+                let busy = (0..workers).map(|w| m.worker_total_busy_duration(w)).sum();
+                (*id, busy, workers)
+            })
+            .collect()
+    }
+}
+
+/// `runtime`: busy time of the worker runtimes over their wall time since the last sample.
+pub struct RuntimeSource {
+    registry: Arc<RuntimeRegistry>,
+    last: Vec<(ThreadId, Duration)>,
+    last_at: Option<Duration>,
+}
+
+impl RuntimeSource {
+    /// Reads the runtimes in `registry`.
+    pub fn new(registry: Arc<RuntimeRegistry>) -> Self {
+        Self {
+            registry,
+            last: Vec::new(),
+            last_at: None,
+        }
+    }
+}
+
+impl UtilizationSource for RuntimeSource {
+    fn name(&self) -> &str {
+        "runtime"
+    }
+    fn sample(&mut self, now: Duration) -> Result<f64, SourceError> {
+        let snapshot = self.registry.snapshot();
+        if snapshot.is_empty() {
+            return Err(SourceError(
+                "runtime source: no actix worker runtime has registered yet".into(),
+            ));
+        }
+        let wall = self
+            .last_at
+            .replace(now)
+            .map_or(Duration::ZERO, |at| now.saturating_sub(at));
+        let (mut busy, mut capacity) = (Duration::ZERO, Duration::ZERO);
+        for &(id, total, workers) in &snapshot {
+            // A runtime seen for the first time only sets its baseline.
+            if let Some((_, before)) = self.last.iter().find(|(t, _)| *t == id) {
+                busy += total.saturating_sub(*before);
+                capacity += wall * workers as u32;
+            }
+        }
+        self.last = snapshot.iter().map(|&(id, total, _)| (id, total)).collect();
+        if capacity.is_zero() {
+            return Ok(0.0);
+        }
+        Ok(busy.as_secs_f64() / capacity.as_secs_f64())
+    }
+}
+
+/// The utilization the controller sees: the largest answer of the sources that answered, in
+/// `[0, 1]`; `None` if none did.
+pub fn combine(samples: impl IntoIterator<Item = f64>) -> Option<f64> {
+    samples
+        .into_iter()
+        .filter(|u| u.is_finite())
+        .map(|u| u.clamp(0.0, 1.0))
+        .reduce(f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_flight_is_relative_to_live_capacity() {
+        let in_flight = Arc::new(InFlight::default());
+        let capacity = Arc::new(std::sync::atomic::AtomicU32::new(4));
+        let cap = capacity.clone();
+        let mut s = InFlightSource::new(in_flight.clone(), move || cap.load(Ordering::Relaxed));
+        assert_eq!(s.sample(Duration::ZERO), Ok(0.0));
+        in_flight.enter(Tier::Get);
+        in_flight.enter(Tier::Post);
+        assert_eq!(s.sample(Duration::ZERO), Ok(0.5));
+        capacity.store(8, Ordering::Relaxed);
+        assert_eq!(s.sample(Duration::ZERO), Ok(0.25));
+        in_flight.leave(Tier::Get);
+        assert_eq!(in_flight.per_tier().get, 0);
+        assert_eq!(in_flight.total(), 1);
+    }
+
+    #[test]
+    fn combine_takes_the_max_of_finite_answers() {
+        assert_eq!(combine([0.2, 0.9, 0.5]), Some(0.9));
+        assert_eq!(combine([0.2, f64::NAN]), Some(0.2));
+        assert_eq!(combine([3.0]), Some(1.0));
+        assert_eq!(combine([-1.0]), Some(0.0));
+        assert_eq!(combine(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn fn_source_reports_its_closure() {
+        let mut s = source_fn("pool", || Ok(0.4));
+        assert_eq!(s.name(), "pool");
+        assert_eq!(s.sample(Duration::ZERO), Ok(0.4));
+    }
+
+    #[test]
+    fn cpu_source_measures_a_busy_thread() {
+        let mut s = CpuSource::new().unwrap();
+        let start = std::time::Instant::now();
+        assert_eq!(s.sample(Duration::ZERO), Ok(0.0));
+        // Burn CPU on this thread for a while, then compare with the wall time.
+        let mut x = 0u64;
+        while start.elapsed() < Duration::from_millis(300) {
+            x = x.wrapping_mul(31).wrapping_add(7);
+        }
+        std::hint::black_box(x);
+        let u = s.sample(start.elapsed()).unwrap();
+        let cores = std::thread::available_parallelism().unwrap().get() as f64;
+        assert!(u > 0.3 / cores, "cpu share {u} with {cores} cores");
+        assert!(u <= 1.05, "cpu share {u}");
+    }
+
+    #[test]
+    fn runtime_source_measures_busy_workers() {
+        let registry = Arc::new(RuntimeRegistry::default());
+        let mut s = RuntimeSource::new(registry.clone());
+        assert!(s.sample(Duration::ZERO).is_err(), "no runtime yet");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let wall = std::time::Instant::now();
+        rt.block_on(async {
+            registry.register_current();
+            registry.register_current(); // once per thread
+        });
+        assert_eq!(s.sample(wall.elapsed()), Ok(0.0), "baseline");
+        rt.block_on(async {
+            // A task that keeps the worker busy without yielding.
+            tokio::spawn(async {
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_millis(200) {
+                    std::hint::spin_loop();
+                }
+            })
+            .await
+            .unwrap();
+        });
+        let u = s.sample(wall.elapsed()).unwrap();
+        assert!(u > 0.5 && u <= 1.0, "busy ratio {u}");
+    }
+}

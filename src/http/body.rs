@@ -1,0 +1,74 @@
+//! A response body that holds the request's in-flight guard until the body is finished, fails,
+//! or is dropped (the client went away).
+
+use crate::control::InFlight;
+use crate::tier::Tier;
+use actix_web::body::{BodySize, MessageBody};
+use actix_web::web::Bytes;
+use pin_project_lite::pin_project;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// Counts a request as in flight while it lives.
+#[derive(Debug)]
+pub struct InFlightGuard {
+    in_flight: Arc<InFlight>,
+    tier: Tier,
+}
+
+impl InFlightGuard {
+    /// Enters `tier` now; leaves it on drop.
+    pub fn new(in_flight: Arc<InFlight>, tier: Tier) -> Self {
+        in_flight.enter(tier);
+        Self { in_flight, tier }
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.in_flight.leave(self.tier);
+    }
+}
+
+pin_project! {
+    /// The wrapped app's body, releasing its guard at the end of the stream.
+    pub struct TrackedBody<B> {
+        #[pin]
+        body: B,
+        guard: Option<InFlightGuard>,
+    }
+}
+
+impl<B> TrackedBody<B> {
+    pub(crate) fn new(body: B, guard: Option<InFlightGuard>) -> Self {
+        Self { body, guard }
+    }
+}
+
+impl<B: MessageBody> MessageBody for TrackedBody<B> {
+    type Error = B::Error;
+
+    fn size(&self) -> BodySize {
+        self.body.size()
+    }
+
+    fn poll_next(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Bytes, Self::Error>>> {
+        let this = self.project();
+        let next = this.body.poll_next(cx);
+        if matches!(next, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+            this.guard.take();
+        }
+        next
+    }
+
+    fn try_into_bytes(self) -> Result<Bytes, Self> {
+        let TrackedBody { body, guard } = self;
+        // A body that is already complete releases the guard with it.
+        body.try_into_bytes()
+            .map_err(|body| TrackedBody { body, guard })
+    }
+}

@@ -1,0 +1,11 @@
+//! The HTTP side: the actix middleware, rejection responses, and the admin server.
+
+mod admin;
+mod body;
+mod middleware;
+mod response;
+
+pub use admin::AdminServer;
+pub use body::{InFlightGuard, TrackedBody};
+pub use middleware::{BrownoutMiddleware, BrownoutService, ResponseFuture};
+pub use response::{problem, rejection_response, retry_after_secs};

@@ -1,0 +1,89 @@
+//! Rejection responses: 429/503 with `Retry-After` and an RFC 9457 problem+json body.
+
+use crate::limiter::{LimiterName, Rejection};
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
+use actix_web::HttpResponse;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Whole seconds, rounded up, at least 1.
+pub fn retry_after_secs(d: Duration) -> u64 {
+    (d.as_secs() + u64::from(d.subsec_nanos() > 0)).max(1)
+}
+
+/// A problem+json response; `extra` members are merged into the body.
+pub fn problem(status: StatusCode, title: &str, detail: &str, extra: Value) -> HttpResponse {
+    let mut body = json!({
+        "type": format!("urn:brownout:problem:{}", title.to_ascii_lowercase().replace(' ', "-")),
+        "title": title,
+        "status": status.as_u16(),
+        "detail": detail,
+    });
+    if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), extra) {
+        body.extend(extra);
+    }
+    HttpResponse::build(status)
+        .insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        ))
+        .body(body.to_string())
+}
+
+/// The response for a rejection: actionable, naming the limiter, the tier and when to retry.
+pub fn rejection_response(r: &Rejection) -> HttpResponse {
+    let secs = retry_after_secs(r.retry_after);
+    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let (title, detail) = match r.limiter {
+        LimiterName::WorkerUtilization => (
+            "Service overloaded",
+            format!(
+                "The server is shedding {} traffic to stay up under load. Retry in {secs} seconds; critical requests are still being served.",
+                r.tier
+            ),
+        ),
+        LimiterName::FleetUsage => (
+            "Capacity reserved",
+            format!(
+                "The remaining capacity is reserved for critical requests. Retry this {} request in {secs} seconds.",
+                r.tier
+            ),
+        ),
+        LimiterName::RequestRate => (
+            "Too many requests",
+            format!("You have used up your request credits. Retry in {secs} seconds, or spread your requests out."),
+        ),
+        LimiterName::ConcurrentRequests => (
+            "Too many concurrent requests",
+            format!("You have too many requests in progress. Retry in {secs} seconds, once some have finished."),
+        ),
+    };
+    let mut response = problem(
+        status,
+        title,
+        &detail,
+        json!({
+            "limiter": r.limiter.as_str(),
+            "tier": r.tier.as_str(),
+            "retry_after_seconds": secs,
+        }),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_rounds_up_to_at_least_one() {
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1)), 1);
+        assert_eq!(retry_after_secs(Duration::from_secs(8)), 8);
+        assert_eq!(retry_after_secs(Duration::from_millis(8001)), 9);
+    }
+}

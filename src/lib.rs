@@ -1,0 +1,60 @@
+//! # brownout
+//!
+//! Stripe's four limiters for an actix-web service, in one middleware:
+//!
+//! 1. **request_rate** — a per-key token bucket with weighted endpoint costs (429);
+//! 2. **concurrent_requests** — a per-key cap on requests in progress (429);
+//! 3. **fleet_usage** — capacity reserved for critical traffic (503);
+//! 4. **worker_utilization** — a derivative controller that slowly sheds test traffic, then
+//!    GETs, then POSTs, never critical requests, and slowly brings them back (503).
+//!
+//! ## Architecture
+//!
+//! ```text
+//! config.yaml ─► Config (validated) ─► ArcSwap<Settings> ◄── admin API
+//! request ─► middleware ─► classifier (tier, key) ─► limiter chain ─► app or 429/503
+//!                                                        ▲
+//! sampler actor ─(every sample_interval)─► controller actor ─► ArcSwap<ShedPlan>
+//! ```
+//!
+//! The request path reads settings and the shed plan through `ArcSwap` (no locks), allocates
+//! nothing when it lets a request through, and never fails a request because of brownout: a
+//! limiter that errors or panics fails open, is counted in `brownout_fail_open_total` and is
+//! logged at most every ten seconds. Time ([`clock::Clock`]) and randomness (seeds) are
+//! injected, so every limiter and the controller are tested deterministically.
+//!
+//! ## Embedding
+//!
+//! ```no_run
+//! # use actix_web::{web, App, HttpServer};
+//! # #[actix_web::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let brownout = brownout::Brownout::from_config_file("config.yaml")?;
+//! brownout.start()?;
+//! let b = brownout.clone();
+//! HttpServer::new(move || App::new().wrap(b.middleware()).route("/", web::get().to(|| async { "ok" })))
+//!     .bind("127.0.0.1:8080")?
+//!     .run()
+//!     .await?;
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod classify;
+pub mod clock;
+pub mod config;
+pub mod control;
+pub mod demo;
+pub mod http;
+pub mod limiter;
+mod logging;
+pub mod metrics;
+pub mod rng;
+mod runtime;
+pub mod tier;
+
+pub use config::{Config, Mode};
+pub use control::{ShedPlan, UtilizationSource};
+pub use runtime::{Brownout, BrownoutBuilder, Error, Settings, TierHook};
+pub use tier::Tier;

@@ -1,0 +1,83 @@
+//! The limiters, checked in DESIGN.md order, and the chain that applies their modes and fails
+//! open on any error or panic.
+
+mod chain;
+pub mod worker_utilization;
+
+pub(crate) use chain::{decide, Verdict};
+
+use crate::tier::Tier;
+use serde::Serialize;
+use std::time::Duration;
+
+/// The four limiters (and the classifier, which can fail open too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimiterName {
+    /// Per-key token bucket.
+    RequestRate = 0,
+    /// Per-key in-flight cap.
+    ConcurrentRequests = 1,
+    /// Capacity reserved for critical traffic.
+    FleetUsage = 2,
+    /// The derivative-controller shedder.
+    WorkerUtilization = 3,
+}
+
+impl LimiterName {
+    /// Every limiter, in the order they are checked.
+    pub const ALL: [LimiterName; 4] = [
+        LimiterName::RequestRate,
+        LimiterName::ConcurrentRequests,
+        LimiterName::FleetUsage,
+        LimiterName::WorkerUtilization,
+    ];
+
+    /// The label value and admin API name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            LimiterName::RequestRate => "request_rate",
+            LimiterName::ConcurrentRequests => "concurrent_requests",
+            LimiterName::FleetUsage => "fleet_usage",
+            LimiterName::WorkerUtilization => "worker_utilization",
+        }
+    }
+
+    /// Looks a limiter up by its name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|l| l.as_str() == name)
+    }
+}
+
+/// A limiter's "no": an ordinary value that says when to come back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rejection {
+    /// Who said no.
+    pub limiter: LimiterName,
+    /// The request's tier.
+    pub tier: Tier,
+    /// 429 (this user is over a limit) or 503 (the server is protecting itself).
+    pub status: u16,
+    /// When a retry may succeed.
+    pub retry_after: Duration,
+}
+
+/// Why a limiter could not decide; the request is let through (fail open).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LimiterError {
+    /// The controller has not published a plan for too long (it died, or its source fails).
+    #[error("the shed plan is {age:?} old")]
+    StalePlan {
+        /// How old the plan is.
+        age: Duration,
+    },
+}
+
+impl LimiterError {
+    /// The `reason` label of `brownout_fail_open_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            LimiterError::StalePlan { .. } => "stale_plan",
+        }
+    }
+}

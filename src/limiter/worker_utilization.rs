@@ -1,0 +1,93 @@
+//! The worker-utilization check: drop a request of tier t with the published probability p(t).
+
+use super::{LimiterError, LimiterName, Rejection};
+use crate::config::WorkerUtilizationConfig;
+use crate::control::{should_drop, ShedPlan};
+use crate::rng::SplitMix64;
+use crate::tier::Tier;
+use std::time::Duration;
+
+/// How old a plan may be before it is distrusted: three sample intervals (at least 1 s).
+pub fn stale_after(c: &WorkerUtilizationConfig) -> Duration {
+    (c.sample_interval.get() * 3).max(Duration::from_secs(1))
+}
+
+/// Checks one request against the published plan.
+///
+/// A plan that would shed but is stale (the controller died or its source keeps failing) is
+/// not trusted: the request fails open rather than being shed forever.
+pub fn check(
+    c: &WorkerUtilizationConfig,
+    plan: &ShedPlan,
+    tier: Tier,
+    key: u64,
+    now: Duration,
+    rng: &mut SplitMix64,
+) -> Result<Option<Rejection>, LimiterError> {
+    let p = plan.probability.get(tier);
+    if p <= 0.0 {
+        return Ok(None);
+    }
+    let age = now.saturating_sub(plan.at);
+    if age > stale_after(c) {
+        return Err(LimiterError::StalePlan { age });
+    }
+    if !should_drop(p, c, key, now, rng) {
+        return Ok(None);
+    }
+    Ok(Some(Rejection {
+        limiter: LimiterName::WorkerUtilization,
+        tier,
+        status: 503,
+        retry_after: c.retry_after.map_or(c.sample_interval.get(), |r| r.get()),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tier::PerTier;
+
+    fn plan(p: f64, at: Duration) -> ShedPlan {
+        ShedPlan {
+            probability: PerTier {
+                critical: 0.0,
+                post: 0.0,
+                get: p,
+                test: 1.0,
+            },
+            ..ShedPlan::idle(0.0, at)
+        }
+    }
+
+    #[test]
+    fn sheds_with_the_plan_and_says_when_to_retry() {
+        let c = WorkerUtilizationConfig::default();
+        let mut rng = SplitMix64::new(1);
+        let now = Duration::from_secs(100);
+        let p = plan(1.0, now);
+        let r = check(&c, &p, Tier::Get, 1, now, &mut rng).unwrap().unwrap();
+        assert_eq!(r.status, 503);
+        assert_eq!(r.retry_after, Duration::from_secs(8));
+        assert_eq!(check(&c, &p, Tier::Post, 1, now, &mut rng), Ok(None));
+        assert_eq!(check(&c, &p, Tier::Critical, 1, now, &mut rng), Ok(None));
+    }
+
+    #[test]
+    fn a_stale_plan_fails_open_only_when_it_would_shed() {
+        let c = WorkerUtilizationConfig::default();
+        let mut rng = SplitMix64::new(1);
+        let p = plan(1.0, Duration::ZERO);
+        let late = Duration::from_secs(25);
+        assert_eq!(
+            check(&c, &p, Tier::Get, 1, late, &mut rng),
+            Err(LimiterError::StalePlan { age: late })
+        );
+        assert_eq!(check(&c, &p, Tier::Post, 1, late, &mut rng), Ok(None));
+        assert!(
+            check(&c, &p, Tier::Get, 1, Duration::from_secs(24), &mut rng)
+                .unwrap()
+                .is_some()
+        );
+    }
+}

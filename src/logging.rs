@@ -1,0 +1,56 @@
+//! Rate-limited logging, so a failing limiter cannot flood the logs from the request path.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::clock::nanos;
+
+/// Lets one message through per `every`, counting the ones it held back.
+#[derive(Debug)]
+pub struct LogGate {
+    every: u64,
+    next: AtomicU64,
+    suppressed: AtomicU64,
+}
+
+impl LogGate {
+    /// A gate that opens at most once per `every`.
+    pub const fn new(every: Duration) -> Self {
+        Self {
+            every: every.as_nanos() as u64,
+            next: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+
+    /// `Some(held back since the last one)` if a message may be logged at `now`.
+    pub fn open(&self, now: Duration) -> Option<u64> {
+        let now = nanos(now);
+        let next = self.next.load(Ordering::Relaxed);
+        if now >= next
+            && self
+                .next
+                .compare_exchange(next, now + self.every, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Some(self.suppressed.swap(0, Ordering::Relaxed));
+        }
+        self.suppressed.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_message_per_period_with_a_count_of_the_rest() {
+        let gate = LogGate::new(Duration::from_secs(10));
+        assert_eq!(gate.open(Duration::from_secs(0)), Some(0));
+        assert_eq!(gate.open(Duration::from_secs(1)), None);
+        assert_eq!(gate.open(Duration::from_secs(9)), None);
+        assert_eq!(gate.open(Duration::from_secs(10)), Some(2));
+        assert_eq!(gate.open(Duration::from_secs(11)), None);
+    }
+}

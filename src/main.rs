@@ -1,0 +1,80 @@
+//! The `brownout` binary: runs the demo app with brownout embedded.
+
+use brownout::demo::Demo;
+use brownout::Config;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Stripe-style rate limiters and load shedders for actix-web"
+)]
+struct Cli {
+    /// The configuration file.
+    #[arg(long, global = true, default_value = "config.yaml")]
+    config: PathBuf,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the demo app and the admin API (the default).
+    Run,
+    /// Validate the configuration file and exit.
+    Check,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let config = match Config::load(&cli.config) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command.unwrap_or(Command::Run) {
+        Command::Check => {
+            println!("{}: ok", cli.config.display());
+            ExitCode::SUCCESS
+        }
+        Command::Run => match actix_web::rt::System::new().block_on(run(config)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+async fn run(config: Config) -> Result<(), brownout::Error> {
+    let demo = Demo::start(config)?;
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    demo.stop().await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,319 @@
+//! Prometheus metrics (DESIGN.md §7). Every handle is resolved once, at construction, so the
+//! request path only bumps atomics; label values come from fixed sets, never from requests.
+//!
+//! Each [`Brownout`](crate::Brownout) owns its own recorder (no global state), so several
+//! instances — in tests, say — never mix their numbers.
+
+mod histogram;
+
+pub use histogram::AtomicHistogram;
+
+use crate::config::Mode;
+use crate::control::{InFlight, ShedPlan};
+use crate::limiter::LimiterName;
+use crate::tier::Tier;
+use metrics::{Counter, Gauge, Key, KeyName, Label, Metadata, Recorder};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// `outcome` label values of `brownout_requests_total`, in [`Outcome`] order.
+const OUTCOMES: [&str; 4] = ["allowed", "rejected", "dark_rejected", "failed_open"];
+
+/// What happened to a request, for `brownout_requests_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Outcome {
+    /// Every limiter said yes (or was off).
+    Allowed = 0,
+    /// A limiter in enforce mode said no.
+    Rejected = 1,
+    /// A limiter in dark mode would have said no; the request went through.
+    DarkRejected = 2,
+    /// A limiter failed and the request went through.
+    FailedOpen = 3,
+}
+
+/// The `limiter` label values that `brownout_fail_open_total` starts with, and their reasons.
+const FAIL_OPEN_SERIES: [(&str, &str); 7] = [
+    ("request_rate", "panic"),
+    ("concurrent_requests", "panic"),
+    ("fleet_usage", "panic"),
+    ("worker_utilization", "panic"),
+    ("worker_utilization", "stale_plan"),
+    ("worker_utilization", "source_error"),
+    ("classifier", "panic"),
+];
+
+const DECISION: &str = "brownout_decision_duration_seconds";
+const DECISION_HELP: &str = "Time the middleware spent deciding about a request, in seconds.";
+
+/// Decision-time histogram buckets, in seconds (100 ns .. 10 ms).
+static DECISION_BUCKETS: [f64; 12] = [
+    1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 1e-4, 1e-3, 5e-3, 1e-2,
+];
+
+const META: Metadata<'static> = Metadata::new("brownout", metrics::Level::INFO, None);
+
+/// All of brownout's metric handles and the recorder that renders them.
+pub struct Metrics {
+    recorder: PrometheusRecorder,
+    requests: [[Counter; 4]; 4],
+    rejections: [[[Counter; 2]; 4]; 4],
+    utilization: Gauge,
+    amount: Gauge,
+    shed_probability: [Gauge; 4],
+    in_flight: [Gauge; 4],
+    limiter_mode: [[Gauge; 3]; 4],
+    kill_switch: Gauge,
+    decision: AtomicHistogram,
+    config_version: Gauge,
+    /// Per limiter: rejected, dark_rejected, failed_open (for the admin state).
+    totals: [[AtomicU64; 3]; 4],
+}
+
+/// One limiter's counts since start, as shown by `GET /v1/state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LimiterCounts {
+    /// Enforced rejections.
+    pub rejected: u64,
+    /// Rejections in dark mode.
+    pub dark_rejected: u64,
+    /// Fail-opens.
+    pub failed_open: u64,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+fn key(name: &'static str, labels: &[(&'static str, &'static str)]) -> Key {
+    Key::from_parts(
+        name,
+        labels
+            .iter()
+            .map(|&(k, v)| Label::new(k, v))
+            .collect::<Vec<_>>(),
+    )
+}
+
+impl Metrics {
+    /// Registers and describes every metric.
+    pub fn new() -> Self {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        describe(&recorder);
+        let r = &recorder;
+        let counter = |name, labels: &[_]| r.register_counter(&key(name, labels), &META);
+        let gauge = |name, labels: &[_]| r.register_gauge(&key(name, labels), &META);
+        let tier_gauges = |name| Tier::ALL.map(|t| gauge(name, &[("tier", t.as_str())]));
+        let requests = Tier::ALL.map(|t| {
+            OUTCOMES.map(|o| {
+                counter(
+                    "brownout_requests_total",
+                    &[("tier", t.as_str()), ("outcome", o)],
+                )
+            })
+        });
+        let rejections = LimiterName::ALL.map(|l| {
+            Tier::ALL.map(|t| {
+                ["enforce", "dark"].map(|m| {
+                    counter(
+                        "brownout_rejections_total",
+                        &[("limiter", l.as_str()), ("tier", t.as_str()), ("mode", m)],
+                    )
+                })
+            })
+        });
+        for (limiter, reason) in FAIL_OPEN_SERIES {
+            // Registered at zero, so alerts on rate() see the series before the first failure.
+            counter(
+                "brownout_fail_open_total",
+                &[("limiter", limiter), ("reason", reason)],
+            )
+            .increment(0);
+        }
+        let limiter_mode = LimiterName::ALL.map(|l| {
+            Mode::ALL.map(|m| {
+                gauge(
+                    "brownout_limiter_mode",
+                    &[("limiter", l.as_str()), ("mode", m.as_str())],
+                )
+            })
+        });
+        gauge(
+            "brownout_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))],
+        )
+        .set(1.0);
+        Self {
+            requests,
+            rejections,
+            utilization: gauge("brownout_utilization_ratio", &[]),
+            amount: gauge("brownout_shedding_amount", &[]),
+            shed_probability: tier_gauges("brownout_shed_probability"),
+            in_flight: tier_gauges("brownout_in_flight_requests"),
+            limiter_mode,
+            kill_switch: gauge("brownout_kill_switch_engaged", &[]),
+            decision: AtomicHistogram::new(&DECISION_BUCKETS),
+            config_version: gauge("brownout_config_version", &[]),
+            totals: Default::default(),
+            recorder,
+        }
+    }
+
+    /// Counts a request's outcome.
+    pub fn request(&self, tier: Tier, outcome: Outcome) {
+        self.requests[tier.index()][outcome as usize].increment(1);
+    }
+
+    /// Counts a limiter's "no" (enforced, or dark).
+    pub fn rejection(&self, limiter: LimiterName, tier: Tier, dark: bool) {
+        self.rejections[limiter as usize][tier.index()][usize::from(dark)].increment(1);
+        self.totals[limiter as usize][usize::from(dark)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A limiter's counts since start.
+    pub fn counts(&self, limiter: LimiterName) -> LimiterCounts {
+        let [rejected, dark_rejected, failed_open] = self.totals[limiter as usize]
+            .each_ref()
+            .map(|c| c.load(Ordering::Relaxed));
+        LimiterCounts {
+            rejected,
+            dark_rejected,
+            failed_open,
+        }
+    }
+
+    /// Counts a fail-open (a rare path: the handle is looked up by label).
+    pub fn fail_open(&self, limiter: &'static str, reason: &'static str) {
+        let k = key(
+            "brownout_fail_open_total",
+            &[("limiter", limiter), ("reason", reason)],
+        );
+        self.recorder.register_counter(&k, &META).increment(1);
+        if let Some(l) = LimiterName::parse(limiter) {
+            self.totals[l as usize][2].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Records how long a decision took.
+    pub fn decision_seconds(&self, seconds: f64) {
+        self.decision.record(seconds);
+    }
+
+    /// Publishes the controller's state.
+    pub fn publish_plan(&self, plan: &ShedPlan) {
+        self.utilization.set(plan.utilization);
+        self.amount.set(plan.amount);
+        for t in Tier::ALL {
+            self.shed_probability[t.index()].set(plan.probability.get(t));
+        }
+    }
+
+    /// Publishes modes, the kill switch and the config version.
+    pub fn publish_settings(&self, modes: [Mode; 4], kill_switch: bool, version: u64) {
+        for (limiter, mode) in modes.iter().enumerate() {
+            for (i, m) in Mode::ALL.iter().enumerate() {
+                self.limiter_mode[limiter][i].set(if m == mode { 1.0 } else { 0.0 });
+            }
+        }
+        self.kill_switch.set(if kill_switch { 1.0 } else { 0.0 });
+        self.config_version.set(version as f64);
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self, in_flight: &InFlight) -> String {
+        let now = in_flight.per_tier();
+        for t in Tier::ALL {
+            self.in_flight[t.index()].set(now.get(t) as f64);
+        }
+        let handle = self.recorder.handle();
+        handle.run_upkeep();
+        let mut text = handle.render();
+        self.decision.render(DECISION, DECISION_HELP, &mut text);
+        text
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn describe(r: &PrometheusRecorder) {
+    let counters = [
+        ("brownout_requests_total", "Requests seen by the middleware, by tier and outcome (allowed, rejected, dark_rejected, failed_open)."),
+        ("brownout_rejections_total", "Rejections by limiter, tier and mode; mode=dark counts requests a dark-launched limiter would have rejected."),
+        ("brownout_fail_open_total", "Times a limiter or source failed and the request was let through, by limiter and reason."),
+    ];
+    for (name, help) in counters {
+        r.describe_counter(KeyName::from(name), None, help.into());
+    }
+    let gauges = [
+        (
+            "brownout_utilization_ratio",
+            "Utilization last seen by the worker-utilization controller (0..1).",
+        ),
+        (
+            "brownout_shedding_amount",
+            "The controller's shedding amount (resting value below 0 up to 1).",
+        ),
+        (
+            "brownout_shed_probability",
+            "Probability that the worker-utilization shedder drops a request of the tier.",
+        ),
+        (
+            "brownout_in_flight_requests",
+            "Requests in progress through the middleware, by tier.",
+        ),
+        (
+            "brownout_limiter_mode",
+            "1 for each limiter's active mode (enforce, dark, off), 0 otherwise.",
+        ),
+        (
+            "brownout_kill_switch_engaged",
+            "1 while the global kill switch turns every limiter off.",
+        ),
+        (
+            "brownout_config_version",
+            "Version of the live settings; bumped by every accepted change.",
+        ),
+        (
+            "brownout_build_info",
+            "Always 1; the version label carries the brownout version.",
+        ),
+    ];
+    for (name, help) in gauges {
+        r.describe_gauge(KeyName::from(name), None, help.into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_every_series_with_help() {
+        let m = Metrics::new();
+        m.request(Tier::Get, Outcome::Rejected);
+        m.rejection(LimiterName::WorkerUtilization, Tier::Get, false);
+        m.decision_seconds(2e-6);
+        let text = m.render(&InFlight::default());
+        for needle in [
+            "# HELP brownout_requests_total",
+            "brownout_requests_total{tier=\"get\",outcome=\"rejected\"} 1",
+            "brownout_requests_total{tier=\"test\",outcome=\"allowed\"} 0",
+            "brownout_rejections_total{limiter=\"worker_utilization\",tier=\"get\",mode=\"enforce\"} 1",
+            "brownout_fail_open_total{limiter=\"worker_utilization\",reason=\"stale_plan\"} 0",
+            "brownout_decision_duration_seconds_bucket",
+            "brownout_in_flight_requests{tier=\"critical\"} 0",
+            "brownout_build_info{version=",
+            "# TYPE brownout_shed_probability gauge",
+            "# TYPE brownout_decision_duration_seconds histogram",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+}

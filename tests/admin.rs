@@ -1,0 +1,200 @@
+//! The admin server over real HTTP on loopback: health, metrics, state, auth.
+
+mod common;
+
+use common::{config, Rig};
+use std::net::SocketAddr;
+
+fn loopback() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+async fn serve(rig: &Rig) -> String {
+    let admin = rig.brownout.admin_server_on(loopback()).unwrap();
+    actix_web::rt::spawn(admin.server);
+    format!("http://{}", admin.local_addr)
+}
+
+#[actix_web::test]
+async fn healthz_needs_no_token() {
+    let rig = Rig::new(config());
+    let base = serve(&rig).await;
+    let mut res = awc::Client::new()
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.body().await.unwrap(), "ok");
+}
+
+#[actix_web::test]
+async fn metrics_are_prometheus_text_with_help() {
+    let rig = Rig::new(config());
+    let base = serve(&rig).await;
+    let mut res = awc::Client::new()
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let ct = res
+        .headers()
+        .get("content-type")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    let text = String::from_utf8(res.body().await.unwrap().to_vec()).unwrap();
+    for metric in [
+        "brownout_requests_total",
+        "brownout_rejections_total",
+        "brownout_fail_open_total",
+        "brownout_utilization_ratio",
+        "brownout_shedding_amount",
+        "brownout_shed_probability",
+        "brownout_in_flight_requests",
+        "brownout_limiter_mode",
+        "brownout_kill_switch_engaged",
+        "brownout_decision_duration_seconds",
+        "brownout_config_version",
+        "brownout_build_info",
+    ] {
+        assert!(
+            text.contains(&format!("# HELP {metric} ")),
+            "no HELP for {metric}"
+        );
+    }
+    assert_eq!(common::metric(&text, "brownout_config_version"), 1.0);
+    assert_eq!(
+        common::metric(
+            &text,
+            "brownout_limiter_mode{limiter=\"worker_utilization\",mode=\"enforce\"}"
+        ),
+        1.0
+    );
+}
+
+#[actix_web::test]
+async fn state_requires_the_token() {
+    let rig = Rig::new(config());
+    let base = serve(&rig).await;
+    let client = awc::Client::new();
+    let url = format!("{base}/v1/state");
+    let res = client.get(&url).send().await.unwrap();
+    assert_eq!(res.status(), 401);
+    assert!(res.headers().get("www-authenticate").is_some());
+    for wrong in [
+        "Bearer nope",
+        "Bearer test-tokenX",
+        "Bearer test-toke",
+        "test-token",
+        "Basic test-token",
+    ] {
+        let res = client
+            .get(&url)
+            .insert_header(("Authorization", wrong))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 401, "{wrong}");
+    }
+    let mut res = client
+        .get(&url)
+        .insert_header(("Authorization", "Bearer test-token"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let state: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(state["version"], 1);
+    assert_eq!(state["kill_switch"], false);
+    assert_eq!(state["limiters"]["worker_utilization"]["mode"], "enforce");
+    assert_eq!(state["limiters"]["worker_utilization"]["end_of_good"], 0.7);
+    assert_eq!(state["limiters"]["request_rate"]["mode"], "off");
+    assert_eq!(
+        state["limiters"]["worker_utilization"]["counters"]["rejected"],
+        0
+    );
+    let resting = state["controller"]["resting"].as_f64().unwrap();
+    assert!((resting + 28.0 / 120.0).abs() < 1e-9);
+    assert_eq!(state["controller"]["probability"]["test"], 0.0);
+    assert_eq!(state["in_flight"]["get"], 0);
+}
+
+#[actix_web::test]
+async fn state_shows_the_controller_after_shedding() {
+    let rig = Rig::new(config());
+    rig.shed_all().await;
+    let base = serve(&rig).await;
+    let mut res = awc::Client::new()
+        .get(format!("{base}/v1/state"))
+        .bearer_auth("test-token")
+        .send()
+        .await
+        .unwrap();
+    let state: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(state["controller"]["amount"], 1.0);
+    assert_eq!(state["controller"]["utilization"], 1.0);
+    assert_eq!(state["controller"]["probability"]["post"], 1.0);
+    assert_eq!(state["controller"]["probability"]["critical"], 0.0);
+}
+
+#[actix_web::test]
+async fn wrong_method_and_unknown_path() {
+    let rig = Rig::new(config());
+    let base = serve(&rig).await;
+    let client = awc::Client::new();
+    let res = client
+        .post(format!("{base}/v1/state"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 405);
+    let res = client.get(format!("{base}/nope")).send().await.unwrap();
+    assert_eq!(res.status(), 404);
+    assert_eq!(
+        res.headers().get("content-type").unwrap(),
+        "application/problem+json"
+    );
+}
+
+#[actix_web::test]
+async fn metrics_can_require_the_token() {
+    let mut c = config();
+    c.admin.metrics_auth = true;
+    let rig = Rig::new(c);
+    let base = serve(&rig).await;
+    let client = awc::Client::new();
+    let res = client.get(format!("{base}/metrics")).send().await.unwrap();
+    assert_eq!(res.status(), 401);
+    let res = client
+        .get(format!("{base}/metrics"))
+        .bearer_auth("test-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+}
+
+#[actix_web::test]
+async fn a_generated_token_refuses_a_public_bind() {
+    let mut c = config();
+    c.admin.token_env = "BROWNOUT_TEST_TOKEN_THAT_IS_NEVER_SET".into();
+    let b = brownout::Brownout::builder(c)
+        .custom_source(common::Gauge::default())
+        .build()
+        .unwrap();
+    let err = b
+        .admin_server_on("0.0.0.0:0".parse().unwrap())
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string()
+            .contains("BROWNOUT_TEST_TOKEN_THAT_IS_NEVER_SET"),
+        "{err}"
+    );
+    // On loopback a generated token is fine.
+    assert!(b.admin_server_on(loopback()).is_ok());
+}

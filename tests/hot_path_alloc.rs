@@ -1,0 +1,79 @@
+//! The allowed path allocates nothing: a counting allocator compares the same requests through
+//! a bare app and through the app wrapped in brownout (the difference is the middleware's).
+//! One test in this binary, so no other test allocates concurrently.
+
+mod common;
+
+use actix_web::{test, web, App, HttpResponse};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const N: u64 = 2_000;
+
+#[actix_web::test]
+async fn the_middleware_allocates_nothing_on_the_allowed_path() {
+    let rig = common::Rig::new(common::config());
+    let handler = || async { HttpResponse::Ok().body("ok") };
+    let bare = test::init_service(App::new().route("/v1/items", web::get().to(handler))).await;
+    let wrapped = test::init_service(
+        App::new()
+            .wrap(rig.brownout.middleware())
+            .route("/v1/items", web::get().to(handler)),
+    )
+    .await;
+
+    let mut counts = Vec::new();
+    for round in 0..2 {
+        for app_is_wrapped in [false, true] {
+            let requests: Vec<_> = (0..N)
+                .map(|i| {
+                    test::TestRequest::get()
+                        .uri("/v1/items")
+                        .insert_header(("Authorization", format!("Bearer sk_live_{i}")))
+                        .to_request()
+                })
+                .collect();
+            let before = ALLOCATIONS.load(Ordering::Relaxed);
+            for req in requests {
+                let res = if app_is_wrapped {
+                    test::call_service(&wrapped, req).await.status()
+                } else {
+                    test::call_service(&bare, req).await.status()
+                };
+                assert!(res.is_success());
+            }
+            let used = ALLOCATIONS.load(Ordering::Relaxed) - before;
+            if round == 1 {
+                counts.push(used);
+            }
+        }
+    }
+    let (bare_allocs, wrapped_allocs) = (counts[0], counts[1]);
+    println!("allocations for {N} requests: bare {bare_allocs}, wrapped {wrapped_allocs}");
+    assert!(
+        wrapped_allocs <= bare_allocs,
+        "the middleware allocated {} times over {N} allowed requests",
+        wrapped_allocs - bare_allocs
+    );
+}

@@ -1,0 +1,147 @@
+//! End to end, in compressed time: the demo app (real servers on loopback) under about twice
+//! its capacity with all four tiers. Test traffic must be shed first, then GETs, then POSTs,
+//! critical never; and shedding must return to zero once the load stops.
+
+use brownout::config::HumanDuration;
+use brownout::demo::Demo;
+use brownout::{Config, Tier};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+fn compressed_config() -> Config {
+    let mut c = Config::default();
+    c.admin.bind = "127.0.0.1:0".into();
+    c.demo.bind = "127.0.0.1:0".into();
+    // 4 workers × 20 ms: capacity 200 requests/s.
+    c.demo.workers = 4;
+    c.demo.service_time = HumanDuration::from_millis(20);
+    let wu = &mut c.limiters.worker_utilization;
+    wu.capacity = 4;
+    wu.sample_interval = HumanDuration::from_millis(100);
+    wu.seconds_before_shedding = 0.5;
+    wu.seconds_to_shed_all = 2.0;
+    c
+}
+
+const TIERS: [(Tier, &str, &str, Option<&str>); 4] = [
+    (Tier::Test, "GET", "/v1/items", Some("Bearer sk_test_load")),
+    (Tier::Get, "GET", "/v1/items", None),
+    (Tier::Post, "POST", "/v1/items", None),
+    (Tier::Critical, "POST", "/v1/charges", None),
+];
+
+#[derive(Default, Debug)]
+struct TierStats {
+    sent: u32,
+    ok: u32,
+    shed: u32,
+    first_shed: Option<Duration>,
+}
+
+#[actix_web::test]
+async fn overload_sheds_by_tier_and_recovers() {
+    let demo = Demo::start(compressed_config()).expect("demo starts");
+    let base = format!("http://{}", demo.app_addr);
+    let client = awc::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .finish();
+    let stats: Rc<std::cell::RefCell<HashMap<Tier, TierStats>>> = Rc::default();
+
+    // Open loop: 400 requests/s (twice the capacity) for 4 s, at most 1,600 requests, with at
+    // most 256 outstanding.
+    let started = Instant::now();
+    let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(256));
+    let mut tick = tokio::time::interval(Duration::from_micros(2500));
+    let mut tasks = Vec::new();
+    for i in 0..1600usize {
+        tick.tick().await;
+        if started.elapsed() > Duration::from_secs(6) {
+            break; // a slow machine must not stretch the test without bound
+        }
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            continue;
+        };
+        let (tier, method, path, auth) = TIERS[i % 4];
+        let mut req = client.request(method.parse().unwrap(), format!("{base}{path}"));
+        if let Some(auth) = auth {
+            req = req.insert_header(("Authorization", auth));
+        }
+        let stats = stats.clone();
+        tasks.push(actix_web::rt::spawn(async move {
+            let status = req.send().await.map(|r| r.status().as_u16());
+            let at = started.elapsed();
+            drop(permit);
+            let mut all = stats.borrow_mut();
+            let s = all.entry(tier).or_default();
+            s.sent += 1;
+            match status {
+                Ok(503) => {
+                    s.shed += 1;
+                    s.first_shed.get_or_insert(at);
+                }
+                Ok(code) if code < 300 => s.ok += 1,
+                other => panic!("unexpected answer for {tier}: {other:?}"),
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let peak = demo.brownout.plan();
+    let stats = stats.take();
+    let of = |t: Tier| {
+        stats
+            .get(&t)
+            .map(|s| (s.shed, s.first_shed))
+            .unwrap_or_default()
+    };
+    println!("peak plan {peak:?}\nstats {stats:#?}");
+
+    let (critical_shed, _) = of(Tier::Critical);
+    assert_eq!(critical_shed, 0, "critical traffic is never shed");
+    assert!(stats[&Tier::Critical].ok > 0);
+    let (test_shed, test_first) = of(Tier::Test);
+    let (get_shed, get_first) = of(Tier::Get);
+    let (post_shed, post_first) = of(Tier::Post);
+    assert!(
+        test_shed > 0 && get_shed > 0,
+        "overload must shed test and get traffic"
+    );
+    assert!(
+        test_first < get_first,
+        "test shed before get: {test_first:?} vs {get_first:?}"
+    );
+    if post_shed > 0 {
+        assert!(
+            get_first < post_first,
+            "get shed before post: {get_first:?} vs {post_first:?}"
+        );
+    }
+    assert!(
+        test_shed >= get_shed && get_shed >= post_shed,
+        "{test_shed} >= {get_shed} >= {post_shed}"
+    );
+
+    // Load is over: the controller must bring every tier back (bounded wait).
+    let deadline = Instant::now() + Duration::from_secs(8);
+    loop {
+        let plan = demo.brownout.plan();
+        if plan.probability.test == 0.0 && plan.amount <= 0.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still shedding after the load stopped: {plan:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let res = client
+        .get(format!("{base}/v1/items"))
+        .insert_header(("Authorization", "Bearer sk_test_load"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "test traffic is served again");
+    demo.stop().await;
+}
