@@ -80,6 +80,7 @@ pub(crate) struct Shared {
     pub(crate) admin_token: String,
     pub(crate) admin_token_generated: bool,
     fail_open_log: LogGate,
+    dark_log: LogGate,
     pending_sources: Mutex<Option<Vec<Box<dyn UtilizationSource>>>>,
     actors: tokio::sync::Mutex<Option<Actors>>,
 }
@@ -100,6 +101,20 @@ impl Shared {
                 suppressed = held_back,
                 "failing open: {}",
                 message()
+            );
+        }
+    }
+}
+
+impl Shared {
+    /// Logs a dark-mode rejection, at most once per 10 s (with a count of the rest).
+    pub(crate) fn dark_rejected(&self, limiter: &'static str, tier: Tier) {
+        if let Some(held_back) = self.dark_log.open(self.clock.now()) {
+            tracing::info!(
+                limiter,
+                tier = tier.as_str(),
+                suppressed = held_back,
+                "dark mode: would have rejected this request"
             );
         }
     }
@@ -185,6 +200,7 @@ impl BrownoutBuilder {
             admin_token,
             admin_token_generated,
             fail_open_log: LogGate::new(Duration::from_secs(10)),
+            dark_log: LogGate::new(Duration::from_secs(10)),
             pending_sources: Mutex::new(None),
             actors: tokio::sync::Mutex::new(None),
             clock,

@@ -72,11 +72,7 @@ fn evaluate(
             }
             // A dark rejection outranks a fail-open in the request's outcome.
             *outcome = Outcome::DarkRejected;
-            tracing::debug!(
-                limiter = limiter.as_str(),
-                tier = tier.as_str(),
-                "dark mode: would have rejected"
-            );
+            shared.dark_rejected(limiter.as_str(), tier);
             None
         }
         Ok(Err(error)) => {
