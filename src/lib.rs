@@ -52,9 +52,10 @@ mod logging;
 pub mod metrics;
 pub mod rng;
 mod runtime;
+pub mod store;
 pub mod tier;
 
 pub use config::{Config, Mode};
 pub use control::{ShedPlan, UtilizationSource};
-pub use runtime::{Brownout, BrownoutBuilder, Error, Settings, TierHook};
+pub use runtime::{Brownout, BrownoutBuilder, Error, PlanHook, Settings, TierHook};
 pub use tier::Tier;

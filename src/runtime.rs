@@ -10,8 +10,11 @@ use crate::control::{
     ShedPlan, SourceError, UtilizationSource,
 };
 use crate::http::BrownoutMiddleware;
+use crate::limiter::request_rate::RateRules;
+use crate::limiter::window::WindowRule;
 use crate::logging::LogGate;
 use crate::metrics::Metrics;
+use crate::store::{MemoryStore, Store};
 use crate::tier::{PerTier, Tier};
 use actix_web::dev::ServiceRequest;
 use arc_swap::ArcSwap;
@@ -21,6 +24,9 @@ use std::time::Duration;
 
 /// A user hook that overrides the tier of a request (`None` keeps the built-in rules).
 pub type TierHook = Arc<dyn Fn(&ServiceRequest) -> Option<Tier> + Send + Sync>;
+
+/// A user hook that names the request-rate plan of a request (`None`: the default plan).
+pub type PlanHook = Arc<dyn Fn(&ServiceRequest) -> Option<Arc<str>> + Send + Sync>;
 
 /// Why brownout could not be built or started.
 #[derive(Debug, thiserror::Error)]
@@ -50,9 +56,29 @@ pub struct Settings {
     pub limiters: LimitersConfig,
     /// The compiled classifier.
     pub classifier: Classifier,
+    /// The compiled request-rate rules.
+    pub rules: RateRules,
 }
 
 impl Settings {
+    /// Compiles validated limiter settings.
+    pub fn new(
+        version: u64,
+        kill_switch: bool,
+        limiters: LimitersConfig,
+        classifier: Classifier,
+    ) -> Result<Self, ConfigError> {
+        let rules = RateRules::compile(&limiters.request_rate)
+            .map_err(|m| ConfigError::invalid("limiters.request_rate", m))?;
+        Ok(Self {
+            version,
+            kill_switch,
+            limiters,
+            classifier,
+            rules,
+        })
+    }
+
     /// Each limiter's configured mode, in check order.
     pub fn modes(&self) -> [Mode; 4] {
         let l = &self.limiters;
@@ -75,6 +101,8 @@ pub(crate) struct Shared {
     pub(crate) in_flight: Arc<InFlight>,
     pub(crate) runtimes: Arc<RuntimeRegistry>,
     pub(crate) tier_hook: Option<TierHook>,
+    pub(crate) plan_hook: Option<PlanHook>,
+    pub(crate) store: Arc<dyn Store>,
     pub(crate) seed: u64,
     pub(crate) instances: AtomicU64,
     pub(crate) admin_token: String,
@@ -107,6 +135,14 @@ impl Shared {
 }
 
 impl Shared {
+    /// Drops full buckets, expired windows and keys with nothing in flight.
+    pub(crate) fn evict_idle(&self) {
+        let settings = self.settings.load();
+        let rules: Vec<WindowRule> = settings.rules.quotas.iter().map(|q| q.rule).collect();
+        let now = self.clock.now().as_micros() as u64;
+        self.store.evict_idle(now, &rules);
+    }
+
     /// Logs a dark-mode rejection, at most once per 10 s (with a count of the rest).
     pub(crate) fn dark_rejected(&self, limiter: &'static str, tier: Tier) {
         if let Some(held_back) = self.dark_log.open(self.clock.now()) {
@@ -127,6 +163,7 @@ pub struct BrownoutBuilder {
     seed: Option<u64>,
     custom: Option<Box<dyn UtilizationSource>>,
     tier_hook: Option<TierHook>,
+    plan_hook: Option<PlanHook>,
     admin_token: Option<String>,
 }
 
@@ -159,6 +196,16 @@ impl BrownoutBuilder {
         self
     }
 
+    /// Names the request-rate plan of requests for which `hook` returns `Some` (e.g. from the
+    /// customer record the app already loaded). A panicking hook fails open to the default plan.
+    pub fn plan_hook(
+        mut self,
+        hook: impl Fn(&ServiceRequest) -> Option<Arc<str>> + Send + Sync + 'static,
+    ) -> Self {
+        self.plan_hook = Some(Arc::new(hook));
+        self
+    }
+
     /// Sets the admin token directly instead of reading `admin.token_env`.
     pub fn admin_token(mut self, token: impl Into<String>) -> Self {
         self.admin_token = Some(token.into());
@@ -175,12 +222,13 @@ impl BrownoutBuilder {
         let in_flight = Arc::new(InFlight::default());
         let runtimes = Arc::new(RuntimeRegistry::default());
         let wu = &self.config.limiters.worker_utilization;
-        let settings = Settings {
-            version: 1,
-            kill_switch: false,
-            limiters: self.config.limiters.clone(),
-            classifier,
-        };
+        let settings = Settings::new(1, false, self.config.limiters.clone(), classifier)?;
+        let limits = &self.config.limiters;
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(
+            limits.request_rate.max_keys,
+            limits.request_rate.quotas.len(),
+            limits.concurrent_requests.max_keys,
+        ));
         let resting = ControllerParams::from_config(wu).resting();
         let explicit = self
             .admin_token
@@ -195,6 +243,8 @@ impl BrownoutBuilder {
             in_flight,
             runtimes,
             tier_hook: self.tier_hook,
+            plan_hook: self.plan_hook,
+            store,
             seed,
             instances: AtomicU64::new(0),
             admin_token,
@@ -305,6 +355,7 @@ impl Brownout {
             seed: None,
             custom: None,
             tier_hook: None,
+            plan_hook: None,
             admin_token: None,
         }
     }
@@ -379,7 +430,21 @@ impl Brownout {
 
     /// Every metric in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
+        let (rate_keys, concurrency_keys) = self.shared.store.tracked_keys();
+        self.shared
+            .metrics
+            .publish_tracked_keys(rate_keys, concurrency_keys);
         self.shared.metrics.render(&self.shared.in_flight)
+    }
+
+    /// Keys tracked by the request-rate limiter (bucket and quotas) and the concurrency limiter.
+    pub fn tracked_keys(&self) -> (usize, usize) {
+        self.shared.store.tracked_keys()
+    }
+
+    /// Drops idle keyed state now (the evictor actor does this every `eviction_interval`).
+    pub fn evict_idle(&self) {
+        self.shared.evict_idle();
     }
 
     fn publish_settings(&self) {

@@ -37,6 +37,8 @@ pub struct Classified {
     pub tier: Tier,
     /// The hash of its API key, client IP (IPv6 by /64), or of nothing.
     pub key: u64,
+    /// The hash of its client IP alone (for per-IP quotas).
+    pub ip: u64,
 }
 
 /// Tier rules and key extraction compiled from [`ClassifierConfig`].
@@ -45,6 +47,8 @@ pub struct Classifier {
     critical: Vec<RoutePattern>,
     test_key_prefix: String,
     trust_forwarded_for: bool,
+    /// Whether the `Brownout-Plan` header names the request-rate plan.
+    pub trust_plan_header: bool,
     hasher: foldhash::quality::FixedState,
 }
 
@@ -60,6 +64,7 @@ impl Classifier {
             critical,
             test_key_prefix: config.test_key_prefix.clone(),
             trust_forwarded_for: config.trust_forwarded_for,
+            trust_plan_header: config.trust_plan_header,
             hasher: foldhash::quality::FixedState::with_seed(seed),
         })
     }
@@ -68,14 +73,15 @@ impl Classifier {
     pub fn classify(&self, facts: &RequestFacts<'_>) -> Classified {
         let api_key = facts.authorization.and_then(bearer);
         let tier = self.tier(facts, api_key);
+        let ip = match self.client_ip(facts) {
+            Some(ip) => self.hash_ip(ip),
+            None => self.hasher.hash_one(2u8),
+        };
         let key = match api_key {
             Some(k) => self.hasher.hash_one((0u8, k)),
-            None => match self.client_ip(facts) {
-                Some(ip) => self.hash_ip(ip),
-                None => self.hasher.hash_one(2u8),
-            },
+            None => ip,
         };
-        Classified { tier, key }
+        Classified { tier, key, ip }
     }
 
     /// The tier alone. Test mode wins over every other rule.
@@ -204,6 +210,7 @@ mod tests {
         b.authorization = Some(b"bearer  sk_live_1 ");
         b.peer = Some("10.9.9.9".parse().unwrap());
         assert_eq!(c.classify(&a).key, c.classify(&b).key);
+        assert_ne!(c.classify(&a).ip, c.classify(&b).ip, "ip is kept apart");
         let mut other = facts("GET", "/");
         other.authorization = Some(b"Bearer sk_live_2");
         assert_ne!(c.classify(&a).key, c.classify(&other).key);

@@ -43,6 +43,17 @@ impl RoutePattern {
         Ok(Self { method, segments })
     }
 
+    /// How specific the pattern is: literal segments first, then a named method. Among
+    /// patterns that match the same request, the most specific one wins.
+    pub fn specificity(&self) -> (usize, usize, bool) {
+        let literals = self
+            .segments
+            .iter()
+            .filter(|s| matches!(s, Segment::Literal(_)))
+            .count();
+        (self.segments.len(), literals, self.method.is_some())
+    }
+
     /// Whether a request with this method and path matches.
     pub fn matches(&self, method: &str, path: &str) -> bool {
         if let Some(m) = &self.method {
@@ -92,6 +103,15 @@ mod tests {
         assert!(q.matches("GET", "/v1/items"));
         assert!(!q.matches("GET", "/v1/itemsx"));
         assert!(!q.matches("GET", "/v1"));
+    }
+
+    #[test]
+    fn literal_beats_param_and_named_method_beats_any() {
+        let lit = RoutePattern::parse("GET /v1/items/search").unwrap();
+        let param = RoutePattern::parse("GET /v1/items/{id}").unwrap();
+        let any = RoutePattern::parse("* /v1/items/search").unwrap();
+        assert!(lit.specificity() > param.specificity());
+        assert!(lit.specificity() > any.specificity());
     }
 
     #[test]

@@ -4,9 +4,14 @@
 //! [`Config::validate`] refuses impossible settings with a message that names the key.
 
 mod duration;
+mod limits;
 mod validate;
 
 pub use duration::{DurationParseError, HumanDuration};
+pub use limits::{
+    ConcurrentRequestsConfig, FleetUsageConfig, PlanConfig, QuotaAlgorithm, QuotaConfig,
+    QuotaCount, QuotaKey, RequestRateConfig,
+};
 pub use validate::ConfigError;
 
 use crate::tier::{PerTier, Tier};
@@ -138,48 +143,6 @@ pub struct LimitersConfig {
     pub fleet_usage: FleetUsageConfig,
     /// The derivative controller that sheds by tier.
     pub worker_utilization: WorkerUtilizationConfig,
-}
-
-/// `limiters.request_rate:`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RequestRateConfig {
-    /// enforce | dark | off.
-    pub mode: Mode,
-}
-
-impl Default for RequestRateConfig {
-    fn default() -> Self {
-        Self { mode: Mode::Off }
-    }
-}
-
-/// `limiters.concurrent_requests:`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ConcurrentRequestsConfig {
-    /// enforce | dark | off.
-    pub mode: Mode,
-}
-
-impl Default for ConcurrentRequestsConfig {
-    fn default() -> Self {
-        Self { mode: Mode::Off }
-    }
-}
-
-/// `limiters.fleet_usage:`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FleetUsageConfig {
-    /// enforce | dark | off.
-    pub mode: Mode,
-}
-
-impl Default for FleetUsageConfig {
-    fn default() -> Self {
-        Self { mode: Mode::Off }
-    }
 }
 
 /// Where the worker-utilization controller reads utilization from.

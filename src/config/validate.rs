@@ -66,9 +66,9 @@ impl ConfigError {
     }
 }
 
-type Check = Result<(), ConfigError>;
+pub(super) type Check = Result<(), ConfigError>;
 
-fn ensure(ok: bool, key: &str, message: impl Into<String>) -> Check {
+pub(super) fn ensure(ok: bool, key: &str, message: impl Into<String>) -> Check {
     if ok {
         Ok(())
     } else {
@@ -76,7 +76,7 @@ fn ensure(ok: bool, key: &str, message: impl Into<String>) -> Check {
     }
 }
 
-fn ratio(value: f64, key: &str) -> Check {
+pub(super) fn ratio(value: f64, key: &str) -> Check {
     ensure(
         value.is_finite() && (0.0..=1.0).contains(&value),
         key,
@@ -110,7 +110,7 @@ impl Config {
             "classifier.test_key_prefix",
             "must not be empty (every key would be a test key)",
         )?;
-        validate_worker_utilization(&self.limiters.worker_utilization)?;
+        self.limiters.validate()?;
         self.validate_store()?;
         address(&self.demo.bind, "demo.bind")?;
         ensure(self.demo.workers >= 1, "demo.workers", "must be at least 1")
@@ -140,7 +140,17 @@ impl Config {
 
 const WU: &str = "limiters.worker_utilization";
 
-/// Checks the worker-utilization block (also used for live updates).
+impl super::LimitersConfig {
+    /// Checks every limiter block (also used for live updates).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.request_rate.validate()?;
+        self.concurrent_requests.validate()?;
+        self.fleet_usage.validate()?;
+        validate_worker_utilization(&self.worker_utilization)
+    }
+}
+
+/// Checks the worker-utilization block.
 pub(crate) fn validate_worker_utilization(w: &WorkerUtilizationConfig) -> Check {
     let key = |k: &str| format!("{WU}.{k}");
     ensure(

@@ -1,5 +1,6 @@
-//! The control loop's actors: a sampler that reads the sources every `sample_interval` and a
-//! controller that turns samples into a published [`ShedPlan`]. They own their state and talk
+//! The runtime actors: a sampler that reads the sources every `sample_interval` and a
+//! controller that turns samples into a published [`ShedPlan`], and an evictor that drops idle
+//! keyed state. They own their state and talk
 //! through bounded mailboxes; the middleware reads the plan through `ArcSwap`, without locks.
 
 use super::{combine, probabilities, Controller, ControllerParams, ShedPlan, UtilizationSource};
@@ -42,7 +43,7 @@ impl Actors {
     }
 }
 
-/// Spawns the sampler and the controller on the current tokio runtime.
+/// Spawns the sampler, the controller and the evictor on the current tokio runtime.
 pub(crate) fn spawn(shared: Arc<Shared>, sources: Vec<Box<dyn UtilizationSource>>) -> Actors {
     let (sampler_tx, sampler_rx) = mpsc::channel(8);
     let (controller_tx, controller_rx) = mpsc::channel(8);
@@ -53,8 +54,9 @@ pub(crate) fn spawn(shared: Arc<Shared>, sources: Vec<Box<dyn UtilizationSource>
             sources,
             sampler_rx,
             controller_tx,
-            shutdown_rx,
+            shutdown_rx.clone(),
         )),
+        tokio::spawn(evictor(shared.clone(), shutdown_rx)),
         // The controller's clock starts now, not whenever its task is first polled.
         tokio::spawn(controller(
             shared.clone(),
@@ -197,4 +199,32 @@ fn step(
     shared.plan.store(Arc::new(plan));
     shared.metrics.publish_plan(&plan);
     plan
+}
+
+fn eviction_interval_of(shared: &Shared) -> Duration {
+    shared
+        .settings
+        .load()
+        .limiters
+        .request_rate
+        .eviction_interval
+        .get()
+}
+
+/// Drops idle keyed state every `eviction_interval`: a full bucket is the same as no bucket,
+/// so memory follows the keys that are actually limited, not every key ever seen.
+async fn evictor(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    let mut period = eviction_interval_of(&shared);
+    let mut tick = ticker(period);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => shared.evict_idle(),
+            _ = shutdown.changed() => break,
+        }
+        let wanted = eviction_interval_of(&shared);
+        if wanted != period {
+            period = wanted;
+            tick = ticker(period);
+        }
+    }
 }

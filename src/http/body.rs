@@ -2,6 +2,8 @@
 //! or is dropped (the client went away).
 
 use crate::control::InFlight;
+use crate::limiter::concurrent_requests::ConcurrencyPermit;
+use crate::limiter::fleet_usage::FleetPermit;
 use crate::tier::Tier;
 use actix_web::body::{BodySize, MessageBody};
 use actix_web::web::Bytes;
@@ -31,17 +33,40 @@ impl Drop for InFlightGuard {
     }
 }
 
+/// Everything an admitted request holds until its response is done: its in-flight count and
+/// its limiter permits, released together on drop.
+#[derive(Debug)]
+pub struct RequestGuard {
+    _in_flight: InFlightGuard,
+    _concurrency: Option<ConcurrencyPermit>,
+    _fleet: Option<FleetPermit>,
+}
+
+impl RequestGuard {
+    pub(crate) fn new(
+        in_flight: InFlightGuard,
+        concurrency: Option<ConcurrencyPermit>,
+        fleet: Option<FleetPermit>,
+    ) -> Self {
+        Self {
+            _in_flight: in_flight,
+            _concurrency: concurrency,
+            _fleet: fleet,
+        }
+    }
+}
+
 pin_project! {
     /// The wrapped app's body, releasing its guard at the end of the stream.
     pub struct TrackedBody<B> {
         #[pin]
         body: B,
-        guard: Option<InFlightGuard>,
+        guard: Option<RequestGuard>,
     }
 }
 
 impl<B> TrackedBody<B> {
-    pub(crate) fn new(body: B, guard: Option<InFlightGuard>) -> Self {
+    pub(crate) fn new(body: B, guard: Option<RequestGuard>) -> Self {
         Self { body, guard }
     }
 }

@@ -4,16 +4,17 @@
 //! them share the settings and plan through `ArcSwap`, so the allowed path takes no lock and
 //! allocates nothing.
 
-use super::body::{InFlightGuard, TrackedBody};
+use super::body::{InFlightGuard, RequestGuard, TrackedBody};
 use super::response::rejection_response;
 use crate::classify::{Classified, RequestFacts};
-use crate::limiter::{decide, Verdict};
+use crate::limiter::request_rate::{RateStatus, RateTicket};
+use crate::limiter::{decide, Admission, Request, Verdict};
 use crate::metrics::Outcome;
 use crate::rng::{mix, SplitMix64};
 use crate::runtime::{Settings, Shared};
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
-use actix_web::http::header::{HeaderName, AUTHORIZATION};
+use actix_web::http::header::{HeaderMap, HeaderName, AUTHORIZATION};
 use actix_web::Error;
 use pin_project_lite::pin_project;
 use std::cell::RefCell;
@@ -26,6 +27,9 @@ use std::task::{Context, Poll};
 
 const TEST_MODE: HeaderName = HeaderName::from_static(crate::classify::TEST_MODE_HEADER);
 const FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const PLAN: HeaderName = HeaderName::from_static("brownout-plan");
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// The middleware factory; made by [`Brownout::middleware`](crate::Brownout::middleware).
 #[derive(Clone)]
@@ -92,6 +96,59 @@ impl<S> BrownoutService<S> {
         }
         classified
     }
+
+    /// The plan named by the app's hook (a panicking hook fails open to the default plan).
+    fn hooked_plan(&self, req: &ServiceRequest) -> Option<Arc<str>> {
+        let hook = self.shared.plan_hook.as_ref()?;
+        catch_unwind(AssertUnwindSafe(|| hook(req))).unwrap_or_else(|_| {
+            self.shared.fail_open("classifier", "panic", || {
+                "the plan hook panicked; using the default plan".to_owned()
+            });
+            None
+        })
+    }
+}
+
+/// Adds the RateLimit fields for `status`.
+fn rate_headers(settings: &Settings, status: &RateStatus, headers: &mut HeaderMap) {
+    let rules = &settings.rules;
+    headers.insert(RATELIMIT_POLICY, rules.plan_at(status.plan).policy.clone());
+    if let Some(value) = rules.rate_limit_header(status) {
+        headers.insert(RATELIMIT, value);
+    }
+}
+
+/// Work left for when the app has answered: the RateLimit fields and failure quotas.
+pub struct AfterResponse {
+    shared: Arc<Shared>,
+    rate: Option<RateStatus>,
+    failures: Option<RateTicket>,
+}
+
+impl AfterResponse {
+    fn new(shared: &Arc<Shared>, admission: &Admission) -> Option<Self> {
+        (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
+            shared: shared.clone(),
+            rate: admission.rate,
+            failures: admission.failures,
+        })
+    }
+
+    fn apply<B>(self, response: &mut ServiceResponse<B>) {
+        let settings = self.shared.settings.load();
+        if let Some(status) = &self.rate {
+            rate_headers(&settings, status, response.headers_mut());
+        }
+        if let Some(ticket) = &self.failures {
+            let failed = response.status().is_client_error() || response.status().is_server_error();
+            if failed {
+                let now = self.shared.clock.now().as_micros() as u64;
+                settings
+                    .rules
+                    .record_failure(&*self.shared.store, ticket, now);
+            }
+        }
+    }
 }
 
 impl<S, B> Service<ServiceRequest> for BrownoutService<S>
@@ -109,28 +166,56 @@ where
         let shared = &*self.shared;
         let started = shared.clock.now();
         let settings = shared.settings.load();
-        let request = self.classify(&req, &settings);
-        let verdict = match self.rng.try_borrow_mut() {
-            Ok(mut rng) => decide(shared, &settings, request, started, &mut rng),
-            // Unreachable on a single-threaded worker; never fail the request over it.
-            Err(_) => Verdict::Allow(Outcome::Allowed),
+        let classified = self.classify(&req, &settings);
+        let hooked = self.hooked_plan(&req);
+        let header_plan = settings
+            .classifier
+            .trust_plan_header
+            .then(|| req.headers().get(PLAN).and_then(|v| v.to_str().ok()))
+            .flatten();
+        let request = Request {
+            tier: classified.tier,
+            key: classified.key,
+            ip: classified.ip,
+            method: req.method().as_str(),
+            path: req.path(),
+            plan: hooked.as_deref().or(header_plan),
         };
+        let verdict = match self.rng.try_borrow_mut() {
+            Ok(mut rng) => decide(shared, &settings, &request, started, &mut rng),
+            // Unreachable on a single-threaded worker; never fail the request over it.
+            Err(_) => Verdict::Allow(Admission::default()),
+        };
+        let tier = classified.tier;
         let elapsed = shared.clock.now().saturating_sub(started);
         shared.metrics.decision_seconds(elapsed.as_secs_f64());
         match verdict {
-            Verdict::Reject(rejection) => {
-                shared.metrics.request(request.tier, Outcome::Rejected);
-                let response = req.into_response(rejection_response(&rejection));
+            Verdict::Reject(rejection, rate) => {
+                shared.metrics.request(tier, Outcome::Rejected);
+                let quota = rejection
+                    .quota
+                    .and_then(|i| settings.rules.quotas.get(usize::from(i)))
+                    .map(|q| q.name.as_str());
+                let mut response = rejection_response(&rejection, quota);
+                if let Some(status) = &rate {
+                    rate_headers(&settings, status, response.headers_mut());
+                }
                 ResponseFuture::Rejected {
-                    response: Some(response),
+                    response: Some(req.into_response(response)),
                 }
             }
-            Verdict::Allow(outcome) => {
-                shared.metrics.request(request.tier, outcome);
-                let guard = InFlightGuard::new(shared.in_flight.clone(), request.tier);
+            Verdict::Allow(admission) => {
+                shared.metrics.request(tier, admission.outcome);
+                let after = AfterResponse::new(&self.shared, &admission);
+                let guard = RequestGuard::new(
+                    InFlightGuard::new(shared.in_flight.clone(), tier),
+                    admission.concurrency,
+                    admission.fleet,
+                );
                 ResponseFuture::Allowed {
                     fut: self.service.call(req),
                     guard: Some(guard),
+                    after,
                 }
             }
         }
@@ -148,7 +233,8 @@ pin_project! {
         Allowed {
             #[pin]
             fut: F,
-            guard: Option<InFlightGuard>,
+            guard: Option<RequestGuard>,
+            after: Option<AfterResponse>,
         },
         /// The request was rejected.
         Rejected {
@@ -166,8 +252,11 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project() {
-            ResponseFutureProj::Allowed { fut, guard } => {
-                let response = std::task::ready!(fut.poll(cx))?;
+            ResponseFutureProj::Allowed { fut, guard, after } => {
+                let mut response = std::task::ready!(fut.poll(cx))?;
+                if let Some(after) = after.take() {
+                    after.apply(&mut response);
+                }
                 let guard = guard.take();
                 Poll::Ready(Ok(response.map_body(|_, body| {
                     EitherBody::left(TrackedBody::new(body, guard))

@@ -31,8 +31,9 @@ pub fn problem(status: StatusCode, title: &str, detail: &str, extra: Value) -> H
         .body(body.to_string())
 }
 
-/// The response for a rejection: actionable, naming the limiter, the tier and when to retry.
-pub fn rejection_response(r: &Rejection) -> HttpResponse {
+/// The response for a rejection: actionable, naming the limiter, the tier, the quota (if one
+/// was exceeded) and when to retry.
+pub fn rejection_response(r: &Rejection, quota: Option<&str>) -> HttpResponse {
     let secs = retry_after_secs(r.retry_after);
     let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     let (title, detail) = match r.limiter {
@@ -50,25 +51,30 @@ pub fn rejection_response(r: &Rejection) -> HttpResponse {
                 r.tier
             ),
         ),
-        LimiterName::RequestRate => (
-            "Too many requests",
-            format!("You have used up your request credits. Retry in {secs} seconds, or spread your requests out."),
-        ),
+        LimiterName::RequestRate => match quota {
+            Some(name) => (
+                "Quota exceeded",
+                format!("You have reached the limit of the {name} quota. Retry in {secs} seconds."),
+            ),
+            None => (
+                "Too many requests",
+                format!("You have used up your request credits. Retry in {secs} seconds, or spread your requests out."),
+            ),
+        },
         LimiterName::ConcurrentRequests => (
             "Too many concurrent requests",
             format!("You have too many requests in progress. Retry in {secs} seconds, once some have finished."),
         ),
     };
-    let mut response = problem(
-        status,
-        title,
-        &detail,
-        json!({
-            "limiter": r.limiter.as_str(),
-            "tier": r.tier.as_str(),
-            "retry_after_seconds": secs,
-        }),
-    );
+    let mut extra = json!({
+        "limiter": r.limiter.as_str(),
+        "tier": r.tier.as_str(),
+        "retry_after_seconds": secs,
+    });
+    if let (Some(name), Some(map)) = (quota, extra.as_object_mut()) {
+        map.insert("quota".into(), name.into());
+    }
+    let mut response = problem(status, title, &detail, extra);
     response
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(secs));

@@ -1,8 +1,10 @@
 //! The limiter chain: each limiter in DESIGN.md order, under its mode, failing open on any
-//! error or panic.
+//! error or panic. A request rejected by a later limiter gets back what earlier ones took.
 
+use super::concurrent_requests::{self, ConcurrencyPermit};
+use super::fleet_usage::{self, FleetPermit};
+use super::request_rate::{RateRequest, RateStatus, RateTicket};
 use super::{worker_utilization, LimiterError, LimiterName, Rejection};
-use crate::classify::Classified;
 use crate::config::Mode;
 use crate::metrics::Outcome;
 use crate::rng::SplitMix64;
@@ -11,43 +13,154 @@ use crate::tier::Tier;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
+/// A classified request, as the chain needs it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request<'a> {
+    pub(crate) tier: Tier,
+    pub(crate) key: u64,
+    pub(crate) ip: u64,
+    pub(crate) method: &'a str,
+    pub(crate) path: &'a str,
+    pub(crate) plan: Option<&'a str>,
+}
+
+/// What an admitted request carries until its response is done.
+#[derive(Debug, Default)]
+pub(crate) struct Admission {
+    pub(crate) outcome: Outcome,
+    /// For the RateLimit fields (request_rate enforced and headers on).
+    pub(crate) rate: Option<RateStatus>,
+    /// Failure quotas to charge if the app answers with an error.
+    pub(crate) failures: Option<RateTicket>,
+    pub(crate) concurrency: Option<ConcurrencyPermit>,
+    pub(crate) fleet: Option<FleetPermit>,
+}
+
 /// The chain's answer for one request.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug)]
 pub(crate) enum Verdict {
-    /// Let it through; the outcome says whether anything was noticed on the way.
-    Allow(Outcome),
-    /// Answer with this rejection.
-    Reject(Rejection),
+    /// Let it through.
+    Allow(Admission),
+    /// Answer with this rejection (and the RateLimit fields, if any).
+    Reject(Rejection, Option<RateStatus>),
 }
 
 /// Runs every limiter over one request.
 pub(crate) fn decide(
     shared: &Shared,
     settings: &Settings,
-    request: Classified,
+    req: &Request<'_>,
     now: Duration,
     rng: &mut SplitMix64,
 ) -> Verdict {
+    let mut admission = Admission::default();
     if settings.kill_switch {
-        return Verdict::Allow(Outcome::Allowed);
+        return Verdict::Allow(admission);
     }
-    let mut outcome = Outcome::Allowed;
-    let wu = &settings.limiters.worker_utilization;
+    let limiters = &settings.limiters;
+    let store = &shared.store;
+    let now_us = now.as_micros() as u64;
+
+    let rr = &limiters.request_rate;
+    let mut ticket = None;
+    let rated = evaluate(
+        shared,
+        LimiterName::RequestRate,
+        rr.mode,
+        req,
+        &mut admission.outcome,
+        || {
+            let plan = shared.plan.load();
+            let wu = &limiters.worker_utilization;
+            let elastic = plan.samples > 0 && plan.utilization < wu.end_of_good;
+            let rate_req = RateRequest {
+                tier: req.tier,
+                key: req.key,
+                ip: req.ip,
+                method: req.method,
+                path: req.path,
+                plan: req.plan,
+            };
+            let d = settings.rules.check(&**store, &rate_req, now_us, elastic)?;
+            if rr.mode == Mode::Enforce && settings.rules.headers {
+                admission.rate = Some(d.status);
+            }
+            ticket = Some(d.ticket);
+            Ok(d.rejection)
+        },
+    );
+    let rate_status = admission.rate;
+    let refund = |ticket: Option<RateTicket>| {
+        if let Some(t) = ticket {
+            settings.rules.refund(&**store, &t, now_us);
+        }
+    };
+    if let Some(rejection) = rated {
+        return Verdict::Reject(rejection, rate_status);
+    }
+    admission.failures = ticket.filter(|t| t.failures != 0);
+
+    let cr = &limiters.concurrent_requests;
+    let mut concurrency = None;
+    let limited = evaluate(
+        shared,
+        LimiterName::ConcurrentRequests,
+        cr.mode,
+        req,
+        &mut admission.outcome,
+        || match concurrent_requests::acquire(cr, store, req.key, req.tier)? {
+            Ok(permit) => {
+                concurrency = Some(permit);
+                Ok(None)
+            }
+            Err(rejection) => Ok(Some(rejection)),
+        },
+    );
+    if let Some(rejection) = limited {
+        refund(ticket);
+        return Verdict::Reject(rejection, rate_status);
+    }
+    admission.concurrency = concurrency;
+
+    let fu = &limiters.fleet_usage;
+    let mut fleet = None;
+    let reserved = evaluate(
+        shared,
+        LimiterName::FleetUsage,
+        fu.mode,
+        req,
+        &mut admission.outcome,
+        || match fleet_usage::acquire(fu, store, req.tier)? {
+            Ok(permit) => {
+                fleet = permit;
+                Ok(None)
+            }
+            Err(rejection) => Ok(Some(rejection)),
+        },
+    );
+    if let Some(rejection) = reserved {
+        refund(ticket);
+        return Verdict::Reject(rejection, rate_status);
+    }
+    admission.fleet = fleet;
+
+    let wu = &limiters.worker_utilization;
     let shed = evaluate(
         shared,
         LimiterName::WorkerUtilization,
         wu.mode,
-        request.tier,
-        &mut outcome,
+        req,
+        &mut admission.outcome,
         || {
             let plan = shared.plan.load();
-            worker_utilization::check(wu, &plan, request.tier, request.key, now, rng)
+            worker_utilization::check(wu, &plan, req.tier, req.key, now, rng)
         },
     );
-    match shed {
-        Some(rejection) => Verdict::Reject(rejection),
-        None => Verdict::Allow(outcome),
+    if let Some(rejection) = shed {
+        refund(ticket);
+        return Verdict::Reject(rejection, rate_status);
     }
+    Verdict::Allow(admission)
 }
 
 /// Evaluates one limiter under `mode`; only an enforced rejection is returned.
@@ -55,7 +168,7 @@ fn evaluate(
     shared: &Shared,
     limiter: LimiterName,
     mode: Mode,
-    tier: Tier,
+    req: &Request<'_>,
     outcome: &mut Outcome,
     check: impl FnOnce() -> Result<Option<Rejection>, LimiterError>,
 ) -> Option<Rejection> {
@@ -66,13 +179,13 @@ fn evaluate(
         Ok(Ok(None)) => None,
         Ok(Ok(Some(rejection))) => {
             let dark = mode == Mode::Dark;
-            shared.metrics.rejection(limiter, tier, dark);
+            shared.metrics.rejection(limiter, req.tier, dark);
             if !dark {
                 return Some(rejection);
             }
             // A dark rejection outranks a fail-open in the request's outcome.
             *outcome = Outcome::DarkRejected;
-            shared.dark_rejected(limiter.as_str(), tier);
+            shared.dark_rejected(limiter.as_str(), req.tier);
             None
         }
         Ok(Err(error)) => {

@@ -2,9 +2,14 @@
 //! open on any error or panic.
 
 mod chain;
+pub mod concurrent_requests;
+pub mod fleet_usage;
+pub mod gcra;
+pub mod request_rate;
+pub mod window;
 pub mod worker_utilization;
 
-pub(crate) use chain::{decide, Verdict};
+pub(crate) use chain::{decide, Admission, Request, Verdict};
 
 use crate::tier::Tier;
 use serde::Serialize;
@@ -60,6 +65,8 @@ pub struct Rejection {
     pub status: u16,
     /// When a retry may succeed.
     pub retry_after: Duration,
+    /// For a request-rate quota, the quota's index.
+    pub quota: Option<u8>,
 }
 
 /// Why a limiter could not decide; the request is let through (fail open).
@@ -71,6 +78,9 @@ pub enum LimiterError {
         /// How old the plan is.
         age: Duration,
     },
+    /// The store could not answer.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }
 
 impl LimiterError {
@@ -78,6 +88,7 @@ impl LimiterError {
     pub fn reason(&self) -> &'static str {
         match self {
             LimiterError::StalePlan { .. } => "stale_plan",
+            LimiterError::Store(e) => e.reason(),
         }
     }
 }

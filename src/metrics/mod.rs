@@ -21,9 +21,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const OUTCOMES: [&str; 4] = ["allowed", "rejected", "dark_rejected", "failed_open"];
 
 /// What happened to a request, for `brownout_requests_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum Outcome {
     /// Every limiter said yes (or was off).
+    #[default]
     Allowed = 0,
     /// A limiter in enforce mode said no.
     Rejected = 1,
@@ -34,8 +35,10 @@ pub enum Outcome {
 }
 
 /// The `limiter` label values that `brownout_fail_open_total` starts with, and their reasons.
-const FAIL_OPEN_SERIES: [(&str, &str); 7] = [
+const FAIL_OPEN_SERIES: [(&str, &str); 9] = [
     ("request_rate", "panic"),
+    ("request_rate", "store_full"),
+    ("concurrent_requests", "store_full"),
     ("concurrent_requests", "panic"),
     ("fleet_usage", "panic"),
     ("worker_utilization", "panic"),
@@ -67,6 +70,7 @@ pub struct Metrics {
     kill_switch: Gauge,
     decision: AtomicHistogram,
     config_version: Gauge,
+    tracked_keys: [Gauge; 2],
     /// Per limiter: rejected, dark_rejected, failed_open (for the admin state).
     totals: [[AtomicU64; 3]; 4],
 }
@@ -157,6 +161,8 @@ impl Metrics {
             kill_switch: gauge("brownout_kill_switch_engaged", &[]),
             decision: AtomicHistogram::new(&DECISION_BUCKETS),
             config_version: gauge("brownout_config_version", &[]),
+            tracked_keys: ["request_rate", "concurrent_requests"]
+                .map(|l| gauge("brownout_tracked_keys", &[("limiter", l)])),
             totals: Default::default(),
             recorder,
         }
@@ -220,6 +226,12 @@ impl Metrics {
         }
         self.kill_switch.set(if kill_switch { 1.0 } else { 0.0 });
         self.config_version.set(version as f64);
+    }
+
+    /// Publishes how many keys the keyed limiters track.
+    pub fn publish_tracked_keys(&self, request_rate: usize, concurrent_requests: usize) {
+        self.tracked_keys[0].set(request_rate as f64);
+        self.tracked_keys[1].set(concurrent_requests as f64);
     }
 
     /// The Prometheus text exposition of every metric.

@@ -1,0 +1,516 @@
+//! The request-rate limiter: a per-key bucket of credits (weighted endpoint costs, plans, soft
+//! and elastic throttling) plus optional window quotas, all answered by the [`Store`].
+
+use super::gcra::{Bucket, Charge};
+use super::window::WindowRule;
+use super::{LimiterName, Rejection};
+use crate::classify::RoutePattern;
+use crate::config::{QuotaCount, QuotaKey, RequestRateConfig};
+use crate::store::{Store, StoreError};
+use crate::tier::Tier;
+use actix_web::http::header::HeaderValue;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::Duration;
+
+/// Route costs, most specific pattern first.
+#[derive(Debug, Clone, Default)]
+pub struct CostTable {
+    routes: Vec<(RoutePattern, u32)>,
+}
+
+impl CostTable {
+    fn compile(costs: &BTreeMap<String, u32>) -> Result<Self, String> {
+        let mut routes = costs
+            .iter()
+            .map(|(r, &c)| Ok((RoutePattern::parse(r)?, c)))
+            .collect::<Result<Vec<_>, String>>()?;
+        routes.sort_by_key(|(r, _)| std::cmp::Reverse(r.specificity()));
+        Ok(Self { routes })
+    }
+
+    /// The cost of the most specific matching pattern.
+    pub fn lookup(&self, method: &str, path: &str) -> Option<u32> {
+        self.routes
+            .iter()
+            .find(|(r, _)| r.matches(method, path))
+            .map(|&(_, c)| c)
+    }
+}
+
+/// A compiled plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Its name (`default` for the top-level settings).
+    pub name: String,
+    rate: f64,
+    burst: u32,
+    default_cost: u32,
+    costs: CostTable,
+    /// The `RateLimit-Policy` header value, computed once.
+    pub policy: HeaderValue,
+}
+
+/// A compiled quota.
+#[derive(Debug, Clone)]
+pub struct Quota {
+    /// Its name.
+    pub name: String,
+    /// Its window rule.
+    pub rule: WindowRule,
+    routes: Vec<RoutePattern>,
+    key: QuotaKey,
+    count: QuotaCount,
+}
+
+impl Quota {
+    fn applies(&self, method: &str, path: &str) -> bool {
+        self.routes.is_empty() || self.routes.iter().any(|r| r.matches(method, path))
+    }
+}
+
+/// `limiters.request_rate` compiled for the request path.
+#[derive(Debug, Clone)]
+pub struct RateRules {
+    plans: Vec<Plan>,
+    costs: CostTable,
+    overage: f64,
+    elastic_factor: f64,
+    /// Whether to send the RateLimit fields.
+    pub headers: bool,
+    /// The quotas, in config order.
+    pub quotas: Vec<Quota>,
+}
+
+/// Most quotas reported in one `RateLimit` field.
+const REPORTED_QUOTAS: usize = 4;
+
+/// What the limiter saw, for the `RateLimit` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RateStatus {
+    /// Index of the plan used.
+    pub plan: usize,
+    /// Credits left of the nominal burst.
+    pub remaining: u64,
+    /// Seconds until the bucket is full again.
+    pub reset: u64,
+    quotas: [(u8, u32, u64); REPORTED_QUOTAS],
+    reported: u8,
+}
+
+/// What the limiter took, to give back if a later limiter rejects the request, and the
+/// failure-counting quotas to charge if the app answers with an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RateTicket {
+    key: u64,
+    ip: u64,
+    increment: u64,
+    counted: u16,
+    /// Quotas (bit per index) that count this request if it fails.
+    pub failures: u16,
+}
+
+/// The request as the limiter needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct RateRequest<'a> {
+    /// Its tier.
+    pub tier: Tier,
+    /// Its client key.
+    pub key: u64,
+    /// Its client IP key.
+    pub ip: u64,
+    /// HTTP method.
+    pub method: &'a str,
+    /// Path.
+    pub path: &'a str,
+    /// The plan named by the app, if any.
+    pub plan: Option<&'a str>,
+}
+
+/// The limiter's answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateDecision {
+    /// Set when the request is over a limit.
+    pub rejection: Option<Rejection>,
+    /// For the `RateLimit` field.
+    pub status: RateStatus,
+    /// What was taken.
+    pub ticket: RateTicket,
+}
+
+fn secs_up(us: u64) -> u64 {
+    us.div_ceil(1_000_000)
+}
+
+impl RateRules {
+    /// Compiles a validated config block.
+    pub fn compile(c: &RequestRateConfig) -> Result<Self, String> {
+        let quotas = c
+            .quotas
+            .iter()
+            .map(|q| {
+                Ok(Quota {
+                    name: q.name.clone(),
+                    rule: WindowRule {
+                        algorithm: q.algorithm,
+                        limit: q.limit,
+                        window: q.window.get().as_micros() as u64,
+                    },
+                    routes: q
+                        .routes
+                        .iter()
+                        .map(|r| RoutePattern::parse(r))
+                        .collect::<Result<_, _>>()?,
+                    key: q.key,
+                    count: q.count,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let plan = |name: &str,
+                    rate: f64,
+                    burst: u32,
+                    default_cost: u32,
+                    costs: &BTreeMap<String, u32>|
+         -> Result<Plan, String> {
+            let mut policy = format!(
+                "\"request_rate\";q={burst};w={}",
+                (f64::from(burst) / rate).ceil() as u64
+            );
+            for q in &quotas {
+                let _ = write!(
+                    policy,
+                    ", \"{}\";q={};w={}",
+                    q.name,
+                    q.rule.limit,
+                    secs_up(q.rule.window)
+                );
+            }
+            Ok(Plan {
+                name: name.to_owned(),
+                rate,
+                burst,
+                default_cost,
+                costs: CostTable::compile(costs)?,
+                policy: HeaderValue::from_str(&policy).map_err(|e| e.to_string())?,
+            })
+        };
+        let none = BTreeMap::new();
+        let mut plans = vec![plan("default", c.rate, c.burst, c.default_cost, &none)?];
+        for (name, p) in &c.plans {
+            plans.push(plan(
+                name,
+                p.rate,
+                p.burst,
+                p.default_cost.unwrap_or(c.default_cost),
+                &p.costs,
+            )?);
+        }
+        Ok(Self {
+            plans,
+            costs: CostTable::compile(&c.costs)?,
+            overage: c.soft_overage,
+            elastic_factor: c.elastic_factor,
+            headers: c.headers,
+            quotas,
+        })
+    }
+
+    /// The plan called `name`; the default plan for `None` or an unknown name.
+    pub fn plan(&self, name: Option<&str>) -> usize {
+        name.and_then(|n| self.plans.iter().position(|p| p.name == n))
+            .unwrap_or(0)
+    }
+
+    /// The plan at `index`.
+    pub fn plan_at(&self, index: usize) -> &Plan {
+        &self.plans[index.min(self.plans.len() - 1)]
+    }
+
+    /// The cost of a request under plan `index`: the plan's table, then the shared one, then
+    /// the plan's default cost.
+    pub fn cost(&self, index: usize, method: &str, path: &str) -> u32 {
+        let plan = self.plan_at(index);
+        plan.costs
+            .lookup(method, path)
+            .or_else(|| self.costs.lookup(method, path))
+            .unwrap_or(plan.default_cost)
+    }
+
+    /// The bucket of plan `index`, widened by `elastic_factor` while the server is idle.
+    pub fn bucket(&self, index: usize, elastic: bool) -> Bucket {
+        let plan = self.plan_at(index);
+        let factor = if elastic { self.elastic_factor } else { 1.0 };
+        Bucket::new(
+            plan.rate * factor,
+            f64::from(plan.burst) * factor,
+            self.overage,
+        )
+    }
+
+    /// Checks one request; `elastic` says whether the server has room to spare.
+    pub fn check(
+        &self,
+        store: &dyn Store,
+        req: &RateRequest<'_>,
+        now: u64,
+        elastic: bool,
+    ) -> Result<RateDecision, StoreError> {
+        let plan = self.plan(req.plan);
+        let bucket = self.bucket(plan, elastic);
+        let increment = bucket.increment(self.cost(plan, req.method, req.path));
+        let mut status = RateStatus {
+            plan,
+            ..RateStatus::default()
+        };
+        let mut ticket = RateTicket {
+            key: req.key,
+            ip: req.ip,
+            ..RateTicket::default()
+        };
+        let reject = |retry_us: u64, quota: Option<u8>| Rejection {
+            limiter: LimiterName::RequestRate,
+            tier: req.tier,
+            status: 429,
+            retry_after: Duration::from_micros(retry_us),
+            quota,
+        };
+        let charged_tat = match store.rate_charge(req.key, now, increment, bucket.tolerance())? {
+            Charge::Denied { tat, wait } => {
+                status.remaining = bucket.remaining(tat, now);
+                status.reset = secs_up(tat.saturating_sub(now));
+                return Ok(RateDecision {
+                    rejection: Some(reject(wait, None)),
+                    status,
+                    ticket,
+                });
+            }
+            Charge::Allowed { tat } => {
+                ticket.increment = increment;
+                status.remaining = bucket.remaining(tat, now);
+                status.reset = secs_up(tat.saturating_sub(now));
+                tat
+            }
+        };
+        for (i, quota) in self.quotas.iter().enumerate() {
+            if !quota.applies(req.method, req.path) {
+                continue;
+            }
+            let key = match quota.key {
+                QuotaKey::Client => req.key,
+                QuotaKey::Ip => req.ip,
+            };
+            let add = quota.count == QuotaCount::Requests;
+            let check = match store.quota_hit(i, key, now, &quota.rule, add) {
+                Ok(check) => check,
+                Err(e) => {
+                    self.refund(store, &ticket, now);
+                    return Err(e);
+                }
+            };
+            if status.reported < REPORTED_QUOTAS as u8 {
+                status.quotas[status.reported as usize] =
+                    (i as u8, check.remaining, secs_up(check.reset));
+                status.reported += 1;
+            }
+            if !check.allowed {
+                self.refund(store, &ticket, now);
+                // Report the bucket as the refund left it.
+                let before = charged_tat.saturating_sub(increment);
+                status.remaining = bucket.remaining(before, now);
+                status.reset = secs_up(before.saturating_sub(now));
+                ticket = RateTicket {
+                    key: req.key,
+                    ip: req.ip,
+                    ..RateTicket::default()
+                };
+                return Ok(RateDecision {
+                    rejection: Some(reject(check.retry, Some(i as u8))),
+                    status,
+                    ticket,
+                });
+            }
+            match quota.count {
+                QuotaCount::Requests => ticket.counted |= 1 << i,
+                QuotaCount::Failures => ticket.failures |= 1 << i,
+            }
+        }
+        Ok(RateDecision {
+            rejection: None,
+            status,
+            ticket,
+        })
+    }
+
+    /// Gives back what `ticket` took (a later limiter rejected the request).
+    pub fn refund(&self, store: &dyn Store, ticket: &RateTicket, now: u64) {
+        if ticket.increment > 0 {
+            let _ = store.rate_refund(ticket.key, ticket.increment);
+        }
+        for (i, quota) in self.quotas.iter().enumerate() {
+            if ticket.counted & (1 << i) != 0 {
+                let _ = store.quota_refund(i, self.quota_key(quota, ticket), now, &quota.rule);
+            }
+        }
+    }
+
+    /// Counts a failed response against the failure quotas the request matched.
+    pub fn record_failure(&self, store: &dyn Store, ticket: &RateTicket, now: u64) {
+        for (i, quota) in self.quotas.iter().enumerate() {
+            if ticket.failures & (1 << i) != 0 {
+                let _ = store.quota_hit(i, self.quota_key(quota, ticket), now, &quota.rule, true);
+            }
+        }
+    }
+
+    fn quota_key(&self, quota: &Quota, ticket: &RateTicket) -> u64 {
+        match quota.key {
+            QuotaKey::Client => ticket.key,
+            QuotaKey::Ip => ticket.ip,
+        }
+    }
+
+    /// The `RateLimit` field for `status`.
+    pub fn rate_limit_header(&self, status: &RateStatus) -> Option<HeaderValue> {
+        let mut value = format!("\"request_rate\";r={};t={}", status.remaining, status.reset);
+        for &(i, remaining, reset) in &status.quotas[..status.reported as usize] {
+            let name = &self.quotas.get(usize::from(i))?.name;
+            let _ = write!(value, ", \"{name}\";r={remaining};t={reset}");
+        }
+        HeaderValue::from_str(&value).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, QuotaAlgorithm};
+    use crate::store::MemoryStore;
+
+    fn rules(yaml: &str) -> RateRules {
+        RateRules::compile(&Config::from_yaml_str(yaml).unwrap().limiters.request_rate).unwrap()
+    }
+
+    fn req<'a>(method: &'a str, path: &'a str, plan: Option<&'a str>) -> RateRequest<'a> {
+        RateRequest {
+            tier: Tier::Get,
+            key: 42,
+            ip: 7,
+            method,
+            path,
+            plan,
+        }
+    }
+
+    const YAML: &str = "limiters:\n  request_rate:\n    rate: 10\n    burst: 20\n    default_cost: 1\n    costs:\n      \"POST /v1/charges\": 5\n      \"GET /v1/items/{id}\": 2\n      \"GET /v1/items/search\": 4\n    plans:\n      free:\n        rate: 1\n        burst: 5\n        costs:\n          \"POST /v1/charges\": 3\n";
+
+    #[test]
+    fn costs_pick_the_most_specific_route_and_plans_override() {
+        let r = rules(YAML);
+        assert_eq!(r.cost(0, "GET", "/v1/items/search"), 4);
+        assert_eq!(r.cost(0, "GET", "/v1/items/it_1"), 2);
+        assert_eq!(r.cost(0, "POST", "/v1/charges"), 5);
+        assert_eq!(r.cost(0, "GET", "/elsewhere"), 1);
+        let free = r.plan(Some("free"));
+        assert_eq!(r.cost(free, "POST", "/v1/charges"), 3);
+        assert_eq!(
+            r.cost(free, "GET", "/v1/items/x"),
+            2,
+            "shared table still applies"
+        );
+        assert_eq!(r.plan(Some("nope")), 0, "unknown plan: default");
+        assert_eq!(r.plan(None), 0);
+        assert_eq!(r.plan_at(0).policy, "\"request_rate\";q=20;w=2");
+        assert_eq!(r.plan_at(free).policy, "\"request_rate\";q=5;w=5");
+    }
+
+    #[test]
+    fn plan_buckets_are_separate_limits() {
+        let r = rules(YAML);
+        let store = MemoryStore::new(64, 0, 64);
+        let mut passed = 0;
+        while r
+            .check(&store, &req("GET", "/x", Some("free")), 0, false)
+            .unwrap()
+            .rejection
+            .is_none()
+        {
+            passed += 1;
+        }
+        assert_eq!(passed, 5);
+        let denied = r
+            .check(&store, &req("GET", "/x", Some("free")), 0, false)
+            .unwrap();
+        let rejection = denied.rejection.unwrap();
+        assert_eq!(
+            (rejection.status, rejection.retry_after),
+            (429, Duration::from_secs(1))
+        );
+        assert_eq!(denied.status.remaining, 0);
+    }
+
+    #[test]
+    fn elastic_factor_widens_the_bucket() {
+        let r =
+            rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 4\n    elastic_factor: 2\n");
+        let store = MemoryStore::new(64, 0, 64);
+        let mut passed = 0;
+        while r
+            .check(&store, &req("GET", "/", None), 0, true)
+            .unwrap()
+            .rejection
+            .is_none()
+        {
+            passed += 1;
+        }
+        assert_eq!(passed, 8);
+    }
+
+    #[test]
+    fn a_quota_rejection_refunds_the_bucket() {
+        let r = rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 10\n    quotas:\n      - {name: signups, algorithm: fixed_window, limit: 2, window: 1d, routes: [\"POST /v1/accounts\"], key: ip}\n");
+        assert_eq!(r.quotas[0].rule.algorithm, QuotaAlgorithm::FixedWindow);
+        let store = MemoryStore::new(64, 1, 64);
+        let signup = req("POST", "/v1/accounts", None);
+        for _ in 0..2 {
+            let d = r.check(&store, &signup, 0, false).unwrap();
+            assert!(d.rejection.is_none());
+        }
+        let d = r.check(&store, &signup, 0, false).unwrap();
+        let rej = d.rejection.unwrap();
+        assert_eq!(rej.quota, Some(0));
+        assert_eq!(rej.retry_after, Duration::from_secs(86_400));
+        // Eight credits were spent on the two that passed, none on the one that did not.
+        let mut passed = 0;
+        while r
+            .check(&store, &req("GET", "/", None), 0, false)
+            .unwrap()
+            .rejection
+            .is_none()
+        {
+            passed += 1;
+        }
+        assert_eq!(passed, 8);
+        assert_eq!(
+            r.rate_limit_header(&d.status).unwrap(),
+            "\"request_rate\";r=8;t=2, \"signups\";r=0;t=86400"
+        );
+    }
+
+    #[test]
+    fn failure_quotas_count_only_failures() {
+        let r = rules("limiters:\n  request_rate:\n    quotas:\n      - {name: card_failures, algorithm: sliding_window, limit: 3, window: 1d, routes: [\"POST /v1/charges\"], count: failures}\n");
+        let store = MemoryStore::new(64, 1, 64);
+        let charge = req("POST", "/v1/charges", None);
+        for _ in 0..5 {
+            let d = r.check(&store, &charge, 0, false).unwrap();
+            assert!(d.rejection.is_none(), "successes are not counted");
+        }
+        for _ in 0..3 {
+            let d = r.check(&store, &charge, 0, false).unwrap();
+            assert!(d.rejection.is_none());
+            r.record_failure(&store, &d.ticket, 0);
+        }
+        let d = r.check(&store, &charge, 1, false).unwrap();
+        assert_eq!(d.rejection.unwrap().quota, Some(0));
+    }
+}

@@ -1,0 +1,233 @@
+//! The in-memory store: lock-free [`KeyTable`]s sized from the config, plus an atomic counter
+//! for the fleet. "Fleet" here is this process; a shared store makes it fleet-wide.
+
+use super::table::{KeyTable, Update};
+use super::{Store, StoreError};
+use crate::limiter::gcra::{self, Charge};
+use crate::limiter::window::{WindowCheck, WindowRule};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Per-key state in this process.
+#[derive(Debug)]
+pub struct MemoryStore {
+    rate: KeyTable,
+    quotas: Vec<KeyTable>,
+    concurrency: KeyTable,
+    fleet: AtomicU64,
+}
+
+impl MemoryStore {
+    /// Tables for `rate_keys` request-rate keys (and as many per quota) and `concurrency_keys`
+    /// keys with requests in flight.
+    pub fn new(rate_keys: usize, quotas: usize, concurrency_keys: usize) -> Self {
+        Self {
+            rate: KeyTable::new(rate_keys),
+            quotas: (0..quotas).map(|_| KeyTable::new(rate_keys)).collect(),
+            concurrency: KeyTable::new(concurrency_keys),
+            fleet: AtomicU64::new(0),
+        }
+    }
+
+    /// Bytes held by every table.
+    pub fn bytes(&self) -> usize {
+        self.rate.bytes()
+            + self.concurrency.bytes()
+            + self.quotas.iter().map(KeyTable::bytes).sum::<usize>()
+    }
+
+    /// Non-critical requests in flight.
+    pub fn fleet_in_flight(&self) -> u64 {
+        self.fleet.load(Ordering::Relaxed)
+    }
+}
+
+/// Under a key flood the most idle bucket (smallest TAT) gives up its slot first.
+fn rate_victim(tat: u64) -> Option<u64> {
+    Some(tat)
+}
+
+/// A key with requests in flight never gives up its slot.
+fn concurrency_victim(count: u64) -> Option<u64> {
+    (count == 0).then_some(0)
+}
+
+impl Store for MemoryStore {
+    fn rate_charge(
+        &self,
+        key: u64,
+        now: u64,
+        increment: u64,
+        tolerance: u64,
+    ) -> Result<Charge, StoreError> {
+        self.rate
+            .update(key, rate_victim, |tat| {
+                match gcra::charge(tat, now, increment, tolerance) {
+                    c @ Charge::Allowed { tat } => Update::Write(tat, c),
+                    c @ Charge::Denied { .. } => Update::Keep(c),
+                }
+            })
+            .ok_or(StoreError::Full("request_rate"))
+    }
+
+    fn rate_refund(&self, key: u64, increment: u64) -> Result<(), StoreError> {
+        self.rate
+            .update(key, rate_victim, |tat| {
+                Update::Write(gcra::refund(tat, increment), ())
+            })
+            .ok_or(StoreError::Full("request_rate"))
+    }
+
+    fn quota_hit(
+        &self,
+        quota: usize,
+        key: u64,
+        now: u64,
+        rule: &WindowRule,
+        add: bool,
+    ) -> Result<WindowCheck, StoreError> {
+        let table = &self.quotas[quota];
+        // Peeking an untracked key must not take a slot.
+        if !add && table.peek(key).is_none() {
+            return Ok(rule.hit(0, now, false).1);
+        }
+        table
+            .update(
+                key,
+                |v| rule.idle(v, now).then_some(0),
+                |v| match rule.hit(v, now, add) {
+                    (Some(next), check) => Update::Write(next, check),
+                    (None, check) => Update::Keep(check),
+                },
+            )
+            .ok_or(StoreError::Full("quota"))
+    }
+
+    fn quota_refund(
+        &self,
+        quota: usize,
+        key: u64,
+        now: u64,
+        rule: &WindowRule,
+    ) -> Result<(), StoreError> {
+        self.quotas[quota]
+            .update(
+                key,
+                |_| None,
+                |v| match rule.refund(v, now) {
+                    Some(next) => Update::Write(next, ()),
+                    None => Update::Keep(()),
+                },
+            )
+            .ok_or(StoreError::Full("quota"))
+    }
+
+    fn concurrency_acquire(&self, key: u64, max: u64) -> Result<bool, StoreError> {
+        self.concurrency
+            .update(key, concurrency_victim, |count| {
+                if count < max {
+                    Update::Write(count + 1, true)
+                } else {
+                    Update::Keep(false)
+                }
+            })
+            .ok_or(StoreError::Full("concurrent_requests"))
+    }
+
+    fn concurrency_release(&self, key: u64) {
+        // The slot cannot be evicted while its count is above zero, so it is found.
+        let _ = self.concurrency.update(key, concurrency_victim, |count| {
+            Update::Write(count.saturating_sub(1), ())
+        });
+    }
+
+    fn fleet_acquire(&self, limit: u64) -> Result<bool, StoreError> {
+        Ok(self
+            .fleet
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok())
+    }
+
+    fn fleet_release(&self) {
+        let _ = self
+            .fleet
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    fn evict_idle(&self, now: u64, quota_rules: &[WindowRule]) {
+        self.rate.sweep(|tat| tat <= now);
+        for (table, rule) in self.quotas.iter().zip(quota_rules) {
+            table.sweep(|v| rule.idle(v, now));
+        }
+        self.concurrency.sweep(|count| count == 0);
+    }
+
+    fn tracked_keys(&self) -> (usize, usize) {
+        let rate = self.rate.live() + self.quotas.iter().map(KeyTable::live).sum::<usize>();
+        (rate, self.concurrency.live())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::QuotaAlgorithm;
+
+    #[test]
+    fn full_buckets_are_evicted_and_counted() {
+        let s = MemoryStore::new(64, 0, 64);
+        s.rate_charge(1, 0, 100, 1_000).unwrap();
+        s.rate_charge(2, 0, 900, 1_000).unwrap();
+        assert_eq!(s.tracked_keys().0, 2);
+        // At 500 µs key 1 is full again (TAT 100), key 2 is not (TAT 900).
+        s.evict_idle(500, &[]);
+        assert_eq!(s.tracked_keys().0, 1);
+        s.evict_idle(900, &[]);
+        assert_eq!(s.tracked_keys().0, 0);
+    }
+
+    #[test]
+    fn concurrency_permits_count_and_release() {
+        let s = MemoryStore::new(64, 0, 64);
+        assert!(s.concurrency_acquire(7, 2).unwrap());
+        assert!(s.concurrency_acquire(7, 2).unwrap());
+        assert!(!s.concurrency_acquire(7, 2).unwrap());
+        s.concurrency_release(7);
+        assert!(s.concurrency_acquire(7, 2).unwrap());
+        s.concurrency_release(7);
+        s.concurrency_release(7);
+        s.evict_idle(0, &[]);
+        assert_eq!(s.tracked_keys().1, 0);
+    }
+
+    #[test]
+    fn fleet_slots_are_bounded() {
+        let s = MemoryStore::new(64, 0, 64);
+        assert!(s.fleet_acquire(2).unwrap());
+        assert!(s.fleet_acquire(2).unwrap());
+        assert!(!s.fleet_acquire(2).unwrap());
+        s.fleet_release();
+        assert_eq!(s.fleet_in_flight(), 1);
+        s.fleet_release();
+        s.fleet_release(); // never below zero
+        assert_eq!(s.fleet_in_flight(), 0);
+    }
+
+    #[test]
+    fn quota_peek_takes_no_slot() {
+        let rule = WindowRule {
+            algorithm: QuotaAlgorithm::FixedWindow,
+            limit: 2,
+            window: 1_000_000,
+        };
+        let s = MemoryStore::new(64, 1, 64);
+        assert!(s.quota_hit(0, 9, 0, &rule, false).unwrap().allowed);
+        assert_eq!(s.tracked_keys().0, 0);
+        assert!(s.quota_hit(0, 9, 0, &rule, true).unwrap().allowed);
+        assert!(s.quota_hit(0, 9, 0, &rule, true).unwrap().allowed);
+        assert!(!s.quota_hit(0, 9, 0, &rule, true).unwrap().allowed);
+        s.quota_refund(0, 9, 0, &rule).unwrap();
+        assert!(s.quota_hit(0, 9, 0, &rule, true).unwrap().allowed);
+    }
+}

@@ -1,0 +1,89 @@
+//! Where the per-key limiters keep their state, behind one trait so a shared store (Redis)
+//! can replace the in-memory one. Every operation is one atomic step on the store's side.
+
+mod memory;
+pub mod table;
+
+pub use memory::MemoryStore;
+
+use crate::limiter::gcra::Charge;
+use crate::limiter::window::{WindowCheck, WindowRule};
+
+/// Why a store could not answer; the limiter fails open.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// No slot could be had (every candidate is in use) or contention did not settle.
+    #[error("the {0} table is full")]
+    Full(&'static str),
+    /// The store did not answer in time.
+    #[error("the store timed out")]
+    Timeout,
+    /// The store failed.
+    #[error("store error: {0}")]
+    Failed(String),
+}
+
+impl StoreError {
+    /// The `reason` label of `brownout_fail_open_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StoreError::Full(_) => "store_full",
+            StoreError::Timeout => "store_timeout",
+            StoreError::Failed(_) => "store_error",
+        }
+    }
+}
+
+/// The state operations of the per-key limiters.
+pub trait Store: Send + Sync + 'static {
+    /// GCRA charge of `increment` µs against `tolerance` µs for `key` at `now` µs.
+    fn rate_charge(
+        &self,
+        key: u64,
+        now: u64,
+        increment: u64,
+        tolerance: u64,
+    ) -> Result<Charge, StoreError>;
+
+    /// Gives back a charge of `increment` µs (a later limiter rejected the request).
+    fn rate_refund(&self, key: u64, increment: u64) -> Result<(), StoreError>;
+
+    /// Counts (`add`) or only checks one request against quota `quota` for `key`.
+    fn quota_hit(
+        &self,
+        quota: usize,
+        key: u64,
+        now: u64,
+        rule: &WindowRule,
+        add: bool,
+    ) -> Result<WindowCheck, StoreError>;
+
+    /// Takes back one counted request of quota `quota` in the window of `now`.
+    fn quota_refund(
+        &self,
+        quota: usize,
+        key: u64,
+        now: u64,
+        rule: &WindowRule,
+    ) -> Result<(), StoreError>;
+
+    /// Takes one of `max` in-flight permits of `key`; `false` if all are taken.
+    fn concurrency_acquire(&self, key: u64, max: u64) -> Result<bool, StoreError>;
+
+    /// Returns a permit of `key`.
+    fn concurrency_release(&self, key: u64);
+
+    /// Takes one of `limit` non-critical fleet slots; `false` if all are taken.
+    fn fleet_acquire(&self, limit: u64) -> Result<bool, StoreError>;
+
+    /// Returns a fleet slot.
+    fn fleet_release(&self);
+
+    /// Drops state that carries no information at `now` µs (full buckets, expired windows,
+    /// keys with nothing in flight).
+    fn evict_idle(&self, now: u64, quota_rules: &[WindowRule]);
+
+    /// Keys tracked by the request-rate limiter (bucket and quotas) and by the concurrency
+    /// limiter.
+    fn tracked_keys(&self) -> (usize, usize);
+}
