@@ -31,9 +31,31 @@ static GLOBAL: Counting = Counting;
 
 const N: u64 = 2_000;
 
+/// Every limiter enforcing with room to spare (RateLimit fields off: a header value is an
+/// owned buffer, so turning them on costs one small allocation per response).
+fn all_limiters() -> brownout::Config {
+    let mut c = common::config();
+    let l = &mut c.limiters;
+    l.request_rate.mode = brownout::Mode::Enforce;
+    l.request_rate.rate = 1e6;
+    l.request_rate.burst = 1_000_000;
+    l.request_rate.headers = false;
+    l.request_rate.costs.insert("GET /v1/items".into(), 2);
+    l.concurrent_requests.mode = brownout::Mode::Enforce;
+    l.fleet_usage.mode = brownout::Mode::Enforce;
+    l.fleet_usage.capacity = 1000;
+    c
+}
+
 #[actix_web::test]
 async fn the_middleware_allocates_nothing_on_the_allowed_path() {
-    let rig = common::Rig::new(common::config());
+    for config in [common::config(), all_limiters()] {
+        measure(config).await;
+    }
+}
+
+async fn measure(config: brownout::Config) {
+    let rig = common::Rig::new(config);
     let handler = || async { HttpResponse::Ok().body("ok") };
     let bare = test::init_service(App::new().route("/v1/items", web::get().to(handler))).await;
     let wrapped = test::init_service(

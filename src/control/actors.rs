@@ -1,7 +1,7 @@
-//! The runtime actors: a sampler that reads the sources every `sample_interval` and a
-//! controller that turns samples into a published [`ShedPlan`], and an evictor that drops idle
-//! keyed state. They own their state and talk
-//! through bounded mailboxes; the middleware reads the plan through `ArcSwap`, without locks.
+//! The runtime actors: a sampler that reads the sources every `sample_interval`, a controller
+//! that turns samples into a published [`ShedPlan`], and an evictor that drops idle keyed
+//! state. They own their state and talk through bounded mailboxes; the middleware reads the
+//! plan through `ArcSwap`, without locks.
 
 use super::{combine, probabilities, Controller, ControllerParams, ShedPlan, UtilizationSource};
 use crate::limiter::LimiterName;

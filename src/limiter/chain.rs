@@ -63,6 +63,7 @@ pub(crate) fn decide(
 
     let rr = &limiters.request_rate;
     let mut ticket = None;
+    let mut refunded_status = None::<RateStatus>;
     let rated = evaluate(
         shared,
         LimiterName::RequestRate,
@@ -84,6 +85,7 @@ pub(crate) fn decide(
             let d = settings.rules.check(&**store, &rate_req, now_us, elastic)?;
             if rr.mode == Mode::Enforce && settings.rules.headers {
                 admission.rate = Some(d.status);
+                refunded_status = Some(d.refunded);
             }
             ticket = Some(d.ticket);
             Ok(d.rejection)
@@ -118,7 +120,7 @@ pub(crate) fn decide(
     );
     if let Some(rejection) = limited {
         refund(ticket);
-        return Verdict::Reject(rejection, rate_status);
+        return Verdict::Reject(rejection, refunded_status);
     }
     admission.concurrency = concurrency;
 
@@ -140,7 +142,7 @@ pub(crate) fn decide(
     );
     if let Some(rejection) = reserved {
         refund(ticket);
-        return Verdict::Reject(rejection, rate_status);
+        return Verdict::Reject(rejection, refunded_status);
     }
     admission.fleet = fleet;
 
@@ -158,7 +160,7 @@ pub(crate) fn decide(
     );
     if let Some(rejection) = shed {
         refund(ticket);
-        return Verdict::Reject(rejection, rate_status);
+        return Verdict::Reject(rejection, refunded_status);
     }
     Verdict::Allow(admission)
 }

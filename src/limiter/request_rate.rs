@@ -134,6 +134,8 @@ pub struct RateDecision {
     pub rejection: Option<Rejection>,
     /// For the `RateLimit` field.
     pub status: RateStatus,
+    /// The same, as it will read if what was taken is given back.
+    pub refunded: RateStatus,
     /// What was taken.
     pub ticket: RateTicket,
 }
@@ -281,6 +283,7 @@ impl RateRules {
                 return Ok(RateDecision {
                     rejection: Some(reject(wait, None)),
                     status,
+                    refunded: status,
                     ticket,
                 });
             }
@@ -290,6 +293,13 @@ impl RateRules {
                 status.reset = secs_up(tat.saturating_sub(now));
                 tat
             }
+        };
+        // The bucket as it reads if this request's charge is given back.
+        let before = charged_tat.saturating_sub(increment);
+        let as_refunded = |mut s: RateStatus| {
+            s.remaining = bucket.remaining(before, now);
+            s.reset = secs_up(before.saturating_sub(now));
+            s
         };
         for (i, quota) in self.quotas.iter().enumerate() {
             if !quota.applies(req.method, req.path) {
@@ -314,19 +324,12 @@ impl RateRules {
             }
             if !check.allowed {
                 self.refund(store, &ticket, now);
-                // Report the bucket as the refund left it.
-                let before = charged_tat.saturating_sub(increment);
-                status.remaining = bucket.remaining(before, now);
-                status.reset = secs_up(before.saturating_sub(now));
-                ticket = RateTicket {
-                    key: req.key,
-                    ip: req.ip,
-                    ..RateTicket::default()
-                };
+                let refunded = as_refunded(status);
                 return Ok(RateDecision {
                     rejection: Some(reject(check.retry, Some(i as u8))),
-                    status,
-                    ticket,
+                    status: refunded,
+                    refunded,
+                    ticket: RateTicket::default(),
                 });
             }
             match quota.count {
@@ -337,6 +340,7 @@ impl RateRules {
         Ok(RateDecision {
             rejection: None,
             status,
+            refunded: as_refunded(status),
             ticket,
         })
     }

@@ -1,0 +1,559 @@
+//! The per-user limiters through the real middleware: 429s with their headers and bodies,
+//! plans, quotas, concurrency release on cancel, the fleet reserve, refunds, modes, eviction.
+
+mod common;
+
+use actix_web::http::StatusCode;
+use actix_web::{test, web, App, HttpRequest, HttpResponse};
+use brownout::config::{HumanDuration, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey};
+use brownout::{Config, Mode};
+use common::Rig;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// The base config: every limiter off but the ones a test turns on.
+fn base() -> Config {
+    let mut c = common::config();
+    c.limiters.worker_utilization.mode = Mode::Off;
+    c
+}
+
+/// A config with the request-rate limiter on: `burst` credits, `rate` per second.
+fn rated(rate: f64, burst: u32) -> Config {
+    let mut c = base();
+    let rr = &mut c.limiters.request_rate;
+    rr.mode = Mode::Enforce;
+    rr.rate = rate;
+    rr.burst = burst;
+    c
+}
+
+async fn slow(gate: web::Data<Arc<Semaphore>>) -> HttpResponse {
+    // Wait for the test to open the gate; the permit is consumed, one per request.
+    if let Ok(permit) = gate.acquire().await {
+        permit.forget();
+    }
+    HttpResponse::Ok().body("slow")
+}
+
+async fn charge(req: HttpRequest) -> HttpResponse {
+    if req.headers().contains_key("x-decline") {
+        HttpResponse::PaymentRequired().body("card declined")
+    } else {
+        HttpResponse::Created().body("charged")
+    }
+}
+
+macro_rules! app {
+    ($rig:expr, $gate:expr) => {
+        Rc::new(
+            test::init_service(
+                App::new()
+                    .wrap($rig.brownout.middleware())
+                    .app_data(web::Data::new($gate.clone()))
+                    .route(
+                        "/v1/items",
+                        web::get().to(|| async { HttpResponse::Ok().body("items") }),
+                    )
+                    .route(
+                        "/v1/accounts",
+                        web::post().to(|| async { HttpResponse::Created().finish() }),
+                    )
+                    .route("/slow", web::get().to(slow))
+                    .route("/v1/charges", web::post().to(charge)),
+            )
+            .await,
+        )
+    };
+}
+
+fn gate() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(0))
+}
+
+fn get(key: &str) -> test::TestRequest {
+    test::TestRequest::get()
+        .uri("/v1/items")
+        .insert_header(("Authorization", format!("Bearer {key}")))
+}
+
+fn header<B>(res: &actix_web::dev::ServiceResponse<B>, name: &str) -> String {
+    res.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+#[actix_web::test]
+async fn request_rate_answers_429_with_exact_retry_and_ratelimit_fields() {
+    let rig = Rig::new(rated(1.0, 3));
+    let app = app!(rig, gate());
+    for left in (0..3).rev() {
+        let res = test::call_service(&*app, get("sk_live_a").to_request()).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(header(&res, "ratelimit-policy"), "\"request_rate\";q=3;w=3");
+        assert_eq!(
+            header(&res, "ratelimit"),
+            format!("\"request_rate\";r={left};t={}", 3 - left)
+        );
+    }
+    rig.clock.advance(Duration::from_millis(400));
+    let res = test::call_service(&*app, get("sk_live_a").to_request()).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    // One credit regenerates in 1 s; 0.4 s have passed: 0.6 s, rounded up.
+    assert_eq!(header(&res, "retry-after"), "1");
+    assert_eq!(header(&res, "ratelimit"), "\"request_rate\";r=0;t=3");
+    assert_eq!(header(&res, "content-type"), "application/problem+json");
+    let body: serde_json::Value = serde_json::from_slice(&test::read_body(res).await).unwrap();
+    assert_eq!(body["status"], 429);
+    assert_eq!(body["limiter"], "request_rate");
+    assert!(body["detail"]
+        .as_str()
+        .unwrap()
+        .contains("Retry in 1 seconds"));
+    // Another key has its own bucket; and the first key passes once the credit exists.
+    let other = test::call_service(&*app, get("sk_live_b").to_request()).await;
+    assert_eq!(other.status(), StatusCode::OK);
+    rig.clock.advance(Duration::from_millis(600));
+    let again = test::call_service(&*app, get("sk_live_a").to_request()).await;
+    assert_eq!(again.status(), StatusCode::OK);
+    assert_eq!(
+        rig.metric(
+            "brownout_rejections_total{limiter=\"request_rate\",tier=\"get\",mode=\"enforce\"}"
+        ),
+        1.0
+    );
+}
+
+#[actix_web::test]
+async fn endpoint_costs_weigh_requests() {
+    let mut c = rated(1.0, 10);
+    c.limiters
+        .request_rate
+        .costs
+        .insert("POST /v1/charges".into(), 4);
+    let rig = Rig::new(c);
+    let app = app!(rig, gate());
+    let post = || {
+        test::TestRequest::post()
+            .uri("/v1/charges")
+            .insert_header(("Authorization", "Bearer sk_live_c"))
+    };
+    for _ in 0..2 {
+        assert_eq!(
+            test::call_service(&*app, post().to_request())
+                .await
+                .status(),
+            StatusCode::CREATED
+        );
+    }
+    let res = test::call_service(&*app, post().to_request()).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&res, "retry-after"), "2", "2 credits left, 4 needed");
+    // A GET costs the default 1 credit and still fits twice.
+    for _ in 0..2 {
+        assert_eq!(
+            test::call_service(&*app, get("sk_live_c").to_request())
+                .await
+                .status(),
+            StatusCode::OK
+        );
+    }
+}
+
+#[actix_web::test]
+async fn plans_come_from_a_trusted_header_or_the_hook() {
+    let mut c = rated(1.0, 1);
+    c.limiters.request_rate.plans.insert(
+        "enterprise".into(),
+        brownout::config::PlanConfig {
+            rate: 1.0,
+            burst: 5,
+            default_cost: None,
+            costs: Default::default(),
+        },
+    );
+    let count_passes = |rig: &Rig, plan: Option<&'static str>, key: &'static str| {
+        let rig_app = (rig.brownout.clone(),);
+        async move {
+            let app = test::init_service(
+                App::new()
+                    .wrap(rig_app.0.middleware())
+                    .route("/v1/items", web::get().to(HttpResponse::Ok)),
+            )
+            .await;
+            let mut passed = 0;
+            for _ in 0..10 {
+                let mut req = get(key);
+                if let Some(p) = plan {
+                    req = req.insert_header(("Brownout-Plan", p));
+                }
+                passed += usize::from(
+                    test::call_service(&app, req.to_request())
+                        .await
+                        .status()
+                        .is_success(),
+                );
+            }
+            passed
+        }
+    };
+    // Untrusted: the header is ignored.
+    let rig = Rig::new(c.clone());
+    assert_eq!(count_passes(&rig, Some("enterprise"), "k1").await, 1);
+    // Trusted: the plan's burst applies; an unknown plan gets the default.
+    c.classifier.trust_plan_header = true;
+    let rig = Rig::new(c.clone());
+    assert_eq!(count_passes(&rig, Some("enterprise"), "k2").await, 5);
+    assert_eq!(count_passes(&rig, Some("nonexistent"), "k3").await, 1);
+    // A hook wins over the header; a panicking hook fails open to the default plan.
+    let rig = Rig::with(c, |b| {
+        b.plan_hook(
+            |req| match req.headers().get("authorization").map(|v| v.as_bytes()) {
+                Some(b"Bearer k4") => Some(Arc::from("enterprise")),
+                Some(b"Bearer k5") => panic!("hook bug"),
+                _ => None,
+            },
+        )
+    });
+    assert_eq!(count_passes(&rig, None, "k4").await, 5);
+    assert_eq!(count_passes(&rig, None, "k5").await, 1);
+    assert!(rig.metric("brownout_fail_open_total{limiter=\"classifier\",reason=\"panic\"}") >= 1.0);
+}
+
+#[actix_web::test]
+async fn failed_card_attempts_quota_counts_only_failures() {
+    let mut c = rated(100.0, 100);
+    c.limiters.request_rate.quotas.push(QuotaConfig {
+        name: "card_failures".into(),
+        algorithm: QuotaAlgorithm::SlidingWindow,
+        limit: 3,
+        window: HumanDuration::from_secs(86_400),
+        routes: vec!["POST /v1/charges".into()],
+        key: QuotaKey::Client,
+        count: QuotaCount::Failures,
+    });
+    let rig = Rig::new(c);
+    let app = app!(rig, gate());
+    let charge = |decline: bool| {
+        let mut r = test::TestRequest::post()
+            .uri("/v1/charges")
+            .insert_header(("Authorization", "Bearer sk_live_card"));
+        if decline {
+            r = r.insert_header(("x-decline", "1"));
+        }
+        r.to_request()
+    };
+    for _ in 0..5 {
+        assert_eq!(
+            test::call_service(&*app, charge(false)).await.status(),
+            StatusCode::CREATED
+        );
+    }
+    for _ in 0..3 {
+        let res = test::call_service(&*app, charge(true)).await;
+        assert_eq!(res.status(), StatusCode::PAYMENT_REQUIRED);
+        assert!(
+            header(&res, "ratelimit").contains("\"card_failures\";r="),
+            "{}",
+            header(&res, "ratelimit")
+        );
+    }
+    let res = test::call_service(&*app, charge(false)).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(header(&res, "ratelimit-policy").contains("\"card_failures\";q=3;w=86400"));
+    let body: serde_json::Value = serde_json::from_slice(&test::read_body(res).await).unwrap();
+    assert_eq!(body["quota"], "card_failures");
+    // Other routes are not affected.
+    assert_eq!(
+        test::call_service(&*app, get("sk_live_card").to_request())
+            .await
+            .status(),
+        StatusCode::OK
+    );
+}
+
+#[actix_web::test]
+async fn per_ip_quota_with_fixed_window_resets_at_the_boundary() {
+    let mut c = rated(100.0, 100);
+    c.limiters.request_rate.quotas.push(QuotaConfig {
+        name: "signups".into(),
+        algorithm: QuotaAlgorithm::FixedWindow,
+        limit: 2,
+        window: HumanDuration::from_secs(60),
+        routes: vec!["POST /v1/accounts".into()],
+        key: QuotaKey::Ip,
+        count: QuotaCount::Requests,
+    });
+    let rig = Rig::new(c);
+    let app = app!(rig, gate());
+    // Different API keys, one IP: the quota is per IP.
+    let signup = |key: &str| {
+        test::TestRequest::post()
+            .uri("/v1/accounts")
+            .peer_addr("203.0.113.5:4000".parse().unwrap())
+            .insert_header(("Authorization", format!("Bearer {key}")))
+            .to_request()
+    };
+    assert_eq!(
+        test::call_service(&*app, signup("a")).await.status(),
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        test::call_service(&*app, signup("b")).await.status(),
+        StatusCode::CREATED
+    );
+    let res = test::call_service(&*app, signup("c")).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&res, "retry-after"), "60");
+    rig.clock.advance(Duration::from_secs(60));
+    assert_eq!(
+        test::call_service(&*app, signup("d")).await.status(),
+        StatusCode::CREATED
+    );
+}
+
+/// Starts a request that waits at the gate; evaluates to its task.
+macro_rules! hold {
+    ($app:expr, $key:expr) => {{
+        let app = $app.clone();
+        let req = test::TestRequest::get()
+            .uri("/slow")
+            .insert_header(("Authorization", format!("Bearer {}", $key)))
+            .to_request();
+        actix_web::rt::spawn(async move { test::call_service(&*app, req).await.status() })
+    }};
+}
+
+/// Lets spawned requests run until `n` are in flight.
+async fn until_in_flight(rig: &Rig, n: i64) {
+    for _ in 0..1000 {
+        if rig.brownout.in_flight().get == n {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!(
+        "expected {n} requests in flight, have {}",
+        rig.brownout.in_flight().get
+    );
+}
+
+fn concurrent(max: u32) -> Config {
+    let mut c = base();
+    c.limiters.concurrent_requests.mode = Mode::Enforce;
+    c.limiters.concurrent_requests.max_in_flight = max;
+    c
+}
+
+#[actix_web::test]
+async fn concurrency_cap_per_key_and_release() {
+    let rig = Rig::new(concurrent(2));
+    let gate = gate();
+    let app = app!(rig, gate);
+    let held = [hold!(app, "sk_live_x"), hold!(app, "sk_live_x")];
+    until_in_flight(&rig, 2).await;
+    let res = test::call_service(&*app, get("sk_live_x").to_request()).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&res, "retry-after"), "1");
+    let body: serde_json::Value = serde_json::from_slice(&test::read_body(res).await).unwrap();
+    assert_eq!(body["limiter"], "concurrent_requests");
+    // Another key is not affected.
+    assert_eq!(
+        test::call_service(&*app, get("sk_live_y").to_request())
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    gate.add_permits(2);
+    for h in held {
+        assert_eq!(h.await.unwrap(), StatusCode::OK);
+    }
+    assert_eq!(
+        test::call_service(&*app, get("sk_live_x").to_request())
+            .await
+            .status(),
+        StatusCode::OK
+    );
+}
+
+#[actix_web::test]
+async fn a_cancelled_request_gives_its_permit_back() {
+    let rig = Rig::new(concurrent(1));
+    let gate = gate();
+    let app = app!(rig, gate);
+    let held = hold!(app, "sk_live_z");
+    until_in_flight(&rig, 1).await;
+    assert_eq!(
+        test::call_service(&*app, get("sk_live_z").to_request())
+            .await
+            .status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // The client goes away: the request's future is dropped mid-flight.
+    held.abort();
+    assert!(held.await.unwrap_err().is_cancelled());
+    until_in_flight(&rig, 0).await;
+    assert_eq!(
+        test::call_service(&*app, get("sk_live_z").to_request())
+            .await
+            .status(),
+        StatusCode::OK
+    );
+}
+
+#[actix_web::test]
+async fn fleet_reserve_keeps_room_for_critical_requests() {
+    let mut c = base();
+    let fu = &mut c.limiters.fleet_usage;
+    fu.mode = Mode::Enforce;
+    fu.capacity = 5;
+    fu.reserved_for_critical = 0.2; // 4 slots for non-critical traffic
+    let rig = Rig::new(c);
+    let gate = gate();
+    let app = app!(rig, gate);
+    let held: Vec<_> = (0..4).map(|i| hold!(app, format!("k{i}"))).collect();
+    until_in_flight(&rig, 4).await;
+    let res = test::call_service(&*app, get("k9").to_request()).await;
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: serde_json::Value = serde_json::from_slice(&test::read_body(res).await).unwrap();
+    assert_eq!(body["limiter"], "fleet_usage");
+    let post = test::TestRequest::post().uri("/v1/items").to_request();
+    assert_eq!(
+        test::call_service(&*app, post).await.status().as_u16(),
+        503,
+        "post is not critical"
+    );
+    let charge = test::TestRequest::post().uri("/v1/charges").to_request();
+    assert_eq!(
+        test::call_service(&*app, charge).await.status(),
+        StatusCode::CREATED,
+        "critical uses the reserve"
+    );
+    gate.add_permits(4);
+    for h in held {
+        assert_eq!(h.await.unwrap(), StatusCode::OK);
+    }
+    assert_eq!(
+        test::call_service(&*app, get("k9").to_request())
+            .await
+            .status(),
+        StatusCode::OK
+    );
+}
+
+#[actix_web::test]
+async fn a_later_rejection_refunds_the_credits() {
+    let mut c = concurrent(1);
+    let rr = &mut c.limiters.request_rate;
+    rr.mode = Mode::Enforce;
+    rr.rate = 0.001; // no meaningful regeneration during the test
+    rr.burst = 3;
+    let rig = Rig::new(c);
+    let gate = gate();
+    let app = app!(rig, gate);
+    let held = hold!(app, "sk_live_r"); // spends 1 credit
+    until_in_flight(&rig, 1).await;
+    // Each of these is charged by request_rate, then refused by concurrent_requests: refunded.
+    for _ in 0..5 {
+        let res = test::call_service(&*app, get("sk_live_r").to_request()).await;
+        assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(header(&res, "ratelimit"), "\"request_rate\";r=2;t=1000");
+    }
+    gate.add_permits(1);
+    assert_eq!(held.await.unwrap(), StatusCode::OK);
+    // Two credits are left, not zero.
+    for _ in 0..2 {
+        assert_eq!(
+            test::call_service(&*app, get("sk_live_r").to_request())
+                .await
+                .status(),
+            StatusCode::OK
+        );
+    }
+    assert_eq!(
+        test::call_service(&*app, get("sk_live_r").to_request())
+            .await
+            .status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[actix_web::test]
+async fn dark_mode_counts_keeps_state_and_adds_no_headers() {
+    let mut c = rated(0.001, 2);
+    c.limiters.request_rate.mode = Mode::Dark;
+    let rig = Rig::new(c);
+    let app = app!(rig, gate());
+    for _ in 0..5 {
+        let res = test::call_service(&*app, get("sk_live_d").to_request()).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert!(res.headers().get("ratelimit").is_none());
+    }
+    // As if enforced: 2 passed, 3 would have been rejected (and were not charged).
+    assert_eq!(
+        rig.metric(
+            "brownout_rejections_total{limiter=\"request_rate\",tier=\"get\",mode=\"dark\"}"
+        ),
+        3.0
+    );
+    assert_eq!(
+        rig.metric("brownout_requests_total{tier=\"get\",outcome=\"dark_rejected\"}"),
+        3.0
+    );
+    assert_eq!(
+        rig.metric("brownout_requests_total{tier=\"get\",outcome=\"allowed\"}"),
+        2.0
+    );
+}
+
+#[actix_web::test]
+async fn off_mode_and_kill_switch_free_fleet_and_concurrency_too() {
+    let mut c = concurrent(1);
+    c.limiters.concurrent_requests.mode = Mode::Off;
+    let rig = Rig::new(c);
+    let gate = gate();
+    let app = app!(rig, gate);
+    let held = hold!(app, "sk_live_o");
+    until_in_flight(&rig, 1).await;
+    assert_eq!(
+        test::call_service(&*app, get("sk_live_o").to_request())
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    gate.add_permits(1);
+    held.await.unwrap();
+}
+
+#[actix_web::test]
+async fn idle_keys_are_evicted_and_a_key_flood_is_capped() {
+    let mut c = rated(10.0, 5);
+    c.limiters.request_rate.max_keys = 64;
+    let rig = Rig::new(c);
+    let app = app!(rig, gate());
+    for i in 0..10 {
+        test::call_service(&*app, get(&format!("k{i}")).to_request()).await;
+    }
+    assert_eq!(rig.brownout.tracked_keys().0, 10);
+    assert_eq!(
+        rig.metric("brownout_tracked_keys{limiter=\"request_rate\"}"),
+        10.0
+    );
+    // 0.1 s later each bucket (1 credit spent, 10/s) is full again: the same as no state.
+    rig.clock.advance(Duration::from_millis(100));
+    rig.brownout.evict_idle();
+    assert_eq!(rig.brownout.tracked_keys().0, 0);
+    // A flood of 1,000 new keys never holds more than the table's 64 slots.
+    for i in 0..1000 {
+        let res = test::call_service(&*app, get(&format!("flood{i}")).to_request()).await;
+        assert_eq!(
+            res.status(),
+            StatusCode::OK,
+            "new keys are never refused for lack of room"
+        );
+    }
+    assert!(rig.brownout.tracked_keys().0 <= 64);
+}
