@@ -1,86 +1,18 @@
 //! The request-rate limiter: a per-key bucket of credits (weighted endpoint costs, plans, soft
 //! and elastic throttling) plus optional window quotas, all answered by the [`Store`].
 
-use super::gcra::{Bucket, Charge};
-use super::window::WindowRule;
+mod rules;
+
+pub use rules::{CostTable, Plan, Quota, RateRules};
+
+use super::gcra::Charge;
 use super::{LimiterName, Rejection};
-use crate::classify::RoutePattern;
-use crate::config::{QuotaCount, QuotaKey, RequestRateConfig};
+use crate::config::{QuotaCount, QuotaKey};
 use crate::store::{Store, StoreError};
 use crate::tier::Tier;
 use actix_web::http::header::HeaderValue;
-use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Duration;
-
-/// Route costs, most specific pattern first.
-#[derive(Debug, Clone, Default)]
-pub struct CostTable {
-    routes: Vec<(RoutePattern, u32)>,
-}
-
-impl CostTable {
-    fn compile(costs: &BTreeMap<String, u32>) -> Result<Self, String> {
-        let mut routes = costs
-            .iter()
-            .map(|(r, &c)| Ok((RoutePattern::parse(r)?, c)))
-            .collect::<Result<Vec<_>, String>>()?;
-        routes.sort_by_key(|(r, _)| std::cmp::Reverse(r.specificity()));
-        Ok(Self { routes })
-    }
-
-    /// The cost of the most specific matching pattern.
-    pub fn lookup(&self, method: &str, path: &str) -> Option<u32> {
-        self.routes
-            .iter()
-            .find(|(r, _)| r.matches(method, path))
-            .map(|&(_, c)| c)
-    }
-}
-
-/// A compiled plan.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    /// Its name (`default` for the top-level settings).
-    pub name: String,
-    rate: f64,
-    burst: u32,
-    default_cost: u32,
-    costs: CostTable,
-    /// The `RateLimit-Policy` header value, computed once.
-    pub policy: HeaderValue,
-}
-
-/// A compiled quota.
-#[derive(Debug, Clone)]
-pub struct Quota {
-    /// Its name.
-    pub name: String,
-    /// Its window rule.
-    pub rule: WindowRule,
-    routes: Vec<RoutePattern>,
-    key: QuotaKey,
-    count: QuotaCount,
-}
-
-impl Quota {
-    fn applies(&self, method: &str, path: &str) -> bool {
-        self.routes.is_empty() || self.routes.iter().any(|r| r.matches(method, path))
-    }
-}
-
-/// `limiters.request_rate` compiled for the request path.
-#[derive(Debug, Clone)]
-pub struct RateRules {
-    plans: Vec<Plan>,
-    costs: CostTable,
-    overage: f64,
-    elastic_factor: f64,
-    /// Whether to send the RateLimit fields.
-    pub headers: bool,
-    /// The quotas, in config order.
-    pub quotas: Vec<Quota>,
-}
 
 /// Most quotas reported in one `RateLimit` field.
 const REPORTED_QUOTAS: usize = 4;
@@ -145,110 +77,6 @@ fn secs_up(us: u64) -> u64 {
 }
 
 impl RateRules {
-    /// Compiles a validated config block.
-    pub fn compile(c: &RequestRateConfig) -> Result<Self, String> {
-        let quotas = c
-            .quotas
-            .iter()
-            .map(|q| {
-                Ok(Quota {
-                    name: q.name.clone(),
-                    rule: WindowRule {
-                        algorithm: q.algorithm,
-                        limit: q.limit,
-                        window: q.window.get().as_micros() as u64,
-                    },
-                    routes: q
-                        .routes
-                        .iter()
-                        .map(|r| RoutePattern::parse(r))
-                        .collect::<Result<_, _>>()?,
-                    key: q.key,
-                    count: q.count,
-                })
-            })
-            .collect::<Result<Vec<_>, String>>()?;
-        let plan = |name: &str,
-                    rate: f64,
-                    burst: u32,
-                    default_cost: u32,
-                    costs: &BTreeMap<String, u32>|
-         -> Result<Plan, String> {
-            let mut policy = format!(
-                "\"request_rate\";q={burst};w={}",
-                (f64::from(burst) / rate).ceil() as u64
-            );
-            for q in &quotas {
-                let _ = write!(
-                    policy,
-                    ", \"{}\";q={};w={}",
-                    q.name,
-                    q.rule.limit,
-                    secs_up(q.rule.window)
-                );
-            }
-            Ok(Plan {
-                name: name.to_owned(),
-                rate,
-                burst,
-                default_cost,
-                costs: CostTable::compile(costs)?,
-                policy: HeaderValue::from_str(&policy).map_err(|e| e.to_string())?,
-            })
-        };
-        let none = BTreeMap::new();
-        let mut plans = vec![plan("default", c.rate, c.burst, c.default_cost, &none)?];
-        for (name, p) in &c.plans {
-            plans.push(plan(
-                name,
-                p.rate,
-                p.burst,
-                p.default_cost.unwrap_or(c.default_cost),
-                &p.costs,
-            )?);
-        }
-        Ok(Self {
-            plans,
-            costs: CostTable::compile(&c.costs)?,
-            overage: c.soft_overage,
-            elastic_factor: c.elastic_factor,
-            headers: c.headers,
-            quotas,
-        })
-    }
-
-    /// The plan called `name`; the default plan for `None` or an unknown name.
-    pub fn plan(&self, name: Option<&str>) -> usize {
-        name.and_then(|n| self.plans.iter().position(|p| p.name == n))
-            .unwrap_or(0)
-    }
-
-    /// The plan at `index`.
-    pub fn plan_at(&self, index: usize) -> &Plan {
-        &self.plans[index.min(self.plans.len() - 1)]
-    }
-
-    /// The cost of a request under plan `index`: the plan's table, then the shared one, then
-    /// the plan's default cost.
-    pub fn cost(&self, index: usize, method: &str, path: &str) -> u32 {
-        let plan = self.plan_at(index);
-        plan.costs
-            .lookup(method, path)
-            .or_else(|| self.costs.lookup(method, path))
-            .unwrap_or(plan.default_cost)
-    }
-
-    /// The bucket of plan `index`, widened by `elastic_factor` while the server is idle.
-    pub fn bucket(&self, index: usize, elastic: bool) -> Bucket {
-        let plan = self.plan_at(index);
-        let factor = if elastic { self.elastic_factor } else { 1.0 };
-        Bucket::new(
-            plan.rate * factor,
-            f64::from(plan.burst) * factor,
-            self.overage,
-        )
-    }
-
     /// Checks one request; `elastic` says whether the server has room to spare.
     pub fn check(
         &self,

@@ -1,0 +1,177 @@
+//! [`BrownoutBuilder`]: validation, injections (clock, seed, sources, hooks) and assembly.
+
+use super::shared::{Settings, Shared};
+use super::{Brownout, Error, PlanHook, TierHook};
+use crate::classify::Classifier;
+use crate::clock::{Clock, SystemClock};
+use crate::config::{Config, ConfigError, SourceKind};
+use crate::control::{
+    ControllerParams, CpuSource, InFlight, InFlightSource, RuntimeRegistry, RuntimeSource,
+    ShedPlan, UtilizationSource,
+};
+use crate::logging::LogGate;
+use crate::metrics::Metrics;
+use crate::store::{MemoryStore, Store};
+use crate::tier::Tier;
+use actix_web::dev::ServiceRequest;
+use arc_swap::ArcSwap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// Builds a [`Brownout`] from a [`Config`] and optional injections.
+pub struct BrownoutBuilder {
+    pub(super) config: Config,
+    pub(super) clock: Option<Arc<dyn Clock>>,
+    pub(super) seed: Option<u64>,
+    pub(super) custom: Option<Box<dyn UtilizationSource>>,
+    pub(super) tier_hook: Option<TierHook>,
+    pub(super) plan_hook: Option<PlanHook>,
+    pub(super) admin_token: Option<String>,
+}
+
+impl BrownoutBuilder {
+    /// Uses `clock` instead of the system clock (tests).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Seeds the random draws and the key hash (default: from the OS).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Registers the app's own utilization gauge (`source: custom` in the config).
+    pub fn custom_source(mut self, source: impl UtilizationSource) -> Self {
+        self.custom = Some(Box::new(source));
+        self
+    }
+
+    /// Overrides the tier of requests for which `hook` returns `Some`. A panicking hook fails
+    /// open to the built-in rules.
+    pub fn tier_hook(
+        mut self,
+        hook: impl Fn(&ServiceRequest) -> Option<Tier> + Send + Sync + 'static,
+    ) -> Self {
+        self.tier_hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Names the request-rate plan of requests for which `hook` returns `Some` (e.g. from the
+    /// customer record the app already loaded). A panicking hook fails open to the default plan.
+    pub fn plan_hook(
+        mut self,
+        hook: impl Fn(&ServiceRequest) -> Option<Arc<str>> + Send + Sync + 'static,
+    ) -> Self {
+        self.plan_hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Sets the admin token directly instead of reading `admin.token_env`.
+    pub fn admin_token(mut self, token: impl Into<String>) -> Self {
+        self.admin_token = Some(token.into());
+        self
+    }
+
+    /// Validates everything and builds the handle (actors are started by [`Brownout::start`]).
+    pub fn build(self) -> Result<Brownout, Error> {
+        self.config.validate()?;
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
+        let seed = self.seed.unwrap_or_else(crate::rng::os_seed);
+        let classifier = Classifier::new(&self.config.classifier, seed)
+            .map_err(|m| ConfigError::invalid("classifier.critical", m))?;
+        let in_flight = Arc::new(InFlight::default());
+        let runtimes = Arc::new(RuntimeRegistry::default());
+        let wu = &self.config.limiters.worker_utilization;
+        let settings = Settings::new(1, false, self.config.limiters.clone(), classifier)?;
+        let limits = &self.config.limiters;
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(
+            limits.request_rate.max_keys,
+            limits.request_rate.quotas.len(),
+            limits.concurrent_requests.max_keys,
+        ));
+        let resting = ControllerParams::from_config(wu).resting();
+        let explicit = self
+            .admin_token
+            .or_else(|| std::env::var(&self.config.admin.token_env).ok())
+            .filter(|t| !t.is_empty());
+        let admin_token_generated = explicit.is_none();
+        let admin_token = explicit.unwrap_or_else(random_token);
+        let shared = Arc::new(Shared {
+            settings: ArcSwap::from_pointee(settings),
+            plan: ArcSwap::from_pointee(ShedPlan::idle(resting, clock.now())),
+            metrics: Metrics::new(),
+            in_flight,
+            runtimes,
+            tier_hook: self.tier_hook,
+            plan_hook: self.plan_hook,
+            store,
+            seed,
+            instances: AtomicU64::new(0),
+            admin_token,
+            admin_token_generated,
+            fail_open_log: LogGate::new(Duration::from_secs(10)),
+            dark_log: LogGate::new(Duration::from_secs(10)),
+            pending_sources: Mutex::new(None),
+            actors: tokio::sync::Mutex::new(None),
+            clock,
+            config: self.config,
+        });
+        let sources = build_sources(&shared, self.custom)?;
+        *shared
+            .pending_sources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(sources);
+        let brownout = Brownout { shared };
+        brownout.publish_settings();
+        Ok(brownout)
+    }
+}
+
+/// 32 random bytes as hex: the admin token when none is configured.
+fn random_token() -> String {
+    let mut bytes = [0u8; 32];
+    if getrandom::fill(&mut bytes).is_err() {
+        // Never fall back to a guessable token: mix several OS seeds instead.
+        for chunk in bytes.chunks_mut(8) {
+            chunk.copy_from_slice(&crate::rng::os_seed().to_le_bytes());
+        }
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn build_sources(
+    shared: &Arc<Shared>,
+    mut custom: Option<Box<dyn UtilizationSource>>,
+) -> Result<Vec<Box<dyn UtilizationSource>>, Error> {
+    let wu = &shared.config.limiters.worker_utilization;
+    let kinds = match wu.source {
+        SourceKind::Max => wu.sources.clone(),
+        one => vec![one],
+    };
+    let mut sources: Vec<Box<dyn UtilizationSource>> = Vec::new();
+    for kind in kinds {
+        sources.push(match kind {
+            SourceKind::InFlight => {
+                let weak = Arc::downgrade(shared);
+                Box::new(InFlightSource::new(shared.in_flight.clone(), move || {
+                    weak.upgrade().map_or(1, |s| {
+                        s.settings.load().limiters.worker_utilization.capacity
+                    })
+                }))
+            }
+            SourceKind::Cpu => Box::new(CpuSource::new()?),
+            SourceKind::Runtime => Box::new(RuntimeSource::new(shared.runtimes.clone())),
+            SourceKind::Custom => custom.take().ok_or_else(|| {
+                ConfigError::invalid(
+                    "limiters.worker_utilization.source",
+                    "is custom, but no custom source was registered with BrownoutBuilder::custom_source",
+                )
+            })?,
+            SourceKind::Max => unreachable!("validation refuses max inside max"),
+        });
+    }
+    Ok(sources)
+}

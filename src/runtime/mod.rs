@@ -1,0 +1,182 @@
+//! The [`Brownout`] handle: validated settings, the published plan, metrics, and the actors
+//! that keep the plan up to date. Cheap to clone; every clone shares the same state.
+
+mod builder;
+mod shared;
+
+pub use builder::BrownoutBuilder;
+pub use shared::Settings;
+pub(crate) use shared::Shared;
+
+use crate::config::{Config, ConfigError};
+use crate::control::actors::{self, SamplerMsg};
+use crate::control::{ShedPlan, SourceError};
+use crate::http::BrownoutMiddleware;
+use crate::tier::{PerTier, Tier};
+use actix_web::dev::ServiceRequest;
+use std::sync::{Arc, PoisonError};
+
+/// A user hook that overrides the tier of a request (`None` keeps the built-in rules).
+pub type TierHook = Arc<dyn Fn(&ServiceRequest) -> Option<Tier> + Send + Sync>;
+
+/// A user hook that names the request-rate plan of a request (`None`: the default plan).
+pub type PlanHook = Arc<dyn Fn(&ServiceRequest) -> Option<Arc<str>> + Send + Sync>;
+
+/// Why brownout could not be built or started.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The configuration was refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A utilization source could not be set up.
+    #[error("{0}")]
+    Source(#[from] SourceError),
+    /// `start` was called outside a tokio runtime.
+    #[error("Brownout::start must be called inside a tokio (or actix) runtime")]
+    NoRuntime,
+    /// The admin server could not be set up.
+    #[error("admin server: {0}")]
+    Admin(String),
+}
+
+/// The handle an app embeds: make middleware from it, start its actors, serve its admin API.
+///
+/// # Examples
+/// ```no_run
+/// use actix_web::{web, App, HttpServer};
+/// use brownout::Brownout;
+///
+/// #[actix_web::main]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let brownout = Brownout::from_config_file("config.yaml")?;
+///     brownout.start()?;
+///     let b = brownout.clone();
+///     HttpServer::new(move || App::new().wrap(b.middleware()).route("/", web::get().to(|| async { "hi" })))
+///         .bind("127.0.0.1:8080")?
+///         .run()
+///         .await?;
+///     brownout.shutdown().await;
+///     Ok(())
+/// }
+/// ```
+#[derive(Clone)]
+pub struct Brownout {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Brownout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Brownout")
+            .field("version", &self.settings().version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Brownout {
+    /// A builder for `config`.
+    pub fn builder(config: Config) -> BrownoutBuilder {
+        BrownoutBuilder {
+            config,
+            clock: None,
+            seed: None,
+            custom: None,
+            tier_hook: None,
+            plan_hook: None,
+            admin_token: None,
+        }
+    }
+
+    /// Loads, validates and builds from a YAML file, with defaults for every injection.
+    pub fn from_config_file(path: impl AsRef<std::path::Path>) -> Result<Self, Error> {
+        Self::builder(Config::load(path)?).build()
+    }
+
+    /// Starts the sampler and controller actors on the current tokio runtime.
+    /// Calling it again does nothing.
+    pub fn start(&self) -> Result<(), Error> {
+        tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
+        let taken = self
+            .shared
+            .pending_sources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(sources) = taken {
+            let actors = actors::spawn(self.shared.clone(), sources);
+            match self.shared.actors.try_lock() {
+                Ok(mut slot) => *slot = Some(actors),
+                Err(_) => unreachable!("only start and shutdown take the actors lock"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the actors and waits for them. The middleware keeps working (it fails open once
+    /// the last plan goes stale).
+    pub async fn shutdown(&self) {
+        let actors = self.shared.actors.lock().await.take();
+        if let Some(actors) = actors {
+            actors.stop().await;
+        }
+    }
+
+    /// The actix middleware; wrap your `App` with it.
+    pub fn middleware(&self) -> BrownoutMiddleware {
+        BrownoutMiddleware::new(self.shared.clone())
+    }
+
+    /// Samples utilization now (outside the regular interval) and returns the plan that
+    /// results; `None` if the actors are not running.
+    pub async fn sample_now(&self) -> Option<ShedPlan> {
+        let sampler = self.shared.actors.lock().await.as_ref()?.sampler.clone();
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        sampler.send(SamplerMsg::SampleNow(reply)).await.ok()?;
+        answer.await.ok()
+    }
+
+    /// The plan the middleware currently applies.
+    pub fn plan(&self) -> ShedPlan {
+        **self.shared.plan.load()
+    }
+
+    /// The live settings.
+    pub fn settings(&self) -> Arc<Settings> {
+        self.shared.settings.load_full()
+    }
+
+    /// The configuration this handle was built from.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// Requests in progress through the middleware, per tier.
+    pub fn in_flight(&self) -> PerTier<i64> {
+        self.shared.in_flight.per_tier()
+    }
+
+    /// Every metric in the Prometheus text format.
+    pub fn render_metrics(&self) -> String {
+        let (rate_keys, concurrency_keys) = self.shared.store.tracked_keys();
+        self.shared
+            .metrics
+            .publish_tracked_keys(rate_keys, concurrency_keys);
+        self.shared.metrics.render(&self.shared.in_flight)
+    }
+
+    /// Keys tracked by the request-rate limiter (bucket and quotas) and the concurrency limiter.
+    pub fn tracked_keys(&self) -> (usize, usize) {
+        self.shared.store.tracked_keys()
+    }
+
+    /// Drops idle keyed state now (the evictor actor does this every `eviction_interval`).
+    pub fn evict_idle(&self) {
+        self.shared.evict_idle();
+    }
+
+    fn publish_settings(&self) {
+        let s = self.shared.settings.load();
+        self.shared
+            .metrics
+            .publish_settings(s.modes(), s.kill_switch, s.version);
+    }
+}

@@ -1,0 +1,129 @@
+//! The state shared by the middleware instances, the actors and the admin server, and the
+//! live [`Settings`] they read through `ArcSwap`.
+
+use super::{PlanHook, TierHook};
+use crate::classify::Classifier;
+use crate::clock::Clock;
+use crate::config::{Config, ConfigError, LimitersConfig, Mode};
+use crate::control::actors::Actors;
+use crate::control::{InFlight, RuntimeRegistry, ShedPlan, UtilizationSource};
+use crate::limiter::request_rate::RateRules;
+use crate::limiter::window::WindowRule;
+use crate::logging::LogGate;
+use crate::metrics::Metrics;
+use crate::store::Store;
+use crate::tier::Tier;
+use arc_swap::ArcSwap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+/// The live, validated settings: swapped atomically as a whole, read without locks.
+#[derive(Debug)]
+pub struct Settings {
+    /// Bumped by every accepted change.
+    pub version: u64,
+    /// While engaged, every limiter is off.
+    pub kill_switch: bool,
+    /// The limiter blocks.
+    pub limiters: LimitersConfig,
+    /// The compiled classifier.
+    pub classifier: Classifier,
+    /// The compiled request-rate rules.
+    pub rules: RateRules,
+}
+
+impl Settings {
+    /// Compiles validated limiter settings.
+    pub fn new(
+        version: u64,
+        kill_switch: bool,
+        limiters: LimitersConfig,
+        classifier: Classifier,
+    ) -> Result<Self, ConfigError> {
+        let rules = RateRules::compile(&limiters.request_rate)
+            .map_err(|m| ConfigError::invalid("limiters.request_rate", m))?;
+        Ok(Self {
+            version,
+            kill_switch,
+            limiters,
+            classifier,
+            rules,
+        })
+    }
+
+    /// Each limiter's configured mode, in check order.
+    pub fn modes(&self) -> [Mode; 4] {
+        let l = &self.limiters;
+        [
+            l.request_rate.mode,
+            l.concurrent_requests.mode,
+            l.fleet_usage.mode,
+            l.worker_utilization.mode,
+        ]
+    }
+}
+
+/// State shared by the middleware instances, the actors and the admin server.
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) settings: ArcSwap<Settings>,
+    pub(crate) plan: ArcSwap<ShedPlan>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) metrics: Metrics,
+    pub(crate) in_flight: Arc<InFlight>,
+    pub(crate) runtimes: Arc<RuntimeRegistry>,
+    pub(crate) tier_hook: Option<TierHook>,
+    pub(crate) plan_hook: Option<PlanHook>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) seed: u64,
+    pub(crate) instances: AtomicU64,
+    pub(crate) admin_token: String,
+    pub(crate) admin_token_generated: bool,
+    pub(crate) fail_open_log: LogGate,
+    pub(crate) dark_log: LogGate,
+    pub(crate) pending_sources: Mutex<Option<Vec<Box<dyn UtilizationSource>>>>,
+    pub(crate) actors: tokio::sync::Mutex<Option<Actors>>,
+}
+
+impl Shared {
+    /// Counts a fail-open and logs it, at most once per 10 s (with a count of the rest).
+    pub(crate) fn fail_open(
+        &self,
+        limiter: &'static str,
+        reason: &'static str,
+        message: impl FnOnce() -> String,
+    ) {
+        self.metrics.fail_open(limiter, reason);
+        if let Some(held_back) = self.fail_open_log.open(self.clock.now()) {
+            tracing::warn!(
+                limiter,
+                reason,
+                suppressed = held_back,
+                "failing open: {}",
+                message()
+            );
+        }
+    }
+}
+
+impl Shared {
+    /// Drops full buckets, expired windows and keys with nothing in flight.
+    pub(crate) fn evict_idle(&self) {
+        let settings = self.settings.load();
+        let rules: Vec<WindowRule> = settings.rules.quotas.iter().map(|q| q.rule).collect();
+        let now = self.clock.now().as_micros() as u64;
+        self.store.evict_idle(now, &rules);
+    }
+
+    /// Logs a dark-mode rejection, at most once per 10 s (with a count of the rest).
+    pub(crate) fn dark_rejected(&self, limiter: &'static str, tier: Tier) {
+        if let Some(held_back) = self.dark_log.open(self.clock.now()) {
+            tracing::info!(
+                limiter,
+                tier = tier.as_str(),
+                suppressed = held_back,
+                "dark mode: would have rejected this request"
+            );
+        }
+    }
+}
