@@ -57,5 +57,7 @@ pub mod tier;
 
 pub use config::{Config, Mode};
 pub use control::{ShedPlan, UtilizationSource};
-pub use runtime::{Brownout, BrownoutBuilder, Error, PlanHook, Settings, TierHook};
+pub use runtime::{
+    Admitted, Brownout, BrownoutBuilder, Decision, Error, PlanHook, Settings, TierHook,
+};
 pub use tier::Tier;

@@ -8,8 +8,7 @@ use super::body::{InFlightGuard, RequestGuard, TrackedBody};
 use super::response::rejection_response;
 use crate::classify::{Classified, RequestFacts};
 use crate::limiter::request_rate::{RateStatus, RateTicket};
-use crate::limiter::{decide, Admission, Request, Verdict};
-use crate::metrics::Outcome;
+use crate::limiter::{Admission, Request, Verdict};
 use crate::rng::{mix, SplitMix64};
 use crate::runtime::{Settings, Shared};
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
@@ -57,7 +56,7 @@ where
     fn new_transform(&self, service: S) -> Self::Future {
         // Runs once per worker, on the worker's runtime: the `runtime` source reads it.
         self.shared.runtimes.register_current();
-        let instance = self.shared.instances.fetch_add(1, Ordering::Relaxed);
+        let instance = self.shared.rng_streams.fetch_add(1, Ordering::Relaxed);
         ready(Ok(BrownoutService {
             service,
             shared: self.shared.clone(),
@@ -112,7 +111,10 @@ impl<S> BrownoutService<S> {
 /// Adds the RateLimit fields for `status`.
 fn rate_headers(settings: &Settings, status: &RateStatus, headers: &mut HeaderMap) {
     let rules = &settings.rules;
-    headers.insert(RATELIMIT_POLICY, rules.plan_at(status.plan).policy.clone());
+    headers.insert(
+        RATELIMIT_POLICY,
+        rules.plan_at(usize::from(status.plan)).policy.clone(),
+    );
     if let Some(value) = rules.rate_limit_header(status) {
         headers.insert(RATELIMIT, value);
     }
@@ -164,7 +166,6 @@ where
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
         let shared = &*self.shared;
-        let started = shared.clock.now();
         let settings = shared.settings.load();
         let classified = self.classify(&req, &settings);
         let hooked = self.hooked_plan(&req);
@@ -182,16 +183,13 @@ where
             plan: hooked.as_deref().or(header_plan),
         };
         let verdict = match self.rng.try_borrow_mut() {
-            Ok(mut rng) => decide(shared, &settings, &request, started, &mut rng),
+            Ok(mut rng) => shared.judge(&settings, &request, &mut rng),
             // Unreachable on a single-threaded worker; never fail the request over it.
             Err(_) => Verdict::Allow(Admission::default()),
         };
         let tier = classified.tier;
-        let elapsed = shared.clock.now().saturating_sub(started);
-        shared.metrics.decision_seconds(elapsed.as_secs_f64());
         match verdict {
             Verdict::Reject(rejection, rate) => {
-                shared.metrics.request(tier, Outcome::Rejected);
                 let quota = rejection
                     .quota
                     .and_then(|i| settings.rules.quotas.get(usize::from(i)))
@@ -205,7 +203,6 @@ where
                 }
             }
             Verdict::Allow(admission) => {
-                shared.metrics.request(tier, admission.outcome);
                 let after = AfterResponse::new(&self.shared, &admission);
                 let guard = RequestGuard::new(
                     InFlightGuard::new(shared.in_flight.clone(), tier),

@@ -60,6 +60,7 @@ pub(crate) fn decide(
     let limiters = &settings.limiters;
     let store = &shared.store;
     let now_us = now.as_micros() as u64;
+    let plan = shared.plan.load();
 
     let rr = &limiters.request_rate;
     let mut ticket = None;
@@ -71,7 +72,6 @@ pub(crate) fn decide(
         req,
         &mut admission.outcome,
         || {
-            let plan = shared.plan.load();
             let wu = &limiters.worker_utilization;
             let elastic = plan.samples > 0 && plan.utilization < wu.end_of_good;
             let rate_req = RateRequest {
@@ -85,7 +85,7 @@ pub(crate) fn decide(
             let d = settings.rules.check(&**store, &rate_req, now_us, elastic)?;
             if rr.mode == Mode::Enforce && settings.rules.headers {
                 admission.rate = Some(d.status);
-                refunded_status = Some(d.refunded);
+                refunded_status = Some(d.status.with_bucket(d.refunded));
             }
             ticket = Some(d.ticket);
             Ok(d.rejection)
@@ -153,10 +153,7 @@ pub(crate) fn decide(
         wu.mode,
         req,
         &mut admission.outcome,
-        || {
-            let plan = shared.plan.load();
-            worker_utilization::check(wu, &plan, req.tier, req.key, now, rng)
-        },
+        || worker_utilization::check(wu, &plan, req.tier, req.key, now, rng),
     );
     if let Some(rejection) = shed {
         refund(ticket);

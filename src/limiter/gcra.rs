@@ -30,26 +30,29 @@ pub struct Bucket {
     pub burst: f64,
     /// Extra share of `burst` that may be used before the key is limited (soft throttling).
     pub overage: f64,
+    tolerance: u64,
 }
 
 impl Bucket {
     /// A bucket of `burst` credits regenerating `rate` per second.
     pub fn new(rate: f64, burst: f64, overage: f64) -> Self {
+        let per_credit = 1e6 / rate;
         Self {
-            per_credit: 1e6 / rate,
+            per_credit,
             burst,
             overage,
+            tolerance: round(burst * (1.0 + overage) * per_credit),
         }
     }
 
     /// How far a request of `cost` credits moves the TAT.
     pub fn increment(&self, cost: u32) -> u64 {
-        (f64::from(cost) * self.per_credit).round() as u64
+        round(f64::from(cost) * self.per_credit)
     }
 
     /// How far ahead of now the TAT may run: the burst plus the overage, in µs.
     pub fn tolerance(&self) -> u64 {
-        (self.burst * (1.0 + self.overage) * self.per_credit).round() as u64
+        self.tolerance
     }
 
     /// Credits available at `now`, overage included, never negative.
@@ -63,8 +66,15 @@ impl Bucket {
     /// Credits of the nominal burst left at `now` (what `RateLimit: r=` advertises).
     pub fn remaining(&self, tat: u64, now: u64) -> u64 {
         let debt = tat.saturating_sub(now) as f64 / self.per_credit;
-        (self.burst - debt).max(0.0).floor() as u64
+        // Truncation is floor for the non-negative values here (and needs no libm call).
+        (self.burst - debt).max(0.0) as u64
     }
+}
+
+/// Rounds a non-negative value to the nearest integer without a libm call (the baseline
+/// x86-64 target has no rounding instruction).
+fn round(x: f64) -> u64 {
+    (x + 0.5) as u64
 }
 
 /// Charges `increment` µs against `tolerance` µs.

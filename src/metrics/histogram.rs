@@ -4,10 +4,12 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Cumulative-on-render histogram with fixed upper bounds (seconds).
+/// Cumulative-on-render histogram with fixed upper bounds (seconds), recorded in whole
+/// nanoseconds (integer compares, no float division on the request path).
 #[derive(Debug)]
 pub struct AtomicHistogram {
     bounds: &'static [f64],
+    bounds_nanos: Vec<u64>,
     /// One count per bound, plus the overflow (+Inf) bucket.
     counts: Vec<AtomicU64>,
     sum_nanos: AtomicU64,
@@ -18,16 +20,21 @@ impl AtomicHistogram {
     pub fn new(bounds: &'static [f64]) -> Self {
         Self {
             bounds,
+            bounds_nanos: bounds.iter().map(|b| (b * 1e9).round() as u64).collect(),
             counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
             sum_nanos: AtomicU64::new(0),
         }
     }
 
-    /// Records one observation of `seconds`.
-    pub fn record(&self, seconds: f64) {
-        let slot = self.bounds.partition_point(|&b| b < seconds);
+    /// Records one observation of `nanos` nanoseconds.
+    pub fn record_nanos(&self, nanos: u64) {
+        // Most observations land in the first few buckets: a linear scan predicts well.
+        let slot = self
+            .bounds_nanos
+            .iter()
+            .position(|&b| nanos <= b)
+            .unwrap_or(self.bounds_nanos.len());
         self.counts[slot].fetch_add(1, Ordering::Relaxed);
-        let nanos = (seconds * 1e9).clamp(0.0, u64::MAX as f64) as u64;
         self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
 
@@ -61,8 +68,8 @@ mod tests {
     fn buckets_are_cumulative_and_bounds_inclusive() {
         static BOUNDS: [f64; 3] = [0.001, 0.01, 0.1];
         let h = AtomicHistogram::new(&BOUNDS);
-        for s in [0.0005, 0.001, 0.005, 0.5] {
-            h.record(s);
+        for ns in [500_000, 1_000_000, 5_000_000, 500_000_000] {
+            h.record_nanos(ns);
         }
         let mut out = String::new();
         h.render("x_seconds", "help", &mut out);

@@ -204,8 +204,9 @@ impl Metrics {
     }
 
     /// Records how long a decision took.
-    pub fn decision_seconds(&self, seconds: f64) {
-        self.decision.record(seconds);
+    pub fn decision_time(&self, elapsed: std::time::Duration) {
+        self.decision
+            .record_nanos(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX));
     }
 
     /// Publishes the controller's state.
@@ -311,7 +312,7 @@ mod tests {
         let m = Metrics::new();
         m.request(Tier::Get, Outcome::Rejected);
         m.rejection(LimiterName::WorkerUtilization, Tier::Get, false);
-        m.decision_seconds(2e-6);
+        m.decision_time(std::time::Duration::from_micros(2));
         let text = m.render(&InFlight::default());
         for needle in [
             "# HELP brownout_requests_total",

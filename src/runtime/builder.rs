@@ -109,7 +109,7 @@ impl BrownoutBuilder {
             plan_hook: self.plan_hook,
             store,
             seed,
-            instances: AtomicU64::new(0),
+            rng_streams: AtomicU64::new(0),
             admin_token,
             admin_token_generated,
             fail_open_log: LogGate::new(Duration::from_secs(10)),

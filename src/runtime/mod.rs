@@ -8,12 +8,18 @@ pub use builder::BrownoutBuilder;
 pub use shared::Settings;
 pub(crate) use shared::Shared;
 
+use crate::classify::RequestFacts;
 use crate::config::{Config, ConfigError};
 use crate::control::actors::{self, SamplerMsg};
 use crate::control::{ShedPlan, SourceError};
 use crate::http::BrownoutMiddleware;
+use crate::http::{InFlightGuard, RequestGuard};
+use crate::limiter::{Rejection, Request, Verdict};
+use crate::metrics::Outcome;
+use crate::rng::{mix, SplitMix64};
 use crate::tier::{PerTier, Tier};
 use actix_web::dev::ServiceRequest;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
 /// A user hook that overrides the tier of a request (`None` keeps the built-in rules).
@@ -21,6 +27,24 @@ pub type TierHook = Arc<dyn Fn(&ServiceRequest) -> Option<Tier> + Send + Sync>;
 
 /// A user hook that names the request-rate plan of a request (`None`: the default plan).
 pub type PlanHook = Arc<dyn Fn(&ServiceRequest) -> Option<Arc<str>> + Send + Sync>;
+
+/// The answer of [`Brownout::check`].
+#[derive(Debug)]
+pub enum Decision {
+    /// Go ahead; keep the value until the request is done.
+    Allowed(Admitted),
+    /// Answer with this rejection.
+    Rejected(Rejection),
+}
+
+/// An admitted request: its outcome and the guard that releases its in-flight count and
+/// permits when dropped.
+#[derive(Debug)]
+pub struct Admitted {
+    /// allowed, dark_rejected or failed_open.
+    pub outcome: Outcome,
+    _guard: RequestGuard,
+}
 
 /// Why brownout could not be built or started.
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +147,37 @@ impl Brownout {
     /// The actix middleware; wrap your `App` with it.
     pub fn middleware(&self) -> BrownoutMiddleware {
         BrownoutMiddleware::new(self.shared.clone())
+    }
+
+    /// The decision the middleware would make, for code outside actix and for benchmarks:
+    /// classify `facts`, run every limiter, count the outcome. Hold the [`Decision::Allowed`]
+    /// value while the request runs: it carries the in-flight count and the limiter permits.
+    /// (RateLimit fields and failure-counting quotas are the middleware's job.)
+    pub fn check(&self, facts: &RequestFacts<'_>, plan: Option<&str>) -> Decision {
+        let shared = &self.shared;
+        let settings = shared.settings.load();
+        let classified = settings.classifier.classify(facts);
+        let request = Request {
+            tier: classified.tier,
+            key: classified.key,
+            ip: classified.ip,
+            method: facts.method,
+            path: facts.path,
+            plan,
+        };
+        let draw = shared.rng_streams.fetch_add(1, Ordering::Relaxed);
+        let mut rng = SplitMix64::new(shared.seed ^ mix(draw));
+        match shared.judge(&settings, &request, &mut rng) {
+            Verdict::Reject(rejection, _) => Decision::Rejected(rejection),
+            Verdict::Allow(admission) => Decision::Allowed(Admitted {
+                outcome: admission.outcome,
+                _guard: RequestGuard::new(
+                    InFlightGuard::new(shared.in_flight.clone(), classified.tier),
+                    admission.concurrency,
+                    admission.fleet,
+                ),
+            }),
+        }
     }
 
     /// Samples utilization now (outside the regular interval) and returns the plan that

@@ -9,8 +9,10 @@ use crate::control::actors::Actors;
 use crate::control::{InFlight, RuntimeRegistry, ShedPlan, UtilizationSource};
 use crate::limiter::request_rate::RateRules;
 use crate::limiter::window::WindowRule;
+use crate::limiter::{decide, Request, Verdict};
 use crate::logging::LogGate;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Outcome};
+use crate::rng::SplitMix64;
 use crate::store::Store;
 use crate::tier::Tier;
 use arc_swap::ArcSwap;
@@ -76,7 +78,8 @@ pub(crate) struct Shared {
     pub(crate) plan_hook: Option<PlanHook>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) seed: u64,
-    pub(crate) instances: AtomicU64,
+    /// Hands each middleware instance (and each `check`) its own random stream.
+    pub(crate) rng_streams: AtomicU64,
     pub(crate) admin_token: String,
     pub(crate) admin_token_generated: bool,
     pub(crate) fail_open_log: LogGate,
@@ -107,6 +110,26 @@ impl Shared {
 }
 
 impl Shared {
+    /// Runs the limiter chain over a classified request and counts the outcome: the decision
+    /// of both the middleware and [`Brownout::check`](super::Brownout::check).
+    pub(crate) fn judge(
+        &self,
+        settings: &Settings,
+        request: &Request<'_>,
+        rng: &mut SplitMix64,
+    ) -> Verdict {
+        let started = self.clock.now();
+        let verdict = decide(self, settings, request, started, rng);
+        self.metrics
+            .decision_time(self.clock.now().saturating_sub(started));
+        let outcome = match &verdict {
+            Verdict::Reject(..) => Outcome::Rejected,
+            Verdict::Allow(admission) => admission.outcome,
+        };
+        self.metrics.request(request.tier, outcome);
+        verdict
+    }
+
     /// Drops full buckets, expired windows and keys with nothing in flight.
     pub(crate) fn evict_idle(&self) {
         let settings = self.settings.load();

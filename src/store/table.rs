@@ -1,6 +1,7 @@
 //! A fixed-capacity, lock-free table of per-key state: 16 bytes a slot, allocated once.
 //!
-//! Keys are 64-bit hashes. A key lives in one bucket of [`WAYS`] slots chosen by its low bits;
+//! Keys are 64-bit hashes. A key lives in one of two buckets of [`WAYS`] slots, chosen by its
+//! low and its middle bits (two-choice hashing keeps early evictions rare up to a full table);
 //! each slot is a key word and a state word. The state word carries a 16-bit tag of its key in
 //! its top bits and a 48-bit value below, so an update that raced with the slot being given to
 //! another key fails its compare-and-swap instead of corrupting the other key's state.
@@ -26,10 +27,29 @@ const BUSY: u64 = u64::MAX;
 /// Retries of one update before giving up (the caller fails open).
 const ATTEMPTS: usize = 64;
 
+/// One bucket: its keys in one cache line, their state words in the next, so looking a key up
+/// reads a single line before touching its state.
 #[derive(Debug, Default)]
-struct Slot {
-    key: AtomicU64,
-    word: AtomicU64,
+#[repr(align(64))]
+struct Bucket {
+    keys: [AtomicU64; WAYS],
+    words: [AtomicU64; WAYS],
+}
+
+/// A slot: a key word and its state word.
+#[derive(Debug, Clone, Copy)]
+struct Slot<'a> {
+    key: &'a AtomicU64,
+    word: &'a AtomicU64,
+}
+
+impl Bucket {
+    fn slots(&self) -> impl Iterator<Item = Slot<'_>> + Clone {
+        self.keys
+            .iter()
+            .zip(&self.words)
+            .map(|(key, word)| Slot { key, word })
+    }
 }
 
 /// What an update does with a slot's value.
@@ -44,7 +64,7 @@ pub enum Update<R> {
 /// The table. See the module docs for the protocol.
 #[derive(Debug)]
 pub struct KeyTable {
-    slots: Box<[Slot]>,
+    buckets: Box<[Bucket]>,
     bucket_mask: usize,
     live: AtomicUsize,
 }
@@ -73,9 +93,9 @@ fn pack(key: u64, value: u64) -> u64 {
 impl KeyTable {
     /// A table with room for at least `max_keys` keys (rounded up to a power of two).
     pub fn new(max_keys: usize) -> Self {
-        let slots = max_keys.max(WAYS).next_power_of_two();
+        let slots = max_keys.max(2 * WAYS).next_power_of_two();
         Self {
-            slots: (0..slots).map(|_| Slot::default()).collect(),
+            buckets: (0..slots / WAYS).map(|_| Bucket::default()).collect(),
             bucket_mask: slots / WAYS - 1,
             live: AtomicUsize::new(0),
         }
@@ -83,7 +103,7 @@ impl KeyTable {
 
     /// How many keys fit.
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.buckets.len() * WAYS
     }
 
     /// Keys currently tracked.
@@ -93,18 +113,25 @@ impl KeyTable {
 
     /// Bytes the table occupies.
     pub fn bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.slots) + std::mem::size_of::<Self>()
+        std::mem::size_of_val(&*self.buckets) + std::mem::size_of::<Self>()
     }
 
-    fn bucket(&self, key: u64) -> &[Slot] {
-        let start = (key as usize & self.bucket_mask) * WAYS;
-        &self.slots[start..start + WAYS]
+    /// The slots of the key's two buckets (first choice first).
+    fn candidates(&self, key: u64) -> impl Iterator<Item = Slot<'_>> + Clone {
+        let first = key as usize & self.bucket_mask;
+        let mut second = (key >> 32) as usize & self.bucket_mask;
+        if second == first {
+            second = (first + 1) & self.bucket_mask;
+        }
+        self.buckets[first]
+            .slots()
+            .chain(self.buckets[second].slots())
     }
 
     /// The value of `key`, if it is tracked.
     pub fn peek(&self, key: u64) -> Option<u64> {
         let key = stored(key);
-        self.bucket(key).iter().find_map(|slot| {
+        self.candidates(key).find_map(|slot| {
             let word = slot.word.load(Ordering::Acquire);
             (slot.key.load(Ordering::Acquire) == key && word != BUSY && word >> 48 == tag(key))
                 .then_some(word & VALUE_MASK)
@@ -150,14 +177,30 @@ impl KeyTable {
         None
     }
 
-    /// The slot of `key`: found, claimed empty, or taken from the best victim.
-    fn locate(&self, key: u64, victim: &impl Fn(u64) -> Option<u64>) -> Option<&Slot> {
-        let bucket = self.bucket(key);
-        if let Some(slot) = bucket.iter().find(|s| s.key.load(Ordering::Acquire) == key) {
-            return Some(slot);
+    /// The slot of `key`: found, claimed empty (in the emptier of its two buckets), or taken
+    /// from the best victim.
+    fn locate(&self, key: u64, victim: &impl Fn(u64) -> Option<u64>) -> Option<Slot<'_>> {
+        let slots = self.candidates(key);
+        let mut empty = [0usize; 2];
+        for (i, slot) in slots.clone().enumerate() {
+            match slot.key.load(Ordering::Acquire) {
+                owner if owner == key => return Some(slot),
+                0 => empty[i / WAYS] += 1,
+                _ => {}
+            }
         }
-        for slot in bucket {
-            if slot.key.load(Ordering::Relaxed) != 0 {
+        let emptier = usize::from(empty[1] > empty[0]);
+        let order = slots
+            .clone()
+            .skip(emptier * WAYS)
+            .chain(slots.clone().take(emptier * WAYS));
+        for slot in order {
+            let owner = slot.key.load(Ordering::Acquire);
+            if owner == key {
+                // Another thread claimed it for this key a moment ago.
+                return Some(slot);
+            }
+            if owner != 0 {
                 continue;
             }
             match slot
@@ -173,8 +216,7 @@ impl KeyTable {
                 Err(_) => {}
             }
         }
-        let (slot, word) = bucket
-            .iter()
+        let (slot, word) = slots
             .filter_map(|s| {
                 let word = s.word.load(Ordering::Acquire);
                 let owner = s.key.load(Ordering::Acquire);
@@ -196,7 +238,7 @@ impl KeyTable {
     /// Drops every key whose value `idle` says carries no information; returns how many.
     pub fn sweep(&self, idle: impl Fn(u64) -> bool) -> usize {
         let mut evicted = 0;
-        for slot in self.slots.iter() {
+        for slot in self.buckets.iter().flat_map(Bucket::slots) {
             let owner = slot.key.load(Ordering::Acquire);
             if owner == 0 {
                 continue;
@@ -258,16 +300,21 @@ mod tests {
     }
 
     #[test]
-    fn a_full_bucket_evicts_the_best_victim_and_never_an_unrankable_one() {
-        let t = KeyTable::new(WAYS); // a single bucket
-        for k in 1..=WAYS as u64 {
+    fn a_full_table_evicts_the_best_victim_and_never_an_unrankable_one() {
+        let t = KeyTable::new(2 * WAYS); // two buckets: every key may use both
+        for k in 1..=2 * WAYS as u64 {
             add(&t, k << 20, k * 10);
         }
+        assert_eq!(
+            t.live(),
+            2 * WAYS,
+            "two-choice fills the table before evicting"
+        );
         // Lowest value ranks first: key 1 goes.
         assert_eq!(add(&t, 99 << 20, 1), Some(1));
         assert_eq!(t.peek(1 << 20), None);
         assert_eq!(t.peek(2 << 20), Some(20));
-        assert_eq!(t.live(), WAYS);
+        assert_eq!(t.live(), 2 * WAYS);
         // Nothing rankable: no slot, the caller fails open.
         let none = t.update(1234 << 20, |_| None, |v| Update::Write(v + 1, ()));
         assert_eq!(none, None);

@@ -21,13 +21,23 @@ const REPORTED_QUOTAS: usize = 4;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RateStatus {
     /// Index of the plan used.
-    pub plan: usize,
+    pub plan: u16,
     /// Credits left of the nominal burst.
-    pub remaining: u64,
+    pub remaining: u32,
     /// Seconds until the bucket is full again.
-    pub reset: u64,
-    quotas: [(u8, u32, u64); REPORTED_QUOTAS],
+    pub reset: u32,
+    /// (quota index, requests left, seconds to reset) of the quotas evaluated.
+    quotas: [(u8, u16, u32); REPORTED_QUOTAS],
     reported: u8,
+}
+
+impl RateStatus {
+    /// The same status with the bucket reading `(remaining, reset)`.
+    pub fn with_bucket(mut self, (remaining, reset): (u32, u32)) -> Self {
+        self.remaining = remaining;
+        self.reset = reset;
+        self
+    }
 }
 
 /// What the limiter took, to give back if a later limiter rejects the request, and the
@@ -66,14 +76,18 @@ pub struct RateDecision {
     pub rejection: Option<Rejection>,
     /// For the `RateLimit` field.
     pub status: RateStatus,
-    /// The same, as it will read if what was taken is given back.
-    pub refunded: RateStatus,
+    /// The bucket's (remaining, reset) if what was taken is given back.
+    pub refunded: (u32, u32),
     /// What was taken.
     pub ticket: RateTicket,
 }
 
-fn secs_up(us: u64) -> u64 {
-    us.div_ceil(1_000_000)
+fn secs_up(us: u64) -> u32 {
+    u32::try_from(us.div_ceil(1_000_000)).unwrap_or(u32::MAX)
+}
+
+fn saturate(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 impl RateRules {
@@ -89,7 +103,7 @@ impl RateRules {
         let bucket = self.bucket(plan, elastic);
         let increment = bucket.increment(self.cost(plan, req.method, req.path));
         let mut status = RateStatus {
-            plan,
+            plan: plan as u16,
             ..RateStatus::default()
         };
         let mut ticket = RateTicket {
@@ -106,29 +120,28 @@ impl RateRules {
         };
         let charged_tat = match store.rate_charge(req.key, now, increment, bucket.tolerance())? {
             Charge::Denied { tat, wait } => {
-                status.remaining = bucket.remaining(tat, now);
+                status.remaining = saturate(bucket.remaining(tat, now));
                 status.reset = secs_up(tat.saturating_sub(now));
                 return Ok(RateDecision {
                     rejection: Some(reject(wait, None)),
                     status,
-                    refunded: status,
+                    refunded: (status.remaining, status.reset),
                     ticket,
                 });
             }
             Charge::Allowed { tat } => {
                 ticket.increment = increment;
-                status.remaining = bucket.remaining(tat, now);
+                status.remaining = saturate(bucket.remaining(tat, now));
                 status.reset = secs_up(tat.saturating_sub(now));
                 tat
             }
         };
         // The bucket as it reads if this request's charge is given back.
         let before = charged_tat.saturating_sub(increment);
-        let as_refunded = |mut s: RateStatus| {
-            s.remaining = bucket.remaining(before, now);
-            s.reset = secs_up(before.saturating_sub(now));
-            s
-        };
+        let refunded = (
+            saturate(bucket.remaining(before, now)),
+            secs_up(before.saturating_sub(now)),
+        );
         for (i, quota) in self.quotas.iter().enumerate() {
             if !quota.applies(req.method, req.path) {
                 continue;
@@ -146,16 +159,16 @@ impl RateRules {
                 }
             };
             if status.reported < REPORTED_QUOTAS as u8 {
+                let remaining = u16::try_from(check.remaining).unwrap_or(u16::MAX);
                 status.quotas[status.reported as usize] =
-                    (i as u8, check.remaining, secs_up(check.reset));
+                    (i as u8, remaining, secs_up(check.reset));
                 status.reported += 1;
             }
             if !check.allowed {
                 self.refund(store, &ticket, now);
-                let refunded = as_refunded(status);
                 return Ok(RateDecision {
                     rejection: Some(reject(check.retry, Some(i as u8))),
-                    status: refunded,
+                    status: status.with_bucket(refunded),
                     refunded,
                     ticket: RateTicket::default(),
                 });
@@ -168,7 +181,7 @@ impl RateRules {
         Ok(RateDecision {
             rejection: None,
             status,
-            refunded: as_refunded(status),
+            refunded,
             ticket,
         })
     }

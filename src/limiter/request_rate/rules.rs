@@ -40,9 +40,9 @@ impl CostTable {
 pub struct Plan {
     /// Its name (`default` for the top-level settings).
     pub name: String,
-    rate: f64,
-    burst: u32,
     default_cost: u32,
+    /// The bucket, and the bucket widened by `elastic_factor`, computed once.
+    buckets: [Bucket; 2],
     costs: CostTable,
     /// The `RateLimit-Policy` header value, computed once.
     pub policy: HeaderValue,
@@ -71,8 +71,6 @@ impl Quota {
 pub struct RateRules {
     plans: Vec<Plan>,
     costs: CostTable,
-    overage: f64,
-    elastic_factor: f64,
     /// Whether to send the RateLimit fields.
     pub headers: bool,
     /// The quotas, in config order.
@@ -122,10 +120,13 @@ impl RateRules {
                     secs_up(q.rule.window)
                 );
             }
+            let elastic = c.elastic_factor;
             Ok(Plan {
                 name: name.to_owned(),
-                rate,
-                burst,
+                buckets: [
+                    Bucket::new(rate, f64::from(burst), c.soft_overage),
+                    Bucket::new(rate * elastic, f64::from(burst) * elastic, c.soft_overage),
+                ],
                 default_cost,
                 costs: CostTable::compile(costs)?,
                 policy: HeaderValue::from_str(&policy).map_err(|e| e.to_string())?,
@@ -145,8 +146,6 @@ impl RateRules {
         Ok(Self {
             plans,
             costs: CostTable::compile(&c.costs)?,
-            overage: c.soft_overage,
-            elastic_factor: c.elastic_factor,
             headers: c.headers,
             quotas,
         })
@@ -174,13 +173,7 @@ impl RateRules {
     }
 
     /// The bucket of plan `index`, widened by `elastic_factor` while the server is idle.
-    pub fn bucket(&self, index: usize, elastic: bool) -> Bucket {
-        let plan = self.plan_at(index);
-        let factor = if elastic { self.elastic_factor } else { 1.0 };
-        Bucket::new(
-            plan.rate * factor,
-            f64::from(plan.burst) * factor,
-            self.overage,
-        )
+    pub fn bucket(&self, index: usize, elastic: bool) -> &Bucket {
+        &self.plan_at(index).buckets[usize::from(elastic)]
     }
 }
