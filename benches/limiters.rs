@@ -141,7 +141,7 @@ fn decision(c: &mut Criterion) {
     l.concurrent_requests.mode = Mode::Enforce;
     l.fleet_usage.mode = Mode::Enforce;
     l.fleet_usage.capacity = 1_000_000;
-    let brownout = Brownout::builder(config)
+    let brownout = Brownout::builder(config.clone())
         .seed(1)
         .admin_token("bench")
         .build()
@@ -150,6 +150,41 @@ fn decision(c: &mut Criterion) {
     let peer = Some("10.1.2.3".parse().unwrap());
     let mut g = c.benchmark_group("decision");
     g.throughput(Throughput::Elements(1));
+    // Where the time goes: the default config (worker_utilization only), then one per-user
+    // limiter at a time, all on one hot key.
+    for (name, enable) in [
+        ("only_worker_utilization", [false, false, false]),
+        ("plus_request_rate", [true, false, false]),
+        ("plus_concurrent_requests", [false, true, false]),
+        ("plus_fleet_usage", [false, false, true]),
+    ] {
+        let mut partial = Config::default();
+        let l = &mut partial.limiters;
+        l.request_rate = brownout::config::RequestRateConfig {
+            mode: if enable[0] { Mode::Enforce } else { Mode::Off },
+            ..config.limiters.request_rate.clone()
+        };
+        l.concurrent_requests.mode = if enable[1] { Mode::Enforce } else { Mode::Off };
+        l.fleet_usage.mode = if enable[2] { Mode::Enforce } else { Mode::Off };
+        l.fleet_usage.capacity = 1_000_000;
+        let b = Brownout::builder(partial)
+            .seed(1)
+            .admin_token("bench")
+            .build()
+            .unwrap();
+        g.bench_function(format!("{name}_one_key"), |bench| {
+            bench.iter(|| {
+                let facts = RequestFacts {
+                    method: "GET",
+                    path: "/v1/items/it_123",
+                    authorization: Some(auth[7].as_bytes()),
+                    peer,
+                    ..RequestFacts::default()
+                };
+                black_box(b.check(&facts, None));
+            })
+        });
+    }
     let mut i = 0;
     g.bench_function("all_four_limiters_100k_keys", |b| {
         b.iter(|| {
@@ -183,6 +218,24 @@ fn decision(c: &mut Criterion) {
 fn clock(c: &mut Criterion) {
     let clock = SystemClock::new();
     c.bench_function("clock/system_now", |b| b.iter(|| black_box(clock.now())));
+    let a = std::sync::atomic::AtomicU64::new(0);
+    c.bench_function("primitives/atomic_fetch_add", |b| {
+        b.iter(|| black_box(a.fetch_add(1, std::sync::atomic::Ordering::Relaxed)))
+    });
+    let classifier = brownout::classify::Classifier::new(&Config::default().classifier, 1).unwrap();
+    let peer = Some("10.1.2.3".parse().unwrap());
+    c.bench_function("primitives/classify", |b| {
+        b.iter(|| {
+            let facts = RequestFacts {
+                method: "GET",
+                path: "/v1/items/it_123",
+                authorization: Some(b"Bearer sk_live_12345"),
+                peer,
+                ..RequestFacts::default()
+            };
+            black_box(classifier.classify(black_box(&facts)))
+        })
+    });
 }
 
 criterion_group!(benches, keyed, two_threads, decision, clock);

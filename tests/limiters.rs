@@ -557,3 +557,93 @@ async fn idle_keys_are_evicted_and_a_key_flood_is_capped() {
     }
     assert!(rig.brownout.tracked_keys().0 <= 64);
 }
+
+/// A store whose concurrency operations fail (or panic) on demand, over a real memory store.
+struct Faulty {
+    inner: brownout::store::MemoryStore,
+    panic: bool,
+}
+
+impl brownout::store::Store for Faulty {
+    fn rate_charge(
+        &self,
+        key: u64,
+        now: u64,
+        inc: u64,
+        tol: u64,
+    ) -> Result<brownout::limiter::gcra::Charge, brownout::store::StoreError> {
+        self.inner.rate_charge(key, now, inc, tol)
+    }
+    fn rate_refund(&self, key: u64, inc: u64) -> Result<(), brownout::store::StoreError> {
+        self.inner.rate_refund(key, inc)
+    }
+    fn quota_hit(
+        &self,
+        q: usize,
+        key: u64,
+        now: u64,
+        rule: &brownout::limiter::window::WindowRule,
+        add: bool,
+    ) -> Result<brownout::limiter::window::WindowCheck, brownout::store::StoreError> {
+        self.inner.quota_hit(q, key, now, rule, add)
+    }
+    fn quota_refund(
+        &self,
+        q: usize,
+        key: u64,
+        now: u64,
+        rule: &brownout::limiter::window::WindowRule,
+    ) -> Result<(), brownout::store::StoreError> {
+        self.inner.quota_refund(q, key, now, rule)
+    }
+    fn concurrency_acquire(&self, _: u64, _: u64) -> Result<bool, brownout::store::StoreError> {
+        if self.panic {
+            panic!("store bug");
+        }
+        Err(brownout::store::StoreError::Timeout)
+    }
+    fn concurrency_release(&self, key: u64) {
+        self.inner.concurrency_release(key)
+    }
+    fn fleet_acquire(&self, limit: u64) -> Result<bool, brownout::store::StoreError> {
+        self.inner.fleet_acquire(limit)
+    }
+    fn fleet_release(&self) {
+        self.inner.fleet_release()
+    }
+    fn evict_idle(&self, now: u64, rules: &[brownout::limiter::window::WindowRule]) {
+        self.inner.evict_idle(now, rules)
+    }
+    fn tracked_keys(&self) -> (usize, usize) {
+        self.inner.tracked_keys()
+    }
+}
+
+#[actix_web::test]
+async fn a_failing_or_panicking_store_fails_open_and_is_counted() {
+    for panic in [false, true] {
+        let mut c = concurrent(1);
+        c.limiters.request_rate.mode = Mode::Enforce;
+        let store = Arc::new(Faulty {
+            inner: brownout::store::MemoryStore::new(64, 0, 64),
+            panic,
+        });
+        let rig = Rig::with(c, |b| b.store(store));
+        let app = app!(rig, gate());
+        for _ in 0..3 {
+            let res = test::call_service(&*app, get("sk_live_f").to_request()).await;
+            assert_eq!(res.status(), StatusCode::OK, "fails open (panic: {panic})");
+        }
+        let reason = if panic { "panic" } else { "store_timeout" };
+        let series = format!(
+            "brownout_fail_open_total{{limiter=\"concurrent_requests\",reason=\"{reason}\"}}"
+        );
+        assert_eq!(rig.metric(&series), 3.0, "{series}");
+        assert_eq!(
+            rig.metric("brownout_requests_total{tier=\"get\",outcome=\"failed_open\"}"),
+            3.0
+        );
+        // The limiter before it did its work: three credits were spent.
+        assert!(rig.metric("brownout_tracked_keys{limiter=\"request_rate\"}") >= 1.0);
+    }
+}

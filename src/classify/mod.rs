@@ -37,7 +37,8 @@ pub struct Classified {
     pub tier: Tier,
     /// The hash of its API key, client IP (IPv6 by /64), or of nothing.
     pub key: u64,
-    /// The hash of its client IP alone (for per-IP quotas).
+    /// The hash of its client IP alone, for per-IP quotas. When no quota is keyed by IP and
+    /// the request has an API key, the IP is not hashed and this equals `key`.
     pub ip: u64,
 }
 
@@ -49,6 +50,8 @@ pub struct Classifier {
     trust_forwarded_for: bool,
     /// Whether the `Brownout-Plan` header names the request-rate plan.
     pub trust_plan_header: bool,
+    /// Whether requests with an API key need their IP hashed too (a quota is keyed by IP).
+    pub hash_ips: bool,
     hasher: foldhash::quality::FixedState,
 }
 
@@ -65,6 +68,7 @@ impl Classifier {
             test_key_prefix: config.test_key_prefix.clone(),
             trust_forwarded_for: config.trust_forwarded_for,
             trust_plan_header: config.trust_plan_header,
+            hash_ips: true,
             hasher: foldhash::quality::FixedState::with_seed(seed),
         })
     }
@@ -73,13 +77,19 @@ impl Classifier {
     pub fn classify(&self, facts: &RequestFacts<'_>) -> Classified {
         let api_key = facts.authorization.and_then(bearer);
         let tier = self.tier(facts, api_key);
-        let ip = match self.client_ip(facts) {
+        let ip = || match self.client_ip(facts) {
             Some(ip) => self.hash_ip(ip),
             None => self.hasher.hash_one(2u8),
         };
-        let key = match api_key {
-            Some(k) => self.hasher.hash_one((0u8, k)),
-            None => ip,
+        let (key, ip) = match api_key {
+            Some(k) => {
+                let key = self.hasher.hash_one((0u8, k));
+                (key, if self.hash_ips { ip() } else { key })
+            }
+            None => {
+                let ip = ip();
+                (ip, ip)
+            }
         };
         Classified { tier, key, ip }
     }

@@ -173,7 +173,7 @@ fn step(
     if params != state.params() {
         state.set_params(params);
     }
-    let previous = **shared.plan.load();
+    let previous = shared.plan.load();
     let Some(utilization) = utilization else {
         return previous;
     };
@@ -196,7 +196,7 @@ fn step(
             "shed plan changed"
         );
     }
-    shared.plan.store(Arc::new(plan));
+    shared.plan.store(&plan);
     shared.metrics.publish_plan(&plan);
     plan
 }

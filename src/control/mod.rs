@@ -7,7 +7,7 @@ mod plan;
 mod source;
 
 pub use controller::{Controller, ControllerParams};
-pub use plan::{cohort_epoch, cohort_score, probabilities, should_drop, ShedPlan};
+pub use plan::{cohort_epoch, cohort_score, probabilities, should_drop, PublishedPlan, ShedPlan};
 pub use source::{
     combine, source_fn, CpuSource, FnSource, InFlight, InFlightSource, RuntimeRegistry,
     RuntimeSource, SourceError, UtilizationSource,

@@ -5,6 +5,7 @@ use crate::config::{Selection, WorkerUtilizationConfig};
 use crate::rng::{mix, unit, SplitMix64};
 use crate::tier::{PerTier, Tier};
 use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// What the controller publishes for the middleware after every sample.
@@ -32,6 +33,61 @@ impl ShedPlan {
             probability: PerTier::splat(0.0),
             at,
             samples: 0,
+        }
+    }
+}
+
+/// The current plan, published by the controller (one writer) for every request to read.
+///
+/// Each field is its own atomic, so reading is a handful of plain loads: no lock and no
+/// read-modify-write on the request path. A reader racing with an update may see some fields
+/// of the old plan and some of the new; every field is valid on its own, and the next request
+/// sees the new plan.
+#[derive(Debug)]
+pub struct PublishedPlan {
+    utilization: AtomicU64,
+    amount: AtomicU64,
+    probability: [AtomicU64; 4],
+    at: AtomicU64,
+    samples: AtomicU64,
+}
+
+impl PublishedPlan {
+    /// Publishes `plan` from the start.
+    pub fn new(plan: &ShedPlan) -> Self {
+        let published = Self {
+            utilization: AtomicU64::new(0),
+            amount: AtomicU64::new(0),
+            probability: Default::default(),
+            at: AtomicU64::new(0),
+            samples: AtomicU64::new(0),
+        };
+        published.store(plan);
+        published
+    }
+
+    /// Replaces the plan.
+    pub fn store(&self, plan: &ShedPlan) {
+        let put = |a: &AtomicU64, v: f64| a.store(v.to_bits(), Ordering::Release);
+        put(&self.utilization, plan.utilization);
+        put(&self.amount, plan.amount);
+        for t in Tier::ALL {
+            put(&self.probability[t.index()], plan.probability.get(t));
+        }
+        self.samples.store(plan.samples, Ordering::Release);
+        self.at
+            .store(crate::clock::nanos(plan.at), Ordering::Release);
+    }
+
+    /// The plan as it stands.
+    pub fn load(&self) -> ShedPlan {
+        let get = |a: &AtomicU64| f64::from_bits(a.load(Ordering::Acquire));
+        ShedPlan {
+            utilization: get(&self.utilization),
+            amount: get(&self.amount),
+            probability: PerTier::from_fn(|t| get(&self.probability[t.index()])),
+            at: Duration::from_nanos(self.at.load(Ordering::Acquire)),
+            samples: self.samples.load(Ordering::Acquire),
         }
     }
 }
@@ -98,6 +154,26 @@ mod tests {
 
     fn cfg() -> WorkerUtilizationConfig {
         WorkerUtilizationConfig::default()
+    }
+
+    #[test]
+    fn a_published_plan_reads_back_whole() {
+        let plan = ShedPlan {
+            utilization: 0.9,
+            amount: 0.5,
+            probability: PerTier {
+                critical: 0.0,
+                post: 0.0,
+                get: 0.5,
+                test: 1.0,
+            },
+            at: Duration::from_millis(1500),
+            samples: 7,
+        };
+        let published = PublishedPlan::new(&ShedPlan::idle(-0.2, Duration::ZERO));
+        assert_eq!(published.load().amount, -0.2);
+        published.store(&plan);
+        assert_eq!(published.load(), plan);
     }
 
     #[test]

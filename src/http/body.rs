@@ -1,9 +1,10 @@
 //! A response body that holds the request's in-flight guard until the body is finished, fails,
 //! or is dropped (the client went away).
 
-use crate::control::InFlight;
 use crate::limiter::concurrent_requests::ConcurrencyPermit;
 use crate::limiter::fleet_usage::FleetPermit;
+use crate::limiter::Admission;
+use crate::runtime::Shared;
 use crate::tier::Tier;
 use actix_web::body::{BodySize, MessageBody};
 use actix_web::web::Bytes;
@@ -12,46 +13,46 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-/// Counts a request as in flight while it lives.
-#[derive(Debug)]
-pub struct InFlightGuard {
-    in_flight: Arc<InFlight>,
-    tier: Tier,
-}
-
-impl InFlightGuard {
-    /// Enters `tier` now; leaves it on drop.
-    pub fn new(in_flight: Arc<InFlight>, tier: Tier) -> Self {
-        in_flight.enter(tier);
-        Self { in_flight, tier }
-    }
-}
-
-impl Drop for InFlightGuard {
-    fn drop(&mut self) {
-        self.in_flight.leave(self.tier);
-    }
-}
-
-/// Everything an admitted request holds until its response is done: its in-flight count and
-/// its limiter permits, released together on drop.
-#[derive(Debug)]
+/// Everything an admitted request holds until its response is done: its place in the
+/// in-flight count and its limiter permits, all released on drop. One `Arc` keeps them alive.
 pub struct RequestGuard {
-    _in_flight: InFlightGuard,
-    _concurrency: Option<ConcurrencyPermit>,
-    _fleet: Option<FleetPermit>,
+    shared: Arc<Shared>,
+    tier: Tier,
+    concurrency: Option<u64>,
+    fleet: bool,
+}
+
+impl std::fmt::Debug for RequestGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestGuard")
+            .field("tier", &self.tier)
+            .field("concurrency", &self.concurrency.is_some())
+            .field("fleet", &self.fleet)
+            .finish()
+    }
 }
 
 impl RequestGuard {
-    pub(crate) fn new(
-        in_flight: InFlightGuard,
-        concurrency: Option<ConcurrencyPermit>,
-        fleet: Option<FleetPermit>,
-    ) -> Self {
+    /// Enters the in-flight count of `tier` and takes over the admission's permits.
+    pub(crate) fn admit(shared: &Arc<Shared>, tier: Tier, admission: Admission<'_>) -> Self {
+        shared.in_flight.enter(tier);
         Self {
-            _in_flight: in_flight,
-            _concurrency: concurrency,
-            _fleet: fleet,
+            shared: shared.clone(),
+            tier,
+            concurrency: admission.concurrency.map(ConcurrencyPermit::keep),
+            fleet: admission.fleet.map(FleetPermit::keep).is_some(),
+        }
+    }
+}
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        self.shared.in_flight.leave(self.tier);
+        if let Some(key) = self.concurrency {
+            self.shared.store.concurrency_release(key);
+        }
+        if self.fleet {
+            self.shared.store.fleet_release();
         }
     }
 }

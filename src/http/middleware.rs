@@ -4,7 +4,7 @@
 //! them share the settings and plan through `ArcSwap`, so the allowed path takes no lock and
 //! allocates nothing.
 
-use super::body::{InFlightGuard, RequestGuard, TrackedBody};
+use super::body::{RequestGuard, TrackedBody};
 use super::response::rejection_response;
 use crate::classify::{Classified, RequestFacts};
 use crate::limiter::request_rate::{RateStatus, RateTicket};
@@ -204,11 +204,7 @@ where
             }
             Verdict::Allow(admission) => {
                 let after = AfterResponse::new(&self.shared, &admission);
-                let guard = RequestGuard::new(
-                    InFlightGuard::new(shared.in_flight.clone(), tier),
-                    admission.concurrency,
-                    admission.fleet,
-                );
+                let guard = RequestGuard::admit(&self.shared, tier, admission);
                 ResponseFuture::Allowed {
                     fut: self.service.call(req),
                     guard: Some(guard),

@@ -6,6 +6,6 @@ mod middleware;
 mod response;
 
 pub use admin::AdminServer;
-pub use body::{InFlightGuard, RequestGuard, TrackedBody};
+pub use body::{RequestGuard, TrackedBody};
 pub use middleware::{BrownoutMiddleware, BrownoutService, ResponseFuture};
 pub use response::{problem, rejection_response, retry_after_secs};

@@ -9,6 +9,7 @@ use crate::config::Mode;
 use crate::metrics::Outcome;
 use crate::rng::SplitMix64;
 use crate::runtime::{Settings, Shared};
+use crate::store::Store;
 use crate::tier::Tier;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
@@ -26,39 +27,63 @@ pub(crate) struct Request<'a> {
 
 /// What an admitted request carries until its response is done.
 #[derive(Debug, Default)]
-pub(crate) struct Admission {
+pub(crate) struct Admission<'a> {
     pub(crate) outcome: Outcome,
     /// For the RateLimit fields (request_rate enforced and headers on).
     pub(crate) rate: Option<RateStatus>,
     /// Failure quotas to charge if the app answers with an error.
     pub(crate) failures: Option<RateTicket>,
-    pub(crate) concurrency: Option<ConcurrencyPermit>,
-    pub(crate) fleet: Option<FleetPermit>,
+    pub(crate) concurrency: Option<ConcurrencyPermit<'a>>,
+    pub(crate) fleet: Option<FleetPermit<'a>>,
 }
 
 /// The chain's answer for one request.
 #[derive(Debug)]
-pub(crate) enum Verdict {
+pub(crate) enum Verdict<'a> {
     /// Let it through.
-    Allow(Admission),
+    Allow(Admission<'a>),
     /// Answer with this rejection (and the RateLimit fields, if any).
     Reject(Rejection, Option<RateStatus>),
 }
 
 /// Runs every limiter over one request.
-pub(crate) fn decide(
-    shared: &Shared,
+///
+/// One `catch_unwind` guards the whole chain: a panic in any limiter releases what earlier
+/// limiters took (their permits unwind), is counted against the limiter that was running, and
+/// lets the request through.
+pub(crate) fn decide<'a>(
+    shared: &'a Shared,
     settings: &Settings,
     req: &Request<'_>,
     now: Duration,
     rng: &mut SplitMix64,
-) -> Verdict {
+) -> Verdict<'a> {
+    let mut running = None;
+    let chain = AssertUnwindSafe(|| run(shared, settings, req, now, rng, &mut running));
+    catch_unwind(chain).unwrap_or_else(|_| {
+        let limiter = running.map_or("chain", LimiterName::as_str);
+        shared.fail_open(limiter, "panic", || format!("{limiter} panicked"));
+        Verdict::Allow(Admission {
+            outcome: Outcome::FailedOpen,
+            ..Admission::default()
+        })
+    })
+}
+
+fn run<'a>(
+    shared: &'a Shared,
+    settings: &Settings,
+    req: &Request<'_>,
+    now: Duration,
+    rng: &mut SplitMix64,
+    running: &mut Option<LimiterName>,
+) -> Verdict<'a> {
     let mut admission = Admission::default();
     if settings.kill_switch {
         return Verdict::Allow(admission);
     }
     let limiters = &settings.limiters;
-    let store = &shared.store;
+    let store: &'a dyn Store = &*shared.store;
     let now_us = now.as_micros() as u64;
     let plan = shared.plan.load();
 
@@ -70,7 +95,7 @@ pub(crate) fn decide(
         LimiterName::RequestRate,
         rr.mode,
         req,
-        &mut admission.outcome,
+        (&mut admission.outcome, &mut *running),
         || {
             let wu = &limiters.worker_utilization;
             let elastic = plan.samples > 0 && plan.utilization < wu.end_of_good;
@@ -82,10 +107,10 @@ pub(crate) fn decide(
                 path: req.path,
                 plan: req.plan,
             };
-            let d = settings.rules.check(&**store, &rate_req, now_us, elastic)?;
+            let d = settings.rules.check(store, &rate_req, now_us, elastic)?;
             if rr.mode == Mode::Enforce && settings.rules.headers {
                 admission.rate = Some(d.status);
-                refunded_status = Some(d.status.with_bucket(d.refunded));
+                refunded_status = Some(d.status.with_tat(d.refunded));
             }
             ticket = Some(d.ticket);
             Ok(d.rejection)
@@ -94,7 +119,7 @@ pub(crate) fn decide(
     let rate_status = admission.rate;
     let refund = |ticket: Option<RateTicket>| {
         if let Some(t) = ticket {
-            settings.rules.refund(&**store, &t, now_us);
+            settings.rules.refund(store, &t, now_us);
         }
     };
     if let Some(rejection) = rated {
@@ -109,7 +134,7 @@ pub(crate) fn decide(
         LimiterName::ConcurrentRequests,
         cr.mode,
         req,
-        &mut admission.outcome,
+        (&mut admission.outcome, &mut *running),
         || match concurrent_requests::acquire(cr, store, req.key, req.tier)? {
             Ok(permit) => {
                 concurrency = Some(permit);
@@ -131,7 +156,7 @@ pub(crate) fn decide(
         LimiterName::FleetUsage,
         fu.mode,
         req,
-        &mut admission.outcome,
+        (&mut admission.outcome, &mut *running),
         || match fleet_usage::acquire(fu, store, req.tier)? {
             Ok(permit) => {
                 fleet = permit;
@@ -152,7 +177,7 @@ pub(crate) fn decide(
         LimiterName::WorkerUtilization,
         wu.mode,
         req,
-        &mut admission.outcome,
+        (&mut admission.outcome, &mut *running),
         || worker_utilization::check(wu, &plan, req.tier, req.key, now, rng),
     );
     if let Some(rejection) = shed {
@@ -168,15 +193,16 @@ fn evaluate(
     limiter: LimiterName,
     mode: Mode,
     req: &Request<'_>,
-    outcome: &mut Outcome,
+    (outcome, running): (&mut Outcome, &mut Option<LimiterName>),
     check: impl FnOnce() -> Result<Option<Rejection>, LimiterError>,
 ) -> Option<Rejection> {
     if mode == Mode::Off {
         return None;
     }
-    match catch_unwind(AssertUnwindSafe(check)) {
-        Ok(Ok(None)) => None,
-        Ok(Ok(Some(rejection))) => {
+    *running = Some(limiter);
+    match check() {
+        Ok(None) => None,
+        Ok(Some(rejection)) => {
             let dark = mode == Mode::Dark;
             shared.metrics.rejection(limiter, req.tier, dark);
             if !dark {
@@ -187,16 +213,9 @@ fn evaluate(
             shared.dark_rejected(limiter.as_str(), req.tier);
             None
         }
-        Ok(Err(error)) => {
+        Err(error) => {
             shared.fail_open(limiter.as_str(), error.reason(), || {
                 format!("{}: {error}", limiter.as_str())
-            });
-            note_fail_open(outcome);
-            None
-        }
-        Err(_) => {
-            shared.fail_open(limiter.as_str(), "panic", || {
-                format!("{} panicked", limiter.as_str())
             });
             note_fail_open(outcome);
             None

@@ -6,38 +6,43 @@ use super::{LimiterName, Rejection};
 use crate::config::FleetUsageConfig;
 use crate::store::{Store, StoreError};
 use crate::tier::Tier;
-use std::sync::Arc;
 
-/// A non-critical request's fleet slot; returned on drop.
-pub struct FleetPermit {
-    store: Arc<dyn Store>,
+/// A non-critical request's fleet slot; returned on drop, or handed over with [`Self::keep`]
+/// to the guard that outlives the decision.
+pub struct FleetPermit<'a> {
+    store: &'a dyn Store,
 }
 
-impl std::fmt::Debug for FleetPermit {
+impl FleetPermit<'_> {
+    /// Gives up the duty to return the slot; the caller now owns it.
+    pub fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl std::fmt::Debug for FleetPermit<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("FleetPermit")
     }
 }
 
-impl Drop for FleetPermit {
+impl Drop for FleetPermit<'_> {
     fn drop(&mut self) {
         self.store.fleet_release();
     }
 }
 
 /// Takes a slot for a non-critical request (`None` for a critical one), or says when to retry.
-pub fn acquire(
+pub fn acquire<'a>(
     c: &FleetUsageConfig,
-    store: &Arc<dyn Store>,
+    store: &'a dyn Store,
     tier: Tier,
-) -> Result<Result<Option<FleetPermit>, Rejection>, StoreError> {
+) -> Result<Result<Option<FleetPermit<'a>>, Rejection>, StoreError> {
     if tier == Tier::Critical {
         return Ok(Ok(None));
     }
     Ok(if store.fleet_acquire(c.non_critical_limit())? {
-        Ok(Some(FleetPermit {
-            store: store.clone(),
-        }))
+        Ok(Some(FleetPermit { store }))
     } else {
         Err(Rejection {
             limiter: LimiterName::FleetUsage,

@@ -6,8 +6,8 @@ use crate::classify::Classifier;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, ConfigError, SourceKind};
 use crate::control::{
-    ControllerParams, CpuSource, InFlight, InFlightSource, RuntimeRegistry, RuntimeSource,
-    ShedPlan, UtilizationSource,
+    ControllerParams, CpuSource, InFlight, InFlightSource, PublishedPlan, RuntimeRegistry,
+    RuntimeSource, ShedPlan, UtilizationSource,
 };
 use crate::logging::LogGate;
 use crate::metrics::Metrics;
@@ -28,6 +28,7 @@ pub struct BrownoutBuilder {
     pub(super) tier_hook: Option<TierHook>,
     pub(super) plan_hook: Option<PlanHook>,
     pub(super) admin_token: Option<String>,
+    pub(super) store: Option<Arc<dyn Store>>,
 }
 
 impl BrownoutBuilder {
@@ -69,6 +70,13 @@ impl BrownoutBuilder {
         self
     }
 
+    /// Keeps per-key limiter state in `store` instead of the in-memory tables sized from the
+    /// config (a shared store, or a test double).
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
     /// Sets the admin token directly instead of reading `admin.token_env`.
     pub fn admin_token(mut self, token: impl Into<String>) -> Self {
         self.admin_token = Some(token.into());
@@ -87,11 +95,13 @@ impl BrownoutBuilder {
         let wu = &self.config.limiters.worker_utilization;
         let settings = Settings::new(1, false, self.config.limiters.clone(), classifier)?;
         let limits = &self.config.limiters;
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(
-            limits.request_rate.max_keys,
-            limits.request_rate.quotas.len(),
-            limits.concurrent_requests.max_keys,
-        ));
+        let store = self.store.unwrap_or_else(|| {
+            Arc::new(MemoryStore::new(
+                limits.request_rate.max_keys,
+                limits.request_rate.quotas.len(),
+                limits.concurrent_requests.max_keys,
+            ))
+        });
         let resting = ControllerParams::from_config(wu).resting();
         let explicit = self
             .admin_token
@@ -101,7 +111,7 @@ impl BrownoutBuilder {
         let admin_token = explicit.unwrap_or_else(random_token);
         let shared = Arc::new(Shared {
             settings: ArcSwap::from_pointee(settings),
-            plan: ArcSwap::from_pointee(ShedPlan::idle(resting, clock.now())),
+            plan: PublishedPlan::new(&ShedPlan::idle(resting, clock.now())),
             metrics: Metrics::new(),
             in_flight,
             runtimes,

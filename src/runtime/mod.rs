@@ -13,7 +13,7 @@ use crate::config::{Config, ConfigError};
 use crate::control::actors::{self, SamplerMsg};
 use crate::control::{ShedPlan, SourceError};
 use crate::http::BrownoutMiddleware;
-use crate::http::{InFlightGuard, RequestGuard};
+use crate::http::RequestGuard;
 use crate::limiter::{Rejection, Request, Verdict};
 use crate::metrics::Outcome;
 use crate::rng::{mix, SplitMix64};
@@ -27,6 +27,11 @@ pub type TierHook = Arc<dyn Fn(&ServiceRequest) -> Option<Tier> + Send + Sync>;
 
 /// A user hook that names the request-rate plan of a request (`None`: the default plan).
 pub type PlanHook = Arc<dyn Fn(&ServiceRequest) -> Option<Arc<str>> + Send + Sync>;
+
+thread_local! {
+    /// The random stream of [`Brownout::check`] on this thread.
+    static CHECK_RNG: std::cell::Cell<Option<SplitMix64>> = const { std::cell::Cell::new(None) };
+}
 
 /// The answer of [`Brownout::check`].
 #[derive(Debug)]
@@ -107,6 +112,7 @@ impl Brownout {
             tier_hook: None,
             plan_hook: None,
             admin_token: None,
+            store: None,
         }
     }
 
@@ -165,17 +171,21 @@ impl Brownout {
             path: facts.path,
             plan,
         };
-        let draw = shared.rng_streams.fetch_add(1, Ordering::Relaxed);
-        let mut rng = SplitMix64::new(shared.seed ^ mix(draw));
-        match shared.judge(&settings, &request, &mut rng) {
+        let verdict = CHECK_RNG.with(|cell| {
+            // Each thread draws from its own stream: no shared counter on this path.
+            let mut rng = cell.take().unwrap_or_else(|| {
+                let stream = shared.rng_streams.fetch_add(1, Ordering::Relaxed);
+                SplitMix64::new(shared.seed ^ mix(stream + 1))
+            });
+            let verdict = shared.judge(&settings, &request, &mut rng);
+            cell.set(Some(rng));
+            verdict
+        });
+        match verdict {
             Verdict::Reject(rejection, _) => Decision::Rejected(rejection),
             Verdict::Allow(admission) => Decision::Allowed(Admitted {
                 outcome: admission.outcome,
-                _guard: RequestGuard::new(
-                    InFlightGuard::new(shared.in_flight.clone(), classified.tier),
-                    admission.concurrency,
-                    admission.fleet,
-                ),
+                _guard: RequestGuard::admit(shared, classified.tier, admission),
             }),
         }
     }
@@ -191,7 +201,7 @@ impl Brownout {
 
     /// The plan the middleware currently applies.
     pub fn plan(&self) -> ShedPlan {
-        **self.shared.plan.load()
+        self.shared.plan.load()
     }
 
     /// The live settings.

@@ -4,9 +4,9 @@
 use super::{PlanHook, TierHook};
 use crate::classify::Classifier;
 use crate::clock::Clock;
-use crate::config::{Config, ConfigError, LimitersConfig, Mode};
+use crate::config::{Config, ConfigError, LimitersConfig, Mode, QuotaKey};
 use crate::control::actors::Actors;
-use crate::control::{InFlight, RuntimeRegistry, ShedPlan, UtilizationSource};
+use crate::control::{InFlight, PublishedPlan, RuntimeRegistry, UtilizationSource};
 use crate::limiter::request_rate::RateRules;
 use crate::limiter::window::WindowRule;
 use crate::limiter::{decide, Request, Verdict};
@@ -40,10 +40,11 @@ impl Settings {
         version: u64,
         kill_switch: bool,
         limiters: LimitersConfig,
-        classifier: Classifier,
+        mut classifier: Classifier,
     ) -> Result<Self, ConfigError> {
         let rules = RateRules::compile(&limiters.request_rate)
             .map_err(|m| ConfigError::invalid("limiters.request_rate", m))?;
+        classifier.hash_ips = rules.quotas.iter().any(|q| q.key == QuotaKey::Ip);
         Ok(Self {
             version,
             kill_switch,
@@ -69,7 +70,7 @@ impl Settings {
 pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) settings: ArcSwap<Settings>,
-    pub(crate) plan: ArcSwap<ShedPlan>,
+    pub(crate) plan: PublishedPlan,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) metrics: Metrics,
     pub(crate) in_flight: Arc<InFlight>,
@@ -117,7 +118,7 @@ impl Shared {
         settings: &Settings,
         request: &Request<'_>,
         rng: &mut SplitMix64,
-    ) -> Verdict {
+    ) -> Verdict<'_> {
         let started = self.clock.now();
         let verdict = decide(self, settings, request, started, rng);
         self.metrics

@@ -22,20 +22,22 @@ const REPORTED_QUOTAS: usize = 4;
 pub struct RateStatus {
     /// Index of the plan used.
     pub plan: u16,
-    /// Credits left of the nominal burst.
-    pub remaining: u32,
-    /// Seconds until the bucket is full again.
-    pub reset: u32,
+    /// Whether the elastic bucket was used.
+    pub elastic: bool,
+    /// The bucket's TAT and the time of the check (µs); what the header reports is computed
+    /// from them only when the header is written.
+    pub tat: u64,
+    /// When the request was checked (µs).
+    pub at: u64,
     /// (quota index, requests left, seconds to reset) of the quotas evaluated.
     quotas: [(u8, u16, u32); REPORTED_QUOTAS],
     reported: u8,
 }
 
 impl RateStatus {
-    /// The same status with the bucket reading `(remaining, reset)`.
-    pub fn with_bucket(mut self, (remaining, reset): (u32, u32)) -> Self {
-        self.remaining = remaining;
-        self.reset = reset;
+    /// The same status with the bucket's TAT at `tat`.
+    pub fn with_tat(mut self, tat: u64) -> Self {
+        self.tat = tat;
         self
     }
 }
@@ -76,8 +78,8 @@ pub struct RateDecision {
     pub rejection: Option<Rejection>,
     /// For the `RateLimit` field.
     pub status: RateStatus,
-    /// The bucket's (remaining, reset) if what was taken is given back.
-    pub refunded: (u32, u32),
+    /// The bucket's TAT if what was taken is given back.
+    pub refunded: u64,
     /// What was taken.
     pub ticket: RateTicket,
 }
@@ -104,6 +106,8 @@ impl RateRules {
         let increment = bucket.increment(self.cost(plan, req.method, req.path));
         let mut status = RateStatus {
             plan: plan as u16,
+            elastic,
+            at: now,
             ..RateStatus::default()
         };
         let mut ticket = RateTicket {
@@ -120,28 +124,21 @@ impl RateRules {
         };
         let charged_tat = match store.rate_charge(req.key, now, increment, bucket.tolerance())? {
             Charge::Denied { tat, wait } => {
-                status.remaining = saturate(bucket.remaining(tat, now));
-                status.reset = secs_up(tat.saturating_sub(now));
                 return Ok(RateDecision {
                     rejection: Some(reject(wait, None)),
-                    status,
-                    refunded: (status.remaining, status.reset),
+                    status: status.with_tat(tat),
+                    refunded: tat,
                     ticket,
                 });
             }
             Charge::Allowed { tat } => {
                 ticket.increment = increment;
-                status.remaining = saturate(bucket.remaining(tat, now));
-                status.reset = secs_up(tat.saturating_sub(now));
                 tat
             }
         };
+        status.tat = charged_tat;
         // The bucket as it reads if this request's charge is given back.
-        let before = charged_tat.saturating_sub(increment);
-        let refunded = (
-            saturate(bucket.remaining(before, now)),
-            secs_up(before.saturating_sub(now)),
-        );
+        let refunded = charged_tat.saturating_sub(increment);
         for (i, quota) in self.quotas.iter().enumerate() {
             if !quota.applies(req.method, req.path) {
                 continue;
@@ -168,7 +165,7 @@ impl RateRules {
                 self.refund(store, &ticket, now);
                 return Ok(RateDecision {
                     rejection: Some(reject(check.retry, Some(i as u8))),
-                    status: status.with_bucket(refunded),
+                    status: status.with_tat(refunded),
                     refunded,
                     ticket: RateTicket::default(),
                 });
@@ -214,9 +211,19 @@ impl RateRules {
         }
     }
 
+    /// Credits left of the nominal burst and seconds until the bucket is full, as of the check.
+    pub fn bucket_reading(&self, status: &RateStatus) -> (u32, u32) {
+        let bucket = self.bucket(usize::from(status.plan), status.elastic);
+        (
+            saturate(bucket.remaining(status.tat, status.at)),
+            secs_up(status.tat.saturating_sub(status.at)),
+        )
+    }
+
     /// The `RateLimit` field for `status`.
     pub fn rate_limit_header(&self, status: &RateStatus) -> Option<HeaderValue> {
-        let mut value = format!("\"request_rate\";r={};t={}", status.remaining, status.reset);
+        let (remaining, reset) = self.bucket_reading(status);
+        let mut value = format!("\"request_rate\";r={remaining};t={reset}");
         for &(i, remaining, reset) in &status.quotas[..status.reported as usize] {
             let name = &self.quotas.get(usize::from(i))?.name;
             let _ = write!(value, ", \"{name}\";r={remaining};t={reset}");
@@ -290,7 +297,7 @@ mod tests {
             (rejection.status, rejection.retry_after),
             (429, Duration::from_secs(1))
         );
-        assert_eq!(denied.status.remaining, 0);
+        assert_eq!(r.bucket_reading(&denied.status).0, 0);
     }
 
     #[test]

@@ -56,7 +56,8 @@ pub struct Quota {
     /// Its window rule.
     pub rule: WindowRule,
     routes: Vec<RoutePattern>,
-    pub(super) key: QuotaKey,
+    /// What the quota counts against.
+    pub key: QuotaKey,
     pub(super) count: QuotaCount,
 }
 
