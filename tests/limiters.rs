@@ -112,7 +112,7 @@ async fn request_rate_answers_429_with_exact_retry_and_ratelimit_fields() {
     assert!(body["detail"]
         .as_str()
         .unwrap()
-        .contains("Retry in 1 seconds"));
+        .contains("Retry in 1 second"));
     // Another key has its own bucket; and the first key passes once the credit exists.
     let other = test::call_service(&*app, get("sk_live_b").to_request()).await;
     assert_eq!(other.status(), StatusCode::OK);

@@ -113,7 +113,7 @@ fn rate_headers(settings: &Settings, status: &RateStatus, headers: &mut HeaderMa
     let rules = &settings.rules;
     headers.insert(
         RATELIMIT_POLICY,
-        rules.plan_at(usize::from(status.plan)).policy.clone(),
+        rules.plan_at(usize::from(status.plan)).policy[usize::from(status.elastic)].clone(),
     );
     if let Some(value) = rules.rate_limit_header(status) {
         headers.insert(RATELIMIT, value);

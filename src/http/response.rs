@@ -12,6 +12,15 @@ pub fn retry_after_secs(d: Duration) -> u64 {
     (d.as_secs() + u64::from(d.subsec_nanos() > 0)).max(1)
 }
 
+/// "1 second", "8 seconds".
+fn seconds(n: u64) -> String {
+    if n == 1 {
+        "1 second".to_owned()
+    } else {
+        format!("{n} seconds")
+    }
+}
+
 /// A problem+json response; `extra` members are merged into the body.
 pub fn problem(status: StatusCode, title: &str, detail: &str, extra: Value) -> HttpResponse {
     let mut body = json!({
@@ -35,35 +44,36 @@ pub fn problem(status: StatusCode, title: &str, detail: &str, extra: Value) -> H
 /// was exceeded) and when to retry.
 pub fn rejection_response(r: &Rejection, quota: Option<&str>) -> HttpResponse {
     let secs = retry_after_secs(r.retry_after);
+    let wait = seconds(secs);
     let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
     let (title, detail) = match r.limiter {
         LimiterName::WorkerUtilization => (
             "Service overloaded",
             format!(
-                "The server is shedding {} traffic to stay up under load. Retry in {secs} seconds; critical requests are still being served.",
+                "The server is shedding {} traffic to stay up under load. Retry in {wait}; critical requests are still being served.",
                 r.tier
             ),
         ),
         LimiterName::FleetUsage => (
             "Capacity reserved",
             format!(
-                "The remaining capacity is reserved for critical requests. Retry this {} request in {secs} seconds.",
+                "The remaining capacity is reserved for critical requests. Retry this {} request in {wait}.",
                 r.tier
             ),
         ),
         LimiterName::RequestRate => match quota {
             Some(name) => (
                 "Quota exceeded",
-                format!("You have reached the limit of the {name} quota. Retry in {secs} seconds."),
+                format!("You have reached the limit of the {name} quota. Retry in {wait}."),
             ),
             None => (
                 "Too many requests",
-                format!("You have used up your request credits. Retry in {secs} seconds, or spread your requests out."),
+                format!("You have used up your request credits. Retry in {wait}, or spread your requests out."),
             ),
         },
         LimiterName::ConcurrentRequests => (
             "Too many concurrent requests",
-            format!("You have too many requests in progress. Retry in {secs} seconds, once some have finished."),
+            format!("You have too many requests in progress. Retry in {wait}, once some have finished."),
         ),
     };
     let mut extra = json!({

@@ -271,8 +271,8 @@ mod tests {
         );
         assert_eq!(r.plan(Some("nope")), 0, "unknown plan: default");
         assert_eq!(r.plan(None), 0);
-        assert_eq!(r.plan_at(0).policy, "\"request_rate\";q=20;w=2");
-        assert_eq!(r.plan_at(free).policy, "\"request_rate\";q=5;w=5");
+        assert_eq!(r.plan_at(0).policy[0], "\"request_rate\";q=20;w=2");
+        assert_eq!(r.plan_at(free).policy[0], "\"request_rate\";q=5;w=5");
     }
 
     #[test]

@@ -44,8 +44,8 @@ pub struct Plan {
     /// The bucket, and the bucket widened by `elastic_factor`, computed once.
     buckets: [Bucket; 2],
     costs: CostTable,
-    /// The `RateLimit-Policy` header value, computed once.
-    pub policy: HeaderValue,
+    /// The `RateLimit-Policy` header value, normal and while elastic, computed once.
+    pub policy: [HeaderValue; 2],
 }
 
 /// A compiled quota.
@@ -108,19 +108,6 @@ impl RateRules {
                     default_cost: u32,
                     costs: &BTreeMap<String, u32>|
          -> Result<Plan, String> {
-            let mut policy = format!(
-                "\"request_rate\";q={burst};w={}",
-                (f64::from(burst) / rate).ceil() as u64
-            );
-            for q in &quotas {
-                let _ = write!(
-                    policy,
-                    ", \"{}\";q={};w={}",
-                    q.name,
-                    q.rule.limit,
-                    secs_up(q.rule.window)
-                );
-            }
             let elastic = c.elastic_factor;
             Ok(Plan {
                 name: name.to_owned(),
@@ -130,7 +117,10 @@ impl RateRules {
                 ],
                 default_cost,
                 costs: CostTable::compile(costs)?,
-                policy: HeaderValue::from_str(&policy).map_err(|e| e.to_string())?,
+                policy: [
+                    policy_header(f64::from(burst), rate, &quotas)?,
+                    policy_header(f64::from(burst) * elastic, rate * elastic, &quotas)?,
+                ],
             })
         };
         let none = BTreeMap::new();
@@ -177,4 +167,24 @@ impl RateRules {
     pub fn bucket(&self, index: usize, elastic: bool) -> &Bucket {
         &self.plan_at(index).buckets[usize::from(elastic)]
     }
+}
+
+/// The `RateLimit-Policy` value of a bucket of `burst` credits refilling at `rate` per second,
+/// and of the quotas: quota `q`, window `w` (the time to refill an empty bucket).
+fn policy_header(burst: f64, rate: f64, quotas: &[Quota]) -> Result<HeaderValue, String> {
+    let mut policy = format!(
+        "\"request_rate\";q={};w={}",
+        burst.floor() as u64,
+        (burst / rate).ceil() as u64
+    );
+    for q in quotas {
+        let _ = write!(
+            policy,
+            ", \"{}\";q={};w={}",
+            q.name,
+            q.rule.limit,
+            secs_up(q.rule.window)
+        );
+    }
+    HeaderValue::from_str(&policy).map_err(|e| e.to_string())
 }
