@@ -128,6 +128,17 @@ fn run_pair(iters: u64, f: impl Fn(usize, u64) + Sync) -> Duration {
     start.elapsed()
 }
 
+/// A GET of one item by the client with API key `auth`.
+fn facts<'a>(auth: &'a str, peer: Option<std::net::IpAddr>) -> RequestFacts<'a> {
+    RequestFacts {
+        method: "GET",
+        path: "/v1/items/it_123",
+        authorization: Some(auth.as_bytes()),
+        peer,
+        ..RequestFacts::default()
+    }
+}
+
 /// The whole decision for one request: classify, request_rate (with a cost table and a
 /// quota), concurrent_requests, fleet_usage and worker_utilization, metrics, guards.
 fn decision(c: &mut Criterion) {
@@ -173,44 +184,19 @@ fn decision(c: &mut Criterion) {
             .build()
             .unwrap();
         g.bench_function(format!("{name}_one_key"), |bench| {
-            bench.iter(|| {
-                let facts = RequestFacts {
-                    method: "GET",
-                    path: "/v1/items/it_123",
-                    authorization: Some(auth[7].as_bytes()),
-                    peer,
-                    ..RequestFacts::default()
-                };
-                black_box(b.check(&facts, None));
-            })
+            bench.iter(|| black_box(b.check(&facts(&auth[7], peer), None)))
         });
     }
     let mut i = 0;
     g.bench_function("all_four_limiters_100k_keys", |b| {
         b.iter(|| {
             i = (i + 1) % KEYS;
-            let facts = RequestFacts {
-                method: "GET",
-                path: "/v1/items/it_123",
-                authorization: Some(auth[i].as_bytes()),
-                peer,
-                ..RequestFacts::default()
-            };
-            black_box(brownout.check(&facts, None));
+            black_box(brownout.check(&facts(&auth[i], peer), None));
         })
     });
     // One client: the same work with the keyed state in cache.
     g.bench_function("all_four_limiters_one_key", |b| {
-        b.iter(|| {
-            let facts = RequestFacts {
-                method: "GET",
-                path: "/v1/items/it_123",
-                authorization: Some(auth[7].as_bytes()),
-                peer,
-                ..RequestFacts::default()
-            };
-            black_box(brownout.check(&facts, None));
-        })
+        b.iter(|| black_box(brownout.check(&facts(&auth[7], peer), None)))
     });
     g.finish();
 }
@@ -225,16 +211,7 @@ fn clock(c: &mut Criterion) {
     let classifier = brownout::classify::Classifier::new(&Config::default().classifier, 1).unwrap();
     let peer = Some("10.1.2.3".parse().unwrap());
     c.bench_function("primitives/classify", |b| {
-        b.iter(|| {
-            let facts = RequestFacts {
-                method: "GET",
-                path: "/v1/items/it_123",
-                authorization: Some(b"Bearer sk_live_12345"),
-                peer,
-                ..RequestFacts::default()
-            };
-            black_box(classifier.classify(black_box(&facts)))
-        })
+        b.iter(|| black_box(classifier.classify(black_box(&facts("Bearer sk_live_12345", peer)))))
     });
 }
 

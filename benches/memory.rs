@@ -55,22 +55,23 @@ fn rss() -> usize {
 
 const MILLION: u64 = 1_000_000;
 
+/// Charges one request for each of `n` distinct keys.
+fn fill(store: &MemoryStore, n: u64) {
+    let bucket = Bucket::new(100.0, 500.0, 0.0);
+    let clock = SystemClock::new();
+    for i in 0..n {
+        let now = clock.now().as_micros() as u64;
+        let key = brownout::rng::mix(i);
+        store
+            .rate_charge(key, now, bucket.increment(1), bucket.tolerance())
+            .unwrap();
+    }
+}
+
 fn ours_at_one_million() {
     let (heap0, rss0) = (CURRENT.load(Ordering::Relaxed), rss());
     let store = MemoryStore::new(MILLION as usize, 0, 8);
-    let bucket = Bucket::new(100.0, 500.0, 0.0);
-    let clock = SystemClock::new();
-    for i in 0..MILLION {
-        let now = clock.now().as_micros() as u64;
-        store
-            .rate_charge(
-                brownout::rng::mix(i),
-                now,
-                bucket.increment(1),
-                bucket.tolerance(),
-            )
-            .unwrap();
-    }
+    fill(&store, MILLION);
     let tracked = store.tracked_keys().0;
     let heap = CURRENT.load(Ordering::Relaxed) - heap0;
     let rss_delta = rss().saturating_sub(rss0);
@@ -102,20 +103,8 @@ fn flood() {
     PEAK.store(CURRENT.load(Ordering::Relaxed), Ordering::Relaxed);
     let base = CURRENT.load(Ordering::Relaxed);
     let store = MemoryStore::new(MILLION as usize, 0, 8);
-    let bucket = Bucket::new(100.0, 500.0, 0.0);
-    let clock = SystemClock::new();
     let start = Instant::now();
-    for i in 0..10 * MILLION {
-        let now = clock.now().as_micros() as u64;
-        store
-            .rate_charge(
-                brownout::rng::mix(i),
-                now,
-                bucket.increment(1),
-                bucket.tolerance(),
-            )
-            .unwrap();
-    }
+    fill(&store, 10 * MILLION);
     let elapsed = start.elapsed();
     let peak = PEAK.load(Ordering::Relaxed) - base;
     println!(
