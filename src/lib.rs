@@ -50,6 +50,7 @@ pub mod http;
 pub mod limiter;
 mod logging;
 pub mod metrics;
+pub mod ops;
 pub mod rng;
 mod runtime;
 pub mod store;

@@ -29,6 +29,7 @@ struct Sample {
 /// The running actors; dropping the shutdown sender stops them.
 pub(crate) struct Actors {
     pub(crate) sampler: mpsc::Sender<SamplerMsg>,
+    pub(crate) operator: mpsc::Sender<crate::ops::OpsMsg>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -43,12 +44,21 @@ impl Actors {
     }
 }
 
-/// Spawns the sampler, the controller and the evictor on the current tokio runtime.
+/// Spawns the sampler, the controller, the evictor and the operator on the current tokio
+/// runtime.
 pub(crate) fn spawn(shared: Arc<Shared>, sources: Vec<Box<dyn UtilizationSource>>) -> Actors {
     let (sampler_tx, sampler_rx) = mpsc::channel(8);
     let (controller_tx, controller_rx) = mpsc::channel(8);
     let (shutdown, shutdown_rx) = watch::channel(false);
+    let pending = std::mem::take(
+        &mut *shared
+            .pending_reverts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    let (operator, operator_task) = crate::ops::spawn(shared.clone(), pending, shutdown_rx.clone());
     let tasks = vec![
+        operator_task,
         tokio::spawn(sampler(
             shared.clone(),
             sources,
@@ -66,6 +76,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, sources: Vec<Box<dyn UtilizationSource>
     ];
     Actors {
         sampler: sampler_tx,
+        operator,
         shutdown,
         tasks,
     }

@@ -71,6 +71,7 @@ pub struct Metrics {
     decision: AtomicHistogram,
     config_version: Gauge,
     tracked_keys: [Gauge; 2],
+    admin_changes: [Counter; 5],
     /// Per limiter: rejected, dark_rejected, failed_open (for the admin state).
     totals: [[AtomicU64; 3]; 4],
 }
@@ -163,6 +164,8 @@ impl Metrics {
             config_version: gauge("brownout_config_version", &[]),
             tracked_keys: ["request_rate", "concurrent_requests"]
                 .map(|l| gauge("brownout_tracked_keys", &[("limiter", l)])),
+            admin_changes: crate::ops::ACTIONS
+                .map(|a| counter("brownout_admin_changes_total", &[("action", a)])),
             totals: Default::default(),
             recorder,
         }
@@ -229,6 +232,13 @@ impl Metrics {
         self.config_version.set(version as f64);
     }
 
+    /// Counts an accepted admin change.
+    pub fn admin_change(&self, action: &str) {
+        if let Some(i) = crate::ops::ACTIONS.iter().position(|a| *a == action) {
+            self.admin_changes[i].increment(1);
+        }
+    }
+
     /// Publishes how many keys the keyed limiters track.
     pub fn publish_tracked_keys(&self, request_rate: usize, concurrent_requests: usize) {
         self.tracked_keys[0].set(request_rate as f64);
@@ -259,6 +269,7 @@ fn describe(r: &PrometheusRecorder) {
     let counters = [
         ("brownout_requests_total", "Requests seen by the middleware, by tier and outcome (allowed, rejected, dark_rejected, failed_open)."),
         ("brownout_rejections_total", "Rejections by limiter, tier and mode; mode=dark counts requests a dark-launched limiter would have rejected."),
+        ("brownout_admin_changes_total", "Accepted admin changes, by action (mode, kill_switch, patch, revert, reload)."),
         ("brownout_fail_open_total", "Times a limiter or source failed and the request was let through, by limiter and reason."),
     ];
     for (name, help) in counters {

@@ -4,6 +4,7 @@ use super::shared::{Settings, Shared};
 use super::{Brownout, Error, PlanHook, TierHook};
 use crate::classify::Classifier;
 use crate::clock::{Clock, SystemClock};
+use crate::config::LimitersConfig;
 use crate::config::{Config, ConfigError, SourceKind};
 use crate::control::{
     ControllerParams, CpuSource, InFlight, InFlightSource, PublishedPlan, RuntimeRegistry,
@@ -11,6 +12,7 @@ use crate::control::{
 };
 use crate::logging::LogGate;
 use crate::metrics::Metrics;
+use crate::ops::{limiters_from_json, patch, persist, AuditLog, PendingRevert};
 use crate::store::{MemoryStore, Store};
 use crate::tier::Tier;
 use actix_web::dev::ServiceRequest;
@@ -93,8 +95,9 @@ impl BrownoutBuilder {
         let in_flight = Arc::new(InFlight::default());
         let runtimes = Arc::new(RuntimeRegistry::default());
         let wu = &self.config.limiters.worker_utilization;
-        let settings = Settings::new(1, false, self.config.limiters.clone(), classifier)?;
-        let limits = &self.config.limiters;
+        let overrides = load_overrides(&self.config);
+        let settings = Settings::new(1, overrides.kill_switch, overrides.limiters, classifier)?;
+        let limits = &settings.limiters;
         let store = self.store.unwrap_or_else(|| {
             Arc::new(MemoryStore::new(
                 limits.request_rate.max_keys,
@@ -125,6 +128,8 @@ impl BrownoutBuilder {
             fail_open_log: LogGate::new(Duration::from_secs(10)),
             dark_log: LogGate::new(Duration::from_secs(10)),
             pending_sources: Mutex::new(None),
+            audit: Mutex::new(AuditLog::default()),
+            pending_reverts: Mutex::new(overrides.reverts),
             actors: tokio::sync::Mutex::new(None),
             clock,
             config: self.config,
@@ -137,6 +142,51 @@ impl BrownoutBuilder {
         let brownout = Brownout { shared };
         brownout.publish_settings();
         Ok(brownout)
+    }
+}
+
+/// What the overrides file contributes at start.
+struct StartOverrides {
+    limiters: LimitersConfig,
+    kill_switch: bool,
+    reverts: Vec<PendingRevert>,
+}
+
+/// config.yaml's limiters with `admin.overrides_file` applied over them. A file that cannot be
+/// read, parsed or applied is reported and ignored: config.yaml still applies.
+fn load_overrides(config: &Config) -> StartOverrides {
+    let plain = StartOverrides {
+        limiters: config.limiters.clone(),
+        kill_switch: false,
+        reverts: Vec::new(),
+    };
+    let Some(path) = &config.admin.overrides_file else {
+        return plain;
+    };
+    let applied = persist::load(path).and_then(|found| {
+        let Some(o) = found else { return Ok(None) };
+        let mut doc = serde_json::to_value(&config.limiters).map_err(|e| e.to_string())?;
+        if let Some(p) = &o.patch {
+            patch::merge(&mut doc, p);
+        }
+        let limiters = limiters_from_json(doc).map_err(|e| e.to_string())?;
+        limiters.validate().map_err(|e| e.to_string())?;
+        Ok(Some(StartOverrides {
+            limiters,
+            kill_switch: o.kill_switch,
+            reverts: o.reverts,
+        }))
+    });
+    match applied {
+        Ok(Some(o)) => {
+            tracing::info!(path = %path.display(), "applied admin overrides over config.yaml");
+            o
+        }
+        Ok(None) => plain,
+        Err(e) => {
+            tracing::error!(path = %path.display(), "ignoring the overrides file: {e}");
+            plain
+        }
     }
 }
 

@@ -12,6 +12,7 @@ use crate::limiter::window::WindowRule;
 use crate::limiter::{decide, Request, Verdict};
 use crate::logging::LogGate;
 use crate::metrics::{Metrics, Outcome};
+use crate::ops::{AuditLog, PendingRevert};
 use crate::rng::SplitMix64;
 use crate::store::Store;
 use crate::tier::Tier;
@@ -87,6 +88,10 @@ pub(crate) struct Shared {
     pub(crate) dark_log: LogGate,
     pub(crate) pending_sources: Mutex<Option<Vec<Box<dyn UtilizationSource>>>>,
     pub(crate) actors: tokio::sync::Mutex<Option<Actors>>,
+    /// The admin audit log.
+    pub(crate) audit: Mutex<AuditLog>,
+    /// Reverts from the overrides file, for the operator to re-arm at start.
+    pub(crate) pending_reverts: Mutex<Vec<PendingRevert>>,
 }
 
 impl Shared {

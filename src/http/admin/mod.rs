@@ -1,5 +1,8 @@
 //! The admin server: its own actix server (default `127.0.0.1:9090`) with health, metrics and
-//! state endpoints behind a bearer token (DESIGN.md §6).
+//! state endpoints, and the operator's write side (`write.rs`), behind a bearer token
+//! (DESIGN.md §6).
+
+mod write;
 
 use super::response::problem;
 use crate::limiter::LimiterName;
@@ -62,6 +65,14 @@ impl Brownout {
                 .service(resource("/healthz").route(web::get().to(healthz)))
                 .service(resource("/metrics").route(web::get().to(metrics)))
                 .service(resource("/v1/state").route(web::get().to(state)))
+                .service(resource("/v1/limiters/{name}/mode").route(web::put().to(write::put_mode)))
+                .service(resource("/v1/kill-switch").route(web::put().to(write::put_kill_switch)))
+                .service(
+                    resource("/v1/config")
+                        .route(web::get().to(write::get_config))
+                        .route(web::patch().to(write::patch_config)),
+                )
+                .service(resource("/v1/audit").route(web::get().to(write::get_audit)))
                 .default_service(web::to(not_found))
         })
         .workers(1)

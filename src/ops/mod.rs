@@ -1,0 +1,144 @@
+//! Operating brownout at run time: mode changes (kill switches, dark launches) with optional
+//! time limits, the global kill switch, JSON merge patches of the limiter settings, reloads of
+//! config.yaml, the audit log and the overrides file.
+//!
+//! Every change is a message to one operator actor, which applies changes one at a time
+//! (so `If-Match` checks cannot race), validates the result as a whole exactly like
+//! config.yaml, swaps it in through `ArcSwap` (the next request sees it; none fails), audits
+//! it, persists it, and owns the timers that revert time-limited changes.
+
+mod audit;
+mod operator;
+pub mod patch;
+pub mod persist;
+
+pub use audit::{AuditEntry, AuditLog};
+pub(crate) use operator::{spawn, OpsMsg};
+pub use persist::PendingRevert;
+
+use crate::config::{ConfigError, LimitersConfig, Mode};
+use crate::limiter::LimiterName;
+use crate::runtime::Brownout;
+use serde_json::Value;
+use std::time::Duration;
+
+/// A change an operator asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Set one limiter's mode, for `ttl` or for good.
+    Mode {
+        /// The limiter.
+        limiter: LimiterName,
+        /// enforce, dark or off.
+        mode: Mode,
+        /// Revert to the previous mode after this long.
+        ttl: Option<Duration>,
+    },
+    /// Turn every limiter off (or back to their modes).
+    KillSwitch(bool),
+    /// A JSON merge patch of the `limiters` settings, if the settings are still at `if_match`.
+    Patch {
+        /// The patch.
+        patch: Value,
+        /// The version the patch was written against.
+        if_match: Option<u64>,
+    },
+    /// config.yaml was read again: its limiters become the new base; admin changes stay on top.
+    Reload(Box<LimitersConfig>),
+}
+
+impl Change {
+    /// The `action` label of `brownout_admin_changes_total` and the audit log.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Change::Mode { .. } => "mode",
+            Change::KillSwitch(_) => "kill_switch",
+            Change::Patch { .. } => "patch",
+            Change::Reload(_) => "reload",
+        }
+    }
+}
+
+/// Why a change was refused; nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    /// The result would not be valid settings.
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
+    /// The settings moved on since the version the change was written against.
+    #[error("the settings are at version {current}; the change was made against {expected}")]
+    Stale {
+        /// The version in `If-Match`.
+        expected: u64,
+        /// The live version.
+        current: u64,
+    },
+    /// The operator actor is not running (`Brownout::start` was not called).
+    #[error("brownout is not started, so its settings cannot be changed")]
+    NotRunning,
+}
+
+/// An accepted change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// The new settings version.
+    pub version: u64,
+}
+
+/// Actions of `brownout_admin_changes_total`.
+pub const ACTIONS: [&str; 5] = ["mode", "kill_switch", "patch", "revert", "reload"];
+
+impl Brownout {
+    /// Applies `change`, asked for by `source` (an address, `timer`, `signal`...).
+    pub async fn change(
+        &self,
+        change: Change,
+        source: impl Into<String>,
+    ) -> Result<Applied, ChangeError> {
+        let operator = {
+            let actors = self.shared.actors.lock().await;
+            actors.as_ref().map(|a| a.operator.clone())
+        }
+        .ok_or(ChangeError::NotRunning)?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let msg = OpsMsg::Apply {
+            change,
+            source: source.into(),
+            reply,
+        };
+        operator
+            .send(msg)
+            .await
+            .map_err(|_| ChangeError::NotRunning)?;
+        answer.await.map_err(|_| ChangeError::NotRunning)?
+    }
+
+    /// The last 256 changes, oldest first.
+    pub fn audit(&self) -> Vec<AuditEntry> {
+        self.shared
+            .audit
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entries()
+    }
+
+    /// The live settings version and limiter settings as JSON.
+    pub fn limiters_json(&self) -> (u64, bool, Value) {
+        let settings = self.settings();
+        let json = serde_json::to_value(&settings.limiters).unwrap_or(Value::Null);
+        (settings.version, settings.kill_switch, json)
+    }
+}
+
+/// Parses limiter settings from JSON, naming the offending field on error.
+pub fn limiters_from_json(doc: Value) -> Result<LimitersConfig, ConfigError> {
+    serde_path_to_error::deserialize(doc).map_err(|e| {
+        let path = e.path().to_string();
+        let key = if path == "." {
+            "limiters".to_owned()
+        } else {
+            format!("limiters.{path}")
+        };
+        ConfigError::invalid(key, e.into_inner().to_string())
+    })
+}
