@@ -1,4 +1,7 @@
-//! The `brownout` binary: runs the demo app with brownout embedded.
+//! The `brownout` binary: runs the demo app with brownout embedded, and talks to a running
+//! admin API (`brownout admin …`).
+
+mod admin_cli;
 
 use brownout::demo::Demo;
 use brownout::Config;
@@ -25,28 +28,43 @@ enum Command {
     Run,
     /// Validate the configuration file and exit.
     Check,
+    /// Talk to a running admin API (token from the variable named by admin.token_env).
+    Admin {
+        /// The admin API (default: http://<admin.bind>).
+        #[arg(long)]
+        url: Option<String>,
+        #[command(subcommand)]
+        command: admin_cli::AdminCommand,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
+    let command = cli.command.unwrap_or(Command::Run);
     let config = match Config::load(&cli.config) {
         Ok(config) => config,
+        // The client only needs admin.bind and admin.token_env; their defaults will do.
+        Err(_) if matches!(command, Command::Admin { .. }) && !cli.config.exists() => {
+            Config::default()
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    match cli.command.unwrap_or(Command::Run) {
+    match command {
+        Command::Admin { url, command } => admin_cli::run(&config, url, command),
         Command::Check => {
             println!("{}: ok", cli.config.display());
             ExitCode::SUCCESS
         }
-        Command::Run => match actix_web::rt::System::new().block_on(run(config)) {
+        Command::Run => match actix_web::rt::System::new().block_on(run(config, cli.config)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -56,8 +74,14 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(config: Config) -> Result<(), brownout::Error> {
+async fn run(config: Config, path: std::path::PathBuf) -> Result<(), brownout::Error> {
     let demo = Demo::start(config)?;
+    #[cfg(unix)]
+    if let Err(e) = demo.brownout.reload_on_sighup(&path) {
+        tracing::warn!("cannot listen for SIGHUP, reloads are off: {e}");
+    }
+    #[cfg(not(unix))]
+    let _ = path;
     wait_for_signal().await;
     tracing::info!("shutting down");
     demo.stop().await;

@@ -113,6 +113,40 @@ impl Brownout {
         answer.await.map_err(|_| ChangeError::NotRunning)?
     }
 
+    /// Reloads the limiter settings from `path` whenever the process receives SIGHUP. A file
+    /// that does not validate is reported and the running settings stay as they were. The
+    /// listener runs until the runtime ends.
+    #[cfg(unix)]
+    pub fn reload_on_sighup(&self, path: impl Into<std::path::PathBuf>) -> std::io::Result<()> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hangups = signal(SignalKind::hangup())?;
+        let (brownout, path) = (self.clone(), path.into());
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                let loaded = crate::config::Config::load(&path);
+                let result = match loaded {
+                    Ok(config) => brownout
+                        .change(Change::Reload(Box::new(config.limiters)), "signal")
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+                match result {
+                    Ok(applied) => tracing::info!(
+                        path = %path.display(),
+                        version = applied.version,
+                        "reloaded the configuration"
+                    ),
+                    Err(e) => tracing::error!(
+                        path = %path.display(),
+                        "configuration not reloaded, keeping the running settings: {e}"
+                    ),
+                }
+            }
+        });
+        Ok(())
+    }
+
     /// The last 256 changes, oldest first.
     pub fn audit(&self) -> Vec<AuditEntry> {
         self.shared

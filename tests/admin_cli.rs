@@ -1,0 +1,119 @@
+//! `brownout admin …` against a real admin server on loopback.
+
+mod common;
+
+use brownout::Mode;
+use std::process::Output;
+
+/// Runs the binary (off the test's runtime thread, which serves the operator actor).
+async fn cli(args: Vec<String>, token: Option<&'static str>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_brownout"));
+        cmd.args(&args).env_remove("BROWNOUT_ADMIN_TOKEN");
+        if let Some(t) = token {
+            cmd.env("BROWNOUT_ADMIN_TOKEN", t);
+        }
+        cmd.current_dir(std::env::temp_dir()).output().unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn args(url: &str, rest: &[&str]) -> Vec<String> {
+    let mut v = vec!["admin".to_owned(), "--url".to_owned(), url.to_owned()];
+    v.extend(rest.iter().map(|s| s.to_string()));
+    v
+}
+
+#[actix_web::test]
+async fn the_cli_drives_the_admin_api() {
+    let rig = common::Rig::new(common::config());
+    let admin = rig
+        .brownout
+        .admin_server_on("127.0.0.1:0".parse().unwrap())
+        .unwrap();
+    let url = format!("http://{}", admin.local_addr);
+    actix_web::rt::spawn(admin.server);
+
+    let out = cli(
+        args(&url, &["mode", "request_rate", "dark", "--ttl", "600"]),
+        Some("test-token"),
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        rig.brownout.settings().limiters.request_rate.mode,
+        Mode::Dark
+    );
+
+    let out = cli(
+        args(
+            &url,
+            &[
+                "patch",
+                r#"{"worker_utilization":{"end_of_good":0.65}}"#,
+                "--if-match",
+                "2",
+            ],
+        ),
+        Some("test-token"),
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        rig.brownout
+            .settings()
+            .limiters
+            .worker_utilization
+            .end_of_good,
+        0.65
+    );
+
+    let out = cli(args(&url, &["kill", "on"]), Some("test-token")).await;
+    assert!(out.status.success());
+    assert!(rig.brownout.settings().kill_switch);
+
+    let out = cli(args(&url, &["state"]), Some("test-token")).await;
+    let state: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(state["kill_switch"], true);
+
+    let out = cli(args(&url, &["audit"]), Some("test-token")).await;
+    let audit: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(audit["entries"].as_array().unwrap().len(), 3);
+
+    // Refusals exit non-zero with the server's reason; nothing changes.
+    let out = cli(
+        args(&url, &["mode", "request_rate", "sideways"]),
+        Some("test-token"),
+    )
+    .await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("400"));
+    let out = cli(
+        args(
+            &url,
+            &[
+                "patch",
+                r#"{"worker_utilization":{"end_of_good":0.9}}"#,
+                "--if-match",
+                "1",
+            ],
+        ),
+        Some("test-token"),
+    )
+    .await;
+    assert!(String::from_utf8_lossy(&out.stderr).contains("412"));
+    let out = cli(args(&url, &["state"]), Some("wrong")).await;
+    assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
+    let out = cli(args(&url, &["state"]), None).await;
+    assert!(String::from_utf8_lossy(&out.stderr).contains("BROWNOUT_ADMIN_TOKEN"));
+    assert_eq!(rig.brownout.settings().version, 4);
+}
