@@ -214,6 +214,9 @@ fn evaluate(
             None
         }
         Err(error) => {
+            if matches!(error, LimiterError::Store(_)) {
+                shared.metrics.store_error(limiter);
+            }
             shared.fail_open(limiter.as_str(), error.reason(), || {
                 format!("{}: {error}", limiter.as_str())
             });

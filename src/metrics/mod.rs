@@ -72,6 +72,7 @@ pub struct Metrics {
     config_version: Gauge,
     tracked_keys: [Gauge; 2],
     admin_changes: [Counter; 5],
+    store_errors: [Counter; 3],
     /// Per limiter: rejected, dark_rejected, failed_open (for the admin state).
     totals: [[AtomicU64; 3]; 4],
 }
@@ -164,6 +165,12 @@ impl Metrics {
             config_version: gauge("brownout_config_version", &[]),
             tracked_keys: ["request_rate", "concurrent_requests"]
                 .map(|l| gauge("brownout_tracked_keys", &[("limiter", l)])),
+            store_errors: ["request_rate", "concurrent_requests", "fleet_usage"].map(|op| {
+                counter(
+                    "brownout_store_errors_total",
+                    &[("store", "memory"), ("op", op)],
+                )
+            }),
             admin_changes: crate::ops::ACTIONS
                 .map(|a| counter("brownout_admin_changes_total", &[("action", a)])),
             totals: Default::default(),
@@ -232,6 +239,13 @@ impl Metrics {
         self.config_version.set(version as f64);
     }
 
+    /// Counts a store call that failed (the limiter then failed open).
+    pub fn store_error(&self, limiter: LimiterName) {
+        if let Some(c) = self.store_errors.get(limiter as usize) {
+            c.increment(1);
+        }
+    }
+
     /// Counts an accepted admin change.
     pub fn admin_change(&self, action: &str) {
         if let Some(i) = crate::ops::ACTIONS.iter().position(|a| *a == action) {
@@ -269,6 +283,7 @@ fn describe(r: &PrometheusRecorder) {
     let counters = [
         ("brownout_requests_total", "Requests seen by the middleware, by tier and outcome (allowed, rejected, dark_rejected, failed_open)."),
         ("brownout_rejections_total", "Rejections by limiter, tier and mode; mode=dark counts requests a dark-launched limiter would have rejected."),
+        ("brownout_store_errors_total", "Failed calls to the keyed-state store (full table, timeout, error), by store and operation."),
         ("brownout_admin_changes_total", "Accepted admin changes, by action (mode, kill_switch, patch, revert, reload)."),
         ("brownout_fail_open_total", "Times a limiter or source failed and the request was let through, by limiter and reason."),
     ];
