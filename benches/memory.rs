@@ -72,11 +72,20 @@ fn ours_at_one_million() {
     let (heap0, rss0) = (CURRENT.load(Ordering::Relaxed), rss());
     let store = MemoryStore::new(MILLION as usize, 0, 8);
     fill(&store, MILLION);
-    let tracked = store.tracked_keys().0;
+    report(
+        "brownout   1M keys inserted, max_keys 1M:",
+        store.tracked_keys().0,
+        heap0,
+        rss0,
+    );
+}
+
+/// Prints bytes per tracked key since `heap0` and `rss0`.
+fn report(what: &str, tracked: usize, heap0: usize, rss0: usize) {
     let heap = CURRENT.load(Ordering::Relaxed) - heap0;
     let rss_delta = rss().saturating_sub(rss0);
     println!(
-        "brownout   1M keys inserted, max_keys 1M: tracked {tracked}, heap {heap} B = {:.1} B/key, RSS +{rss_delta} B = {:.1} B/key",
+        "{what} tracked {tracked}, heap {heap} B = {:.1} B/key, RSS +{rss_delta} B = {:.1} B/key",
         heap as f64 / tracked as f64,
         rss_delta as f64 / tracked as f64
     );
@@ -89,13 +98,11 @@ fn governor_at_one_million() {
     for i in 0..MILLION {
         let _ = gov.check_key(&brownout::rng::mix(i));
     }
-    let tracked = gov.len();
-    let heap = CURRENT.load(Ordering::Relaxed) - heap0;
-    let rss_delta = rss().saturating_sub(rss0);
-    println!(
-        "governor   1M keys inserted (DashMap):      tracked {tracked}, heap {heap} B = {:.1} B/key, RSS +{rss_delta} B = {:.1} B/key",
-        heap as f64 / tracked as f64,
-        rss_delta as f64 / tracked as f64
+    report(
+        "governor   1M keys inserted (DashMap):     ",
+        gov.len(),
+        heap0,
+        rss0,
     );
 }
 

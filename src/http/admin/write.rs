@@ -107,6 +107,18 @@ fn parse<T: DeserializeOwned>(req: &HttpRequest, body: &[u8]) -> Result<T, Refus
     Ok(value)
 }
 
+/// Authorizes the request and parses its JSON body; the error is the response to send.
+fn accept<T: DeserializeOwned>(
+    req: &HttpRequest,
+    body: &[u8],
+    brownout: &Brownout,
+) -> Result<T, Box<HttpResponse>> {
+    if let Some(denied) = unauthorized(req, brownout) {
+        return Err(Box::new(denied));
+    }
+    parse(req, body).map_err(|refused| Box::new(refused.response()))
+}
+
 fn source(req: &HttpRequest) -> String {
     req.peer_addr()
         .map_or_else(|| "unknown".to_owned(), |a| a.to_string())
@@ -170,12 +182,9 @@ pub(super) async fn put_kill_switch(
     body: web::Bytes,
     brownout: web::Data<Brownout>,
 ) -> HttpResponse {
-    if let Some(denied) = unauthorized(&req, &brownout) {
-        return denied;
-    }
-    let body: KillSwitchBody = match parse(&req, &body) {
+    let body: KillSwitchBody = match accept(&req, &body, &brownout) {
         Ok(b) => b,
-        Err(refused) => return refused.response(),
+        Err(response) => return *response,
     };
     match brownout
         .change(Change::KillSwitch(body.engaged), source(&req))
@@ -236,12 +245,9 @@ pub(super) async fn patch_config(
     body: web::Bytes,
     brownout: web::Data<Brownout>,
 ) -> HttpResponse {
-    if let Some(denied) = unauthorized(&req, &brownout) {
-        return denied;
-    }
-    let patch: Value = match parse(&req, &body) {
+    let patch: Value = match accept(&req, &body, &brownout) {
         Ok(p) => p,
-        Err(refused) => return refused.response(),
+        Err(response) => return *response,
     };
     if !patch.is_object() {
         return bad_request(
