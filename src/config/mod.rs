@@ -5,6 +5,7 @@
 
 mod duration;
 mod limits;
+mod limits_check;
 mod validate;
 
 pub use duration::{DurationParseError, HumanDuration};

@@ -306,8 +306,8 @@ mod tests {
         }
         std::hint::black_box(x);
         let u = s.sample(start.elapsed()).unwrap();
-        let cores = std::thread::available_parallelism().unwrap().get() as f64;
-        assert!(u > 0.3 / cores, "cpu share {u} with {cores} cores");
+        // A broken reading is ~0; a loaded machine may give this thread only part of a core.
+        assert!(u > 0.05, "cpu share {u}");
         assert!(u <= 1.05, "cpu share {u}");
     }
 
