@@ -11,17 +11,21 @@
 //! ## Architecture
 //!
 //! ```text
-//! config.yaml ─► Config (validated) ─► ArcSwap<Settings> ◄── admin API
+//! config.yaml ─► Config (validated) ─► ArcSwap<Settings> ◄── operator actor ◄── admin API, SIGHUP
 //! request ─► middleware ─► classifier (tier, key) ─► limiter chain ─► app or 429/503
-//!                                                        ▲
-//! sampler actor ─(every sample_interval)─► controller actor ─► ArcSwap<ShedPlan>
+//!                                                      │        ▲
+//!                                          store (keyed state)  │
+//! sampler actor ─(every sample_interval)─► controller actor ─► published shed plan (atomics)
 //! ```
 //!
-//! The request path reads settings and the shed plan through `ArcSwap` (no locks), allocates
+//! The request path reads the settings through `ArcSwap` and the shed plan through plain
+//! atomic loads (no locks), keeps per-key state in a lock-free table ([`store`]), allocates
 //! nothing when it lets a request through, and never fails a request because of brownout: a
 //! limiter that errors or panics fails open, is counted in `brownout_fail_open_total` and is
-//! logged at most every ten seconds. Time ([`clock::Clock`]) and randomness (seeds) are
-//! injected, so every limiter and the controller are tested deterministically.
+//! logged at most every ten seconds. Changes at run time ([`ops`]) go through one operator
+//! actor that validates, swaps, audits and persists them. Time ([`clock::Clock`]) and
+//! randomness (seeds) are injected, so every limiter and the controller are tested
+//! deterministically.
 //!
 //! ## Embedding
 //!

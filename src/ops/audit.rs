@@ -32,7 +32,7 @@ pub struct AuditLog {
 }
 
 impl AuditLog {
-    /// Appends, dropping the oldest entry past [`CAPACITY`].
+    /// Appends, dropping the oldest entry past 256.
     pub fn push(&mut self, entry: AuditEntry) {
         if self.entries.len() == CAPACITY {
             self.entries.pop_front();
