@@ -587,3 +587,48 @@ async fn ten_thousand_random_bodies_never_crash_or_apply_invalid_settings() {
     assert_eq!(status, 200, "still serving");
     assert_eq!(rig.brownout.settings().version, 1 + accepted);
 }
+
+#[actix_web::test]
+async fn a_revert_overtaken_by_a_patch_is_dropped_and_not_persisted() {
+    let dir = std::env::temp_dir().join(format!("brownout-overtaken-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("overrides.json");
+    let _ = std::fs::remove_file(&path);
+    let mut cfg = config();
+    cfg.admin.overrides_file = Some(path.clone());
+    let rig = Rig::new(cfg);
+    let c = Client::new(&rig).await;
+    c.send(
+        "PUT",
+        "/v1/limiters/worker_utilization/mode",
+        Some(json!({"mode": "off", "ttl_seconds": 1})),
+        &[],
+    )
+    .await;
+    let (status, _, _) = c
+        .send(
+            "PATCH",
+            "/v1/config",
+            Some(json!({"worker_utilization": {"mode": "dark"}})),
+            &[],
+        )
+        .await;
+    assert_eq!(status, 200);
+    let saved = || -> Value { serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap() };
+    assert_eq!(saved()["reverts"].as_array().unwrap().len(), 1);
+    // The timer fires, finds the mode changed by someone else, and leaves it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !saved()["reverts"].as_array().unwrap().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the overtaken revert stayed in the file"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        rig.brownout.settings().limiters.worker_utilization.mode,
+        Mode::Dark
+    );
+    assert!(rig.brownout.audit().iter().all(|e| e.action != "revert"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

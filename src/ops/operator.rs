@@ -154,20 +154,25 @@ impl Operator {
         let (due, later): (Vec<_>, Vec<_>) =
             self.reverts.drain(..).partition(|r| r.deadline <= now);
         self.reverts = later;
+        if due.is_empty() {
+            return;
+        }
         for r in due {
-            let current = mode_of(&self.shared.settings.load().limiters, r.limiter);
-            if current != r.set {
+            let live = self.shared.settings.load_full();
+            if mode_of(&live.limiters, r.limiter) != r.set {
                 continue; // someone changed it since; their change stands
             }
-            let mut limiters = self.shared.settings.load().limiters.clone();
+            let mut limiters = live.limiters.clone();
             set_mode(&mut limiters, r.limiter, r.to);
             let before = json!({"limiter": r.limiter.as_str(), "mode": r.set});
             let after = json!({"limiter": r.limiter.as_str(), "mode": r.to});
-            let kill = self.shared.settings.load().kill_switch;
+            let kill = live.kill_switch;
             if let Err(e) = self.commit("revert", limiters, kill, before, after, "timer") {
                 tracing::error!(limiter = r.limiter.as_str(), "could not revert: {e}");
             }
         }
+        // Skipped reverts must leave the overrides file too, or a restart would re-arm them.
+        self.persist();
     }
 
     fn apply(&mut self, change: Change, source: &str) -> Result<Applied, ChangeError> {
