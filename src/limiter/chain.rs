@@ -117,14 +117,16 @@ fn run<'a>(
         },
     );
     let rate_status = admission.rate;
-    let refund = |ticket: Option<RateTicket>| {
-        if let Some(t) = ticket {
-            settings.rules.refund(store, &t, now_us);
-        }
-    };
     if let Some(rejection) = rated {
         return Verdict::Reject(rejection, rate_status);
     }
+    // A later limiter's rejection gives the request's credits back first.
+    let reject = |rejection: Rejection| {
+        if let Some(t) = ticket {
+            settings.rules.refund(store, &t, now_us);
+        }
+        Verdict::Reject(rejection, refunded_status)
+    };
     admission.failures = ticket.filter(|t| t.failures != 0);
 
     let cr = &limiters.concurrent_requests;
@@ -144,8 +146,7 @@ fn run<'a>(
         },
     );
     if let Some(rejection) = limited {
-        refund(ticket);
-        return Verdict::Reject(rejection, refunded_status);
+        return reject(rejection);
     }
     admission.concurrency = concurrency;
 
@@ -166,8 +167,7 @@ fn run<'a>(
         },
     );
     if let Some(rejection) = reserved {
-        refund(ticket);
-        return Verdict::Reject(rejection, refunded_status);
+        return reject(rejection);
     }
     admission.fleet = fleet;
 
@@ -181,8 +181,7 @@ fn run<'a>(
         || worker_utilization::check(wu, &plan, req.tier, req.key, now, rng),
     );
     if let Some(rejection) = shed {
-        refund(ticket);
-        return Verdict::Reject(rejection, refunded_status);
+        return reject(rejection);
     }
     Verdict::Allow(admission)
 }

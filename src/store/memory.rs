@@ -28,13 +28,6 @@ impl MemoryStore {
         }
     }
 
-    /// Bytes held by every table.
-    pub fn bytes(&self) -> usize {
-        self.rate.bytes()
-            + self.concurrency.bytes()
-            + self.quotas.iter().map(KeyTable::bytes).sum::<usize>()
-    }
-
     /// Non-critical requests in flight.
     pub fn fleet_in_flight(&self) -> u64 {
         self.fleet.load(Ordering::Relaxed)
