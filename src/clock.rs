@@ -8,6 +8,13 @@ use std::time::Duration;
 pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
     /// The time elapsed since this clock's origin.
     fn now(&self) -> Duration;
+
+    /// The clock's origin as time since the Unix epoch, so that `unix_origin() + now()` is the
+    /// wall-clock time. Calendar-aligned windows (quotas) read it; the default is the epoch
+    /// itself.
+    fn unix_origin(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 /// The real monotonic clock. It reads the CPU's invariant TSC through quanta (a few ns
@@ -17,6 +24,7 @@ pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
 pub struct SystemClock {
     clock: quanta::Clock,
     origin: u64,
+    unix_origin: Duration,
 }
 
 impl SystemClock {
@@ -24,7 +32,14 @@ impl SystemClock {
     pub fn new() -> Self {
         let clock = quanta::Clock::new();
         let origin = clock.raw();
-        Self { clock, origin }
+        let unix_origin = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Self {
+            clock,
+            origin,
+            unix_origin,
+        }
     }
 }
 
@@ -38,6 +53,10 @@ impl Clock for SystemClock {
     fn now(&self) -> Duration {
         let raw = self.clock.raw();
         Duration::from_nanos(self.clock.delta_as_nanos(self.origin, raw))
+    }
+
+    fn unix_origin(&self) -> Duration {
+        self.unix_origin
     }
 }
 
@@ -55,6 +74,7 @@ impl Clock for SystemClock {
 #[derive(Debug, Default)]
 pub struct ManualClock {
     nanos: AtomicU64,
+    unix_origin: AtomicU64,
 }
 
 impl ManualClock {
@@ -72,11 +92,21 @@ impl ManualClock {
     pub fn set(&self, to: Duration) {
         self.nanos.store(nanos(to), Ordering::SeqCst);
     }
+
+    /// Says which wall-clock time (since the Unix epoch) the clock's zero stands for
+    /// (default: the epoch itself).
+    pub fn set_unix_origin(&self, origin: Duration) {
+        self.unix_origin.store(nanos(origin), Ordering::SeqCst);
+    }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> Duration {
         Duration::from_nanos(self.nanos.load(Ordering::SeqCst))
+    }
+
+    fn unix_origin(&self) -> Duration {
+        Duration::from_nanos(self.unix_origin.load(Ordering::SeqCst))
     }
 }
 

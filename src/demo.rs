@@ -77,8 +77,17 @@ impl Demo {
     /// Builds brownout from `config`, starts its actors, the admin server and the demo app.
     /// Must run inside an actix system.
     pub fn start(config: Config) -> Result<Self, Error> {
+        Self::start_with_file(config, None)
+    }
+
+    /// Like [`start`](Self::start), for a `config` read from `file` (which SIGHUP reloads).
+    pub fn start_with_file(config: Config, file: Option<&std::path::Path>) -> Result<Self, Error> {
         let pool = WorkerPool::new(config.demo.workers, config.demo.service_time.get());
-        let brownout = Brownout::builder(config.clone()).build()?;
+        let mut builder = Brownout::builder(config.clone());
+        if let Some(file) = file {
+            builder = builder.config_file(file);
+        }
+        let brownout = builder.build()?;
         brownout.start()?;
         let admin = brownout.admin_server()?;
         let b = brownout.clone();

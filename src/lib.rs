@@ -60,9 +60,10 @@ mod runtime;
 pub mod store;
 pub mod tier;
 
+pub use classify::ClientKey;
 pub use config::{Config, Mode};
 pub use control::{ShedPlan, UtilizationSource};
 pub use runtime::{
-    Admitted, Brownout, BrownoutBuilder, Decision, Error, PlanHook, Settings, TierHook,
+    Admitted, Brownout, BrownoutBuilder, Decision, Error, KeyHook, PlanHook, Settings, TierHook,
 };
 pub use tier::Tier;

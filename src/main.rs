@@ -76,13 +76,8 @@ fn main() -> ExitCode {
 }
 
 async fn run(config: Config, path: std::path::PathBuf) -> Result<(), brownout::Error> {
-    let demo = Demo::start(config)?;
-    #[cfg(unix)]
-    if let Err(e) = demo.brownout.reload_on_sighup(&path) {
-        tracing::warn!("cannot listen for SIGHUP, reloads are off: {e}");
-    }
-    #[cfg(not(unix))]
-    let _ = path;
+    // SIGHUP reloads `path` (admin.reload_on_sighup), installed by Brownout::start.
+    let demo = Demo::start_with_file(config, Some(&path))?;
     wait_for_signal().await;
     tracing::info!("shutting down");
     demo.stop().await;

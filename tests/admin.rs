@@ -148,12 +148,25 @@ async fn wrong_method_and_unknown_path() {
     let client = awc::Client::new();
     let res = client
         .post(format!("{base}/v1/state"))
+        .bearer_auth("test-token")
         .send()
         .await
         .unwrap();
     assert_eq!(res.status(), 405);
-    let res = client.get(format!("{base}/nope")).send().await.unwrap();
+    let res = client
+        .get(format!("{base}/nope"))
+        .bearer_auth("test-token")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 404);
+    // Without the token, nothing is revealed: not even which routes exist.
+    let res = client
+        .post(format!("{base}/v1/state"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
     assert_eq!(
         res.headers().get("content-type").unwrap(),
         "application/problem+json"

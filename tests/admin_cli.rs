@@ -55,7 +55,7 @@ async fn the_cli_drives_the_admin_api() {
             &url,
             &[
                 "patch",
-                r#"{"worker_utilization":{"end_of_good":0.65}}"#,
+                r#"{"limiters":{"worker_utilization":{"end_of_good":0.65}}}"#,
                 "--if-match",
                 "2",
             ],
@@ -102,7 +102,7 @@ async fn the_cli_drives_the_admin_api() {
             &url,
             &[
                 "patch",
-                r#"{"worker_utilization":{"end_of_good":0.9}}"#,
+                r#"{"limiters":{"worker_utilization":{"end_of_good":0.9}}}"#,
                 "--if-match",
                 "1",
             ],

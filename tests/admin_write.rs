@@ -145,28 +145,28 @@ async fn bad_requests_are_refused_and_change_nothing() {
         (
             "PATCH",
             "/v1/config",
-            Some(json!({"worker_utilization": {"start_of_bad": 0.5}})),
+            Some(json!({"limiters": {"worker_utilization": {"start_of_bad": 0.5}}})),
             400,
             "limiters.worker_utilization.start_of_bad",
         ),
         (
             "PATCH",
             "/v1/config",
-            Some(json!({"worker_utilization": {"start_of_badd": 0.9}})),
+            Some(json!({"limiters": {"worker_utilization": {"start_of_badd": 0.9}}})),
             400,
             "limiters.worker_utilization",
         ),
         (
             "PATCH",
             "/v1/config",
-            Some(json!({"request_rate": {"rate": "fast"}})),
+            Some(json!({"limiters": {"request_rate": {"rate": "fast"}}})),
             400,
             "limiters.request_rate.rate",
         ),
         (
             "PATCH",
             "/v1/config",
-            Some(json!({"request_rate": {"max_keys": 64}})),
+            Some(json!({"limiters": {"request_rate": {"max_keys": 64}}})),
             400,
             "limiters.request_rate.max_keys",
         ),
@@ -309,7 +309,7 @@ async fn patch_applies_live_with_etag_and_if_match() {
     assert_eq!(status, 200);
     assert_eq!(headers.get("etag").unwrap(), "\"1\"");
     assert_eq!(body["limiters"]["request_rate"]["burst"], 500);
-    let patch = json!({"request_rate": {"burst": 2, "rate": 0.001}, "worker_utilization": {"end_of_good": 0.6}});
+    let patch = json!({"limiters": {"request_rate": {"burst": 2, "rate": 0.001}, "worker_utilization": {"end_of_good": 0.6}}});
     let (status, body, headers) = c
         .send(
             "PATCH",
@@ -350,7 +350,7 @@ async fn patch_applies_live_with_etag_and_if_match() {
         .send(
             "PATCH",
             "/v1/config",
-            Some(json!({"request_rate": {"burst": 9}})),
+            Some(json!({"limiters": {"request_rate": {"burst": 9}}})),
             &[("if-match", "\"1\"")],
         )
         .await;
@@ -366,13 +366,13 @@ async fn two_operators_racing_on_one_version_one_wins() {
     let a = c.send(
         "PATCH",
         "/v1/config",
-        Some(json!({"worker_utilization": {"end_of_good": 0.5}})),
+        Some(json!({"limiters": {"worker_utilization": {"end_of_good": 0.5}}})),
         &[("if-match", "\"1\"")],
     );
     let b = c.send(
         "PATCH",
         "/v1/config",
-        Some(json!({"worker_utilization": {"end_of_good": 0.6}})),
+        Some(json!({"limiters": {"worker_utilization": {"end_of_good": 0.6}}})),
         &[("if-match", "\"1\"")],
     );
     let ((sa, _, _), (sb, _, _)) = tokio::join!(a, b);
@@ -396,7 +396,7 @@ async fn changes_survive_a_restart_through_the_overrides_file() {
         c.send(
             "PATCH",
             "/v1/config",
-            Some(json!({"worker_utilization": {"end_of_good": 0.55}})),
+            Some(json!({"limiters": {"worker_utilization": {"end_of_good": 0.55}}})),
             &[],
         )
         .await;
@@ -474,7 +474,7 @@ async fn patching_under_load_fails_no_request() {
         })
     };
     for i in 0..30 {
-        let patch = json!({"request_rate": {"burst": 1_000_000 - i}, "worker_utilization": {"end_of_good": 0.6 + f64::from(i % 5) / 100.0}});
+        let patch = json!({"limiters": {"request_rate": {"burst": 1_000_000 - i}, "worker_utilization": {"end_of_good": 0.6 + f64::from(i % 5) / 100.0}}});
         let (status, body, _) = c.send("PATCH", "/v1/config", Some(patch), &[]).await;
         assert_eq!(status, 200, "{body}");
     }
@@ -609,7 +609,7 @@ async fn a_revert_overtaken_by_a_patch_is_dropped_and_not_persisted() {
         .send(
             "PATCH",
             "/v1/config",
-            Some(json!({"worker_utilization": {"mode": "dark"}})),
+            Some(json!({"limiters": {"worker_utilization": {"mode": "dark"}}})),
             &[],
         )
         .await;

@@ -26,11 +26,11 @@ async fn sighup_reloads_a_valid_file_and_keeps_running_on_an_invalid_one() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("config.yaml");
     let yaml = |eog: f64| {
-        format!("limiters:\n  worker_utilization:\n    source: custom\n    sample_interval: 1h\n    end_of_good: {eog}\n")
+        format!("limiters:\n  worker_utilization:\n    source: custom\n    sample_interval: 5m\n    end_of_good: {eog}\n")
     };
     std::fs::write(&path, yaml(0.7)).unwrap();
-    let rig = common::Rig::new(brownout::Config::load(&path).unwrap());
-    rig.brownout.reload_on_sighup(&path).unwrap();
+    let config = brownout::Config::load(&path).unwrap();
+    let rig = common::Rig::with(config, |b| b.config_file(&path));
 
     std::fs::write(&path, yaml(0.5)).unwrap();
     hangup();

@@ -8,26 +8,74 @@ pub use route::RoutePattern;
 use crate::config::ClassifierConfig;
 use crate::tier::Tier;
 use std::hash::BuildHasher;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// Header that marks a request as test-mode traffic.
 pub const TEST_MODE_HEADER: &str = "brownout-test-mode";
+
+/// Most `X-Forwarded-For` header lines read (the last ones: entries are taken from the end).
+pub const MAX_FORWARDED_LINES: usize = 8;
+
+/// Seed of [`ClientKey`]'s hash: fixed, so one client has the same key in every process.
+const CLIENT_KEY_SEED: u64 = 0x6272_6f77_6e6f_7574; // "brownout"
+
+/// A client identity named by the app (see `BrownoutBuilder::key_hook`): its verified customer
+/// id, a token's subject, an account number. Hashed on creation with a fixed seed, so the same
+/// client is the same key in every process, and nothing is allocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientKey(u64);
+
+impl ClientKey {
+    /// The key of a textual or binary identity.
+    pub fn new(id: impl AsRef<[u8]>) -> Self {
+        Self(foldhash::quality::FixedState::with_seed(CLIENT_KEY_SEED).hash_one(id.as_ref()))
+    }
+
+    /// The key of a numeric identity (kept apart from any textual one).
+    pub fn from_u64(id: u64) -> Self {
+        Self(foldhash::quality::FixedState::with_seed(CLIENT_KEY_SEED).hash_one((1u8, id)))
+    }
+}
+
+impl From<&str> for ClientKey {
+    fn from(id: &str) -> Self {
+        Self::new(id)
+    }
+}
+
+impl From<&String> for ClientKey {
+    fn from(id: &String) -> Self {
+        Self::new(id)
+    }
+}
+
+impl From<u64> for ClientKey {
+    fn from(id: u64) -> Self {
+        Self::from_u64(id)
+    }
+}
 
 /// What the classifier needs to know about a request.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RequestFacts<'a> {
     /// The HTTP method, e.g. `GET`.
     pub method: &'a str,
-    /// The path, without the query string.
+    /// The path the router matches on, without the query string: for actix, the
+    /// percent-decoded path of `HttpRequest::match_info()` (`%63` is `c`, `%2F` stays encoded).
+    /// Costs, quotas and critical routes are matched against it, so a request is classified on
+    /// the route that will serve it, however its path was spelled.
     pub path: &'a str,
     /// The raw `Authorization` header.
     pub authorization: Option<&'a [u8]>,
     /// The raw `Brownout-Test-Mode` header.
     pub test_mode: Option<&'a [u8]>,
-    /// The raw `X-Forwarded-For` header.
-    pub forwarded_for: Option<&'a [u8]>,
+    /// Every `X-Forwarded-For` header line, in the order received (at most the last
+    /// [`MAX_FORWARDED_LINES`] are read).
+    pub forwarded_for: &'a [&'a [u8]],
     /// The peer address of the connection.
     pub peer: Option<IpAddr>,
+    /// The client as the app named it (its key hook); wins over the bearer key and the IP.
+    pub client: Option<ClientKey>,
 }
 
 /// A request's tier and the hash of its key.
@@ -48,14 +96,23 @@ pub struct Classifier {
     critical: Vec<RoutePattern>,
     test_key_prefix: String,
     trust_forwarded_for: bool,
+    /// Which `X-Forwarded-For` entry, counted from the end, is the client (1: the last).
+    forwarded_for_hops: usize,
     /// Whether the `Brownout-Plan` header names the request-rate plan.
     pub trust_plan_header: bool,
     /// Whether requests with an API key need their IP hashed too (a quota is keyed by IP).
     pub hash_ips: bool,
     hasher: foldhash::quality::FixedState,
+    /// What it was compiled from.
+    config: ClassifierConfig,
 }
 
 impl Classifier {
+    /// The settings it was compiled from.
+    pub fn config(&self) -> &ClassifierConfig {
+        &self.config
+    }
+
     /// Compiles the rules; `seed` keys the hash of client keys.
     pub fn new(config: &ClassifierConfig, seed: u64) -> Result<Self, String> {
         let critical = config
@@ -67,10 +124,17 @@ impl Classifier {
             critical,
             test_key_prefix: config.test_key_prefix.clone(),
             trust_forwarded_for: config.trust_forwarded_for,
+            forwarded_for_hops: config.forwarded_for_hops.max(1) as usize,
             trust_plan_header: config.trust_plan_header,
             hash_ips: true,
             hasher: foldhash::quality::FixedState::with_seed(seed),
+            config: config.clone(),
         })
+    }
+
+    /// Whether `X-Forwarded-For` names the client (`classifier.trust_forwarded_for`).
+    pub fn trusts_forwarded_for(&self) -> bool {
+        self.trust_forwarded_for
     }
 
     /// Tier and key of a request.
@@ -81,11 +145,13 @@ impl Classifier {
             Some(ip) => self.hash_ip(ip),
             None => self.hasher.hash_one(2u8),
         };
-        let (key, ip) = match api_key {
-            Some(k) => {
-                let key = self.hasher.hash_one((0u8, k));
-                (key, if self.hash_ips { ip() } else { key })
-            }
+        let named = match (facts.client, api_key) {
+            (Some(client), _) => Some(self.hasher.hash_one((4u8, client.0))),
+            (None, Some(k)) => Some(self.hasher.hash_one((0u8, k))),
+            (None, None) => None,
+        };
+        let (key, ip) = match named {
+            Some(key) => (key, if self.hash_ips { ip() } else { key }),
             None => {
                 let ip = ip();
                 (ip, ip)
@@ -115,17 +181,22 @@ impl Classifier {
         }
     }
 
-    /// The client address: the last `X-Forwarded-For` entry (the one your proxy appended)
-    /// when trusted, else the peer.
+    /// The client address. When `X-Forwarded-For` is trusted: every header line joined in
+    /// order, and the entry that the nearest trusted proxy added (the last one, or the
+    /// `forwarded_for_hops`-th from the end); entries to its left are the client's own words.
+    /// Else, or when that entry is missing or not an address, the peer.
     fn client_ip(&self, facts: &RequestFacts<'_>) -> Option<IpAddr> {
         if self.trust_forwarded_for {
-            let forwarded = facts
+            let entry = facts
                 .forwarded_for
-                .and_then(|v| std::str::from_utf8(v).ok())
-                .and_then(|v| v.rsplit(',').next())
-                .and_then(|v| v.trim().parse().ok());
-            if forwarded.is_some() {
-                return forwarded;
+                .iter()
+                .rev()
+                .flat_map(|line| line.rsplit(|&b| b == b','))
+                .map(<[u8]>::trim_ascii)
+                .filter(|e| !e.is_empty())
+                .nth(self.forwarded_for_hops - 1);
+            if let Some(ip) = entry.and_then(parse_ip) {
+                return Some(ip);
             }
         }
         facts.peer
@@ -148,8 +219,17 @@ impl Classifier {
     }
 }
 
-/// The token of an `Authorization: Bearer <token>` header.
-fn bearer(value: &[u8]) -> Option<&[u8]> {
+/// An address as proxies write it: `203.0.113.9`, `2001:db8::1`, or with a port
+/// (`203.0.113.9:4711`, `[2001:db8::1]:4711`).
+fn parse_ip(entry: &[u8]) -> Option<IpAddr> {
+    let text = std::str::from_utf8(entry).ok()?;
+    text.parse::<IpAddr>()
+        .ok()
+        .or_else(|| text.parse::<SocketAddr>().ok().map(|a| a.ip()))
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme in any case, RFC 9110).
+pub(crate) fn bearer(value: &[u8]) -> Option<&[u8]> {
     let (scheme, rest) = value.split_at_checked(7)?;
     if !scheme.eq_ignore_ascii_case(b"bearer ") {
         return None;
@@ -247,7 +327,7 @@ mod tests {
     #[test]
     fn forwarded_for_only_when_trusted() {
         let mut f = facts("GET", "/");
-        f.forwarded_for = Some(b"203.0.113.9, 198.51.100.7");
+        f.forwarded_for = &[b"203.0.113.9, 198.51.100.7"];
         let direct = {
             let mut d = facts("GET", "/");
             d.peer = Some("198.51.100.7".parse().unwrap());
@@ -262,10 +342,63 @@ mod tests {
         );
         // Garbage in the header falls back to the peer.
         let mut g = facts("GET", "/");
-        g.forwarded_for = Some(b"not an ip");
+        g.forwarded_for = &[b"not an ip"];
         assert_eq!(
             trusted.classify(&g).key,
             trusted.classify(&facts("GET", "/")).key
         );
+    }
+
+    fn key_of_ip(c: &Classifier, ip: &str) -> u64 {
+        let mut d = facts("GET", "/");
+        d.peer = Some(ip.parse().unwrap());
+        c.classify(&d).key
+    }
+
+    #[test]
+    fn forwarded_for_lines_are_joined_and_the_nearest_proxy_wins() {
+        let c = classifier(true);
+        // The client wrote its own line; HAProxy appended another one with the real address.
+        let mut f = facts("GET", "/");
+        f.forwarded_for = &[b"6.6.6.6", b"198.51.100.7"];
+        assert_eq!(c.classify(&f).key, key_of_ip(&c, "198.51.100.7"));
+        // Several entries over several lines, with ports and IPv6 in brackets.
+        f.forwarded_for = &[b"1.1.1.1, 2.2.2.2", b"[2001:db8::1]:4711"];
+        assert_eq!(c.classify(&f).key, key_of_ip(&c, "2001:db8::9"));
+        f.forwarded_for = &[b"1.1.1.1", b"203.0.113.5:80, "];
+        assert_eq!(c.classify(&f).key, key_of_ip(&c, "203.0.113.5"));
+        // Two trusted proxies: the client is the second entry from the end, across lines.
+        let two = Classifier::new(
+            &ClassifierConfig {
+                trust_forwarded_for: true,
+                forwarded_for_hops: 2,
+                ..ClassifierConfig::default()
+            },
+            1,
+        )
+        .unwrap();
+        f.forwarded_for = &[b"6.6.6.6, 203.0.113.8", b"10.0.0.2"];
+        assert_eq!(two.classify(&f).key, key_of_ip(&two, "203.0.113.8"));
+        // Fewer entries than proxies: the peer.
+        f.forwarded_for = &[b"10.0.0.2"];
+        assert_eq!(two.classify(&f).key, key_of_ip(&two, "10.0.0.1"));
+    }
+
+    #[test]
+    fn the_apps_client_key_wins_and_is_stable() {
+        let c = classifier(false);
+        let mut f = facts("GET", "/");
+        f.authorization = Some(b"Bearer sk_live_random_1");
+        f.client = Some(ClientKey::new("cus_42"));
+        let mut g = facts("GET", "/");
+        g.authorization = Some(b"Bearer sk_live_random_2");
+        g.client = Some(ClientKey::from("cus_42"));
+        assert_eq!(c.classify(&f).key, c.classify(&g).key);
+        g.client = Some(ClientKey::new("cus_43"));
+        assert_ne!(c.classify(&f).key, c.classify(&g).key);
+        assert_ne!(ClientKey::new("7"), ClientKey::from_u64(7));
+        // The test-mode rule still reads the bearer key.
+        f.authorization = Some(b"Bearer sk_test_1");
+        assert_eq!(c.classify(&f).tier, Tier::Test);
     }
 }

@@ -64,7 +64,8 @@ impl RoutePattern {
         let mut want = self.segments.iter();
         for got in split(path) {
             match want.next() {
-                Some(Segment::Param) => {}
+                // Like actix's `{name}`: one non-empty segment.
+                Some(Segment::Param) if !got.is_empty() => {}
                 Some(Segment::Literal(lit)) if lit == got => {}
                 _ => return false,
             }
@@ -73,10 +74,11 @@ impl RoutePattern {
     }
 }
 
-/// The segments of a path, ignoring the leading slash and one trailing slash.
+/// The segments of a path after its leading slash. Like actix's router, nothing is normalized:
+/// a trailing slash, `//` or a dot segment is a segment of its own, so a pattern matches
+/// exactly the paths that the same actix route would.
 fn split(path: &str) -> impl Iterator<Item = &str> {
     let trimmed = path.strip_prefix('/').unwrap_or(path);
-    let trimmed = trimmed.strip_suffix('/').unwrap_or(trimmed);
     trimmed.split('/').filter(move |_| !trimmed.is_empty())
 }
 
@@ -88,7 +90,14 @@ mod tests {
     fn literal_and_param_segments() {
         let p = RoutePattern::parse("POST /v1/charges/{id}/capture").unwrap();
         assert!(p.matches("POST", "/v1/charges/ch_123/capture"));
-        assert!(p.matches("post", "/v1/charges/ch_123/capture/"));
+        assert!(
+            !p.matches("post", "/v1/charges/ch_123/capture/"),
+            "actix: no route"
+        );
+        assert!(
+            !p.matches("POST", "/v1/charges//capture"),
+            "a param is never empty"
+        );
         assert!(!p.matches("GET", "/v1/charges/ch_123/capture"));
         assert!(!p.matches("POST", "/v1/charges/ch_123"));
         assert!(!p.matches("POST", "/v1/charges/ch_123/capture/more"));

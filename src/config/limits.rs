@@ -34,6 +34,20 @@ pub struct RequestRateConfig {
     pub eviction_interval: HumanDuration,
     /// "N per window" rules, checked with the bucket.
     pub quotas: Vec<QuotaConfig>,
+    /// A ceiling per client IP (IPv6 by /64) that every request also spends from, whatever
+    /// API key it carries: bearer keys are unverified, so without it one client can invent
+    /// a fresh key per request. `None`: no ceiling.
+    pub per_ip: Option<PerIpConfig>,
+}
+
+/// `limiters.request_rate.per_ip:` — a token bucket per client IP.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerIpConfig {
+    /// Credits regenerated per second.
+    pub rate: f64,
+    /// Most credits one IP can hold.
+    pub burst: u32,
 }
 
 impl Default for RequestRateConfig {
@@ -51,6 +65,7 @@ impl Default for RequestRateConfig {
             max_keys: 1_000_000,
             eviction_interval: HumanDuration::from_secs(10),
             quotas: Vec::new(),
+            per_ip: None,
         }
     }
 }

@@ -101,11 +101,15 @@ impl RequestRateConfig {
             &format!("{RR}.elastic_factor"),
             format!("must be between 1 and 100 (got {})", self.elastic_factor),
         )?;
+        if let Some(ceiling) = &self.per_ip {
+            rate_and_burst(ceiling.rate, ceiling.burst, &format!("{RR}.per_ip"))?;
+        }
         max_keys(self.max_keys, &format!("{RR}.max_keys"))?;
+        let eviction = self.eviction_interval.get();
         ensure(
-            !self.eviction_interval.get().is_zero(),
+            !eviction.is_zero() && eviction <= std::time::Duration::from_secs(3600),
             &format!("{RR}.eviction_interval"),
-            "must be greater than zero",
+            format!("must be greater than zero and at most 1h (got {eviction:?})"),
         )?;
         let mut seen = std::collections::BTreeSet::new();
         for (i, q) in self.quotas.iter().enumerate() {

@@ -10,8 +10,8 @@ mod validate;
 
 pub use duration::{DurationParseError, HumanDuration};
 pub use limits::{
-    ConcurrentRequestsConfig, FleetUsageConfig, PlanConfig, QuotaAlgorithm, QuotaConfig,
-    QuotaCount, QuotaKey, RequestRateConfig,
+    ConcurrentRequestsConfig, FleetUsageConfig, PerIpConfig, PlanConfig, QuotaAlgorithm,
+    QuotaConfig, QuotaCount, QuotaKey, RequestRateConfig,
 };
 pub use validate::ConfigError;
 
@@ -94,6 +94,12 @@ pub struct AdminConfig {
     pub metrics_auth: bool,
     /// Where admin changes are persisted (unset: they last until restart).
     pub overrides_file: Option<PathBuf>,
+    /// Where a generated admin token is written (mode 0600) instead of being printed to stderr.
+    pub token_file: Option<PathBuf>,
+    /// Reload the configuration file on SIGHUP (installed by `Brownout::start`).
+    pub reload_on_sighup: bool,
+    /// How long an admin request's body may take to arrive.
+    pub body_timeout: HumanDuration,
 }
 
 impl Default for AdminConfig {
@@ -103,6 +109,9 @@ impl Default for AdminConfig {
             token_env: "BROWNOUT_ADMIN_TOKEN".into(),
             metrics_auth: false,
             overrides_file: None,
+            token_file: None,
+            reload_on_sighup: true,
+            body_timeout: HumanDuration::from_secs(10),
         }
     }
 }
@@ -117,6 +126,9 @@ pub struct ClassifierConfig {
     pub test_key_prefix: String,
     /// Take the client address from `X-Forwarded-For` (only behind a proxy you trust).
     pub trust_forwarded_for: bool,
+    /// How many trusted proxies append to `X-Forwarded-For`: the client is this entry from the
+    /// end (1: the last one, added by the nearest proxy).
+    pub forwarded_for_hops: u32,
     /// Take the request-rate plan from the `Brownout-Plan` header (only if your app sets it).
     pub trust_plan_header: bool,
 }
@@ -127,6 +139,7 @@ impl Default for ClassifierConfig {
             critical: vec!["POST /v1/charges".into()],
             test_key_prefix: "sk_test_".into(),
             trust_forwarded_for: false,
+            forwarded_for_hops: 1,
             trust_plan_header: false,
         }
     }

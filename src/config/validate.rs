@@ -1,7 +1,7 @@
 //! Validation of a parsed [`Config`]: impossible settings are refused with the key's name.
 
 use super::{Config, SourceKind, StoreKind, WorkerUtilizationConfig};
-use crate::classify::RoutePattern;
+use crate::classify::{RoutePattern, MAX_FORWARDED_LINES};
 use crate::tier::Tier;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -101,10 +101,25 @@ impl Config {
             "admin.token_env",
             "must name an environment variable",
         )?;
+        let body_timeout = self.admin.body_timeout.get();
+        ensure(
+            body_timeout >= std::time::Duration::from_millis(10)
+                && body_timeout <= std::time::Duration::from_secs(300),
+            "admin.body_timeout",
+            format!("must be between 10ms and 5m (got {body_timeout:?})"),
+        )?;
         for (i, route) in self.classifier.critical.iter().enumerate() {
             RoutePattern::parse(route)
                 .map_err(|m| ConfigError::invalid(format!("classifier.critical[{i}]"), m))?;
         }
+        ensure(
+            (1..=MAX_FORWARDED_LINES as u32).contains(&self.classifier.forwarded_for_hops),
+            "classifier.forwarded_for_hops",
+            format!(
+                "must be between 1 and {MAX_FORWARDED_LINES} (got {})",
+                self.classifier.forwarded_for_hops
+            ),
+        )?;
         ensure(
             !self.classifier.test_key_prefix.is_empty(),
             "classifier.test_key_prefix",
@@ -139,6 +154,9 @@ impl Config {
 }
 
 const WU: &str = "limiters.worker_utilization";
+
+/// Longest `sample_interval`: the controller moves once per interval.
+pub(super) const MAX_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl super::LimitersConfig {
     /// Checks every limiter block (also used for live updates).
@@ -184,10 +202,11 @@ pub(crate) fn validate_worker_utilization(w: &WorkerUtilizationConfig) -> Check 
         &key("seconds_to_shed_all"),
         "must be greater than zero",
     )?;
+    let interval = w.sample_interval.get();
     ensure(
-        w.sample_interval.get().as_millis() >= 1,
+        interval.as_millis() >= 1 && interval <= MAX_SAMPLE_INTERVAL,
         &key("sample_interval"),
-        "must be at least 1ms",
+        format!("must be between 1ms and 5m (got {interval:?}): the controller only moves once per interval"),
     )?;
     ensure(w.capacity >= 1, &key("capacity"), "must be at least 1")?;
     ensure(

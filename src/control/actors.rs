@@ -57,7 +57,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, sources: Vec<Box<dyn UtilizationSource>
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
     let (operator, operator_task) = crate::ops::spawn(shared.clone(), pending, shutdown_rx.clone());
-    let tasks = vec![
+    let mut tasks = vec![
         operator_task,
         tokio::spawn(sampler(
             shared.clone(),
@@ -66,7 +66,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, sources: Vec<Box<dyn UtilizationSource>
             controller_tx,
             shutdown_rx.clone(),
         )),
-        tokio::spawn(evictor(shared.clone(), shutdown_rx)),
+        tokio::spawn(evictor(shared.clone(), shutdown_rx.clone())),
         // The controller's clock starts now, not whenever its task is first polled.
         tokio::spawn(controller(
             shared.clone(),
@@ -74,6 +74,14 @@ pub(crate) fn spawn(shared: Arc<Shared>, sources: Vec<Box<dyn UtilizationSource>
             controller_rx,
         )),
     ];
+    #[cfg(unix)]
+    if shared.config.admin.reload_on_sighup {
+        tasks.extend(crate::ops::spawn_reloader(
+            shared.clone(),
+            operator.clone(),
+            shutdown_rx.clone(),
+        ));
+    }
     Actors {
         sampler: sampler_tx,
         operator,
@@ -107,6 +115,7 @@ async fn sampler(
 ) {
     let mut period = interval_of(&shared);
     let mut tick = ticker(period);
+    let mut changes = shared.settings_changed.subscribe();
     loop {
         let reply = tokio::select! {
             _ = tick.tick() => None,
@@ -114,6 +123,11 @@ async fn sampler(
                 Some(SamplerMsg::SampleNow(reply)) => Some(reply),
                 None => break,
             },
+            // A new interval counts from the moment it is applied, not from the last tick.
+            _ = changes.changed() => {
+                rearm(&mut period, &mut tick, interval_of(&shared));
+                continue;
+            }
             _ = shutdown.changed() => break,
         };
         let at = shared.clock.now();
@@ -127,11 +141,15 @@ async fn sampler(
             break;
         }
         // The interval is a live setting.
-        let wanted = interval_of(&shared);
-        if wanted != period {
-            period = wanted;
-            tick = ticker(period);
-        }
+        rearm(&mut period, &mut tick, interval_of(&shared));
+    }
+}
+
+/// Restarts `tick` with period `wanted` if it changed.
+fn rearm(period: &mut Duration, tick: &mut tokio::time::Interval, wanted: Duration) {
+    if wanted != *period {
+        *period = wanted;
+        *tick = ticker(wanted);
     }
 }
 
@@ -227,15 +245,13 @@ fn eviction_interval_of(shared: &Shared) -> Duration {
 async fn evictor(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     let mut period = eviction_interval_of(&shared);
     let mut tick = ticker(period);
+    let mut changes = shared.settings_changed.subscribe();
     loop {
         tokio::select! {
             _ = tick.tick() => shared.evict_idle(),
+            _ = changes.changed() => {}
             _ = shutdown.changed() => break,
         }
-        let wanted = eviction_interval_of(&shared);
-        if wanted != period {
-            period = wanted;
-            tick = ticker(period);
-        }
+        rearm(&mut period, &mut tick, eviction_interval_of(&shared));
     }
 }

@@ -5,10 +5,10 @@
 //! allocates nothing.
 
 use super::body::{RequestGuard, TrackedBody};
-use super::response::rejection_response;
-use crate::classify::{Classified, RequestFacts};
+use super::response::{rejection_response, retry_after_secs};
+use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
 use crate::limiter::request_rate::{RateStatus, RateTicket};
-use crate::limiter::{Admission, Request, Verdict};
+use crate::limiter::{Admission, RatePolicy, Rejection, Request, Verdict};
 use crate::rng::{mix, SplitMix64};
 use crate::runtime::{Settings, Shared};
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
@@ -75,13 +75,26 @@ pub struct BrownoutService<S> {
 impl<S> BrownoutService<S> {
     fn classify(&self, req: &ServiceRequest, settings: &Settings) -> Classified {
         let headers = req.headers();
+        // Every X-Forwarded-For line, kept on the stack (the last ones: entries are read from
+        // the end), and only when the header is trusted.
+        let mut lines: [&[u8]; MAX_FORWARDED_LINES] = [&[]; MAX_FORWARDED_LINES];
+        let mut forwarded = 0;
+        if settings.classifier.trusts_forwarded_for() {
+            let all = headers.get_all(FORWARDED_FOR);
+            let skip = all.len().saturating_sub(MAX_FORWARDED_LINES);
+            for (slot, value) in lines.iter_mut().zip(all.skip(skip)) {
+                *slot = value.as_bytes();
+                forwarded += 1;
+            }
+        }
         let facts = RequestFacts {
             method: req.method().as_str(),
-            path: req.path(),
+            path: routed_path(req),
             authorization: headers.get(AUTHORIZATION).map(|v| v.as_bytes()),
             test_mode: headers.get(TEST_MODE).map(|v| v.as_bytes()),
-            forwarded_for: headers.get(FORWARDED_FOR).map(|v| v.as_bytes()),
+            forwarded_for: &lines[..forwarded],
             peer: req.peer_addr().map(|a| a.ip()),
+            client: self.hooked_key(req),
         };
         let mut classified = settings.classifier.classify(&facts);
         if let Some(hook) = &self.shared.tier_hook {
@@ -96,6 +109,18 @@ impl<S> BrownoutService<S> {
         classified
     }
 
+    /// The client named by the app's key hook (a panicking hook fails open to the built-in
+    /// rule).
+    fn hooked_key(&self, req: &ServiceRequest) -> Option<ClientKey> {
+        let hook = self.shared.key_hook.as_ref()?;
+        catch_unwind(AssertUnwindSafe(|| hook(req))).unwrap_or_else(|_| {
+            self.shared.fail_open("classifier", "panic", || {
+                "the key hook panicked; using the bearer key or IP".to_owned()
+            });
+            None
+        })
+    }
+
     /// The plan named by the app's hook (a panicking hook fails open to the default plan).
     fn hooked_plan(&self, req: &ServiceRequest) -> Option<Arc<str>> {
         let hook = self.shared.plan_hook.as_ref()?;
@@ -108,14 +133,32 @@ impl<S> BrownoutService<S> {
     }
 }
 
-/// Adds the RateLimit fields for `status`.
-fn rate_headers(settings: &Settings, status: &RateStatus, headers: &mut HeaderMap) {
+/// The path actix routes on: percent-decoded except for `/`, `%` and `+` (so `%63` is `c` and
+/// `%2F` stays encoded), which is what route patterns are matched against. Classifying on the
+/// raw path would let `POST /v1/%63harges` reach the charges handler as an ordinary,
+/// cheaper, unquoted request.
+fn routed_path(req: &ServiceRequest) -> &str {
+    req.match_info().as_str()
+}
+
+/// Adds the RateLimit fields for `status`; for a rejected response, the ones consistent with
+/// its `Retry-After` (`rejected`: the rejection and its Retry-After in seconds).
+fn rate_headers(
+    settings: &Settings,
+    status: &RateStatus,
+    rejected: Option<(&Rejection, u64)>,
+    headers: &mut HeaderMap,
+) {
     let rules = &settings.rules;
     headers.insert(
         RATELIMIT_POLICY,
         rules.plan_at(usize::from(status.plan)).policy[usize::from(status.elastic)].clone(),
     );
-    if let Some(value) = rules.rate_limit_header(status) {
+    let value = match rejected {
+        None => rules.rate_limit_header(status),
+        Some((rejection, secs)) => rules.rejected_rate_limit_header(status, rejection, secs),
+    };
+    if let Some(value) = value {
         headers.insert(RATELIMIT, value);
     }
 }
@@ -139,15 +182,15 @@ impl AfterResponse {
     fn apply<B>(self, response: &mut ServiceResponse<B>) {
         let settings = self.shared.settings.load();
         if let Some(status) = &self.rate {
-            rate_headers(&settings, status, response.headers_mut());
+            rate_headers(&settings, status, None, response.headers_mut());
         }
         if let Some(ticket) = &self.failures {
             let failed = response.status().is_client_error() || response.status().is_server_error();
             if failed {
-                let now = self.shared.clock.now().as_micros() as u64;
+                let at = self.shared.check_time(self.shared.clock.now());
                 settings
                     .rules
-                    .record_failure(&*self.shared.store, ticket, now);
+                    .record_failure(&*self.shared.store, ticket, at.unix);
             }
         }
     }
@@ -179,7 +222,7 @@ where
             key: classified.key,
             ip: classified.ip,
             method: req.method().as_str(),
-            path: req.path(),
+            path: routed_path(&req),
             plan: hooked.as_deref().or(header_plan),
         };
         let verdict = match self.rng.try_borrow_mut() {
@@ -190,13 +233,24 @@ where
         let tier = classified.tier;
         match verdict {
             Verdict::Reject(rejection, rate) => {
-                let quota = rejection
-                    .quota
-                    .and_then(|i| settings.rules.quotas.get(usize::from(i)))
-                    .map(|q| q.name.as_str());
-                let mut response = rejection_response(&rejection, quota);
+                let policy = match rejection.policy {
+                    Some(RatePolicy::Quota(i)) => settings
+                        .rules
+                        .quotas
+                        .get(usize::from(i))
+                        .map(|q| q.name.as_str()),
+                    Some(RatePolicy::PerIp) => Some("per_ip"),
+                    None => None,
+                };
+                let mut response = rejection_response(&rejection, policy);
                 if let Some(status) = &rate {
-                    rate_headers(&settings, status, response.headers_mut());
+                    let secs = retry_after_secs(rejection.retry_after);
+                    rate_headers(
+                        &settings,
+                        status,
+                        Some((&rejection, secs)),
+                        response.headers_mut(),
+                    );
                 }
                 ResponseFuture::Rejected {
                     response: Some(req.into_response(response)),

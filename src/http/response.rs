@@ -1,6 +1,6 @@
 //! Rejection responses: 429/503 with `Retry-After` and an RFC 9457 problem+json body.
 
-use crate::limiter::{LimiterName, Rejection};
+use crate::limiter::{LimiterName, RatePolicy, Rejection};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
@@ -40,9 +40,10 @@ pub fn problem(status: StatusCode, title: &str, detail: &str, extra: Value) -> H
         .body(body.to_string())
 }
 
-/// The response for a rejection: actionable, naming the limiter, the tier, the quota (if one
-/// was exceeded) and when to retry.
-pub fn rejection_response(r: &Rejection, quota: Option<&str>) -> HttpResponse {
+/// The response for a rejection: actionable, naming the limiter, the tier, the request-rate
+/// policy other than the client's bucket that was exceeded (`per_ip` or a quota's name), and
+/// when to retry.
+pub fn rejection_response(r: &Rejection, policy: Option<&str>) -> HttpResponse {
     let secs = retry_after_secs(r.retry_after);
     let wait = seconds(secs);
     let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
@@ -61,7 +62,11 @@ pub fn rejection_response(r: &Rejection, quota: Option<&str>) -> HttpResponse {
                 r.tier
             ),
         ),
-        LimiterName::RequestRate => match quota {
+        LimiterName::RequestRate => match policy {
+            Some("per_ip") if r.policy == Some(RatePolicy::PerIp) => (
+                "Too many requests",
+                format!("Too many requests come from your network address. Retry in {wait}."),
+            ),
             Some(name) => (
                 "Quota exceeded",
                 format!("You have reached the limit of the {name} quota. Retry in {wait}."),
@@ -81,8 +86,12 @@ pub fn rejection_response(r: &Rejection, quota: Option<&str>) -> HttpResponse {
         "tier": r.tier.as_str(),
         "retry_after_seconds": secs,
     });
-    if let (Some(name), Some(map)) = (quota, extra.as_object_mut()) {
-        map.insert("quota".into(), name.into());
+    if let (Some(name), Some(map)) = (policy, extra.as_object_mut()) {
+        let member = match r.policy {
+            Some(RatePolicy::PerIp) => "policy",
+            _ => "quota",
+        };
+        map.insert(member.into(), name.into());
     }
     let mut response = problem(status, title, &detail, extra);
     response

@@ -84,7 +84,7 @@ fn run<'a>(
     }
     let limiters = &settings.limiters;
     let store: &'a dyn Store = &*shared.store;
-    let now_us = now.as_micros() as u64;
+    let at = shared.check_time(now);
     let plan = shared.plan.load();
 
     let rr = &limiters.request_rate;
@@ -107,7 +107,7 @@ fn run<'a>(
                 path: req.path,
                 plan: req.plan,
             };
-            let d = settings.rules.check(store, &rate_req, now_us, elastic)?;
+            let d = settings.rules.check(store, &rate_req, at, elastic)?;
             if rr.mode == Mode::Enforce && settings.rules.headers {
                 admission.rate = Some(d.status);
                 refunded_status = Some(d.status.with_tat(d.refunded));
@@ -123,7 +123,7 @@ fn run<'a>(
     // A later limiter's rejection gives the request's credits back first.
     let reject = |rejection: Rejection| {
         if let Some(t) = ticket {
-            settings.rules.refund(store, &t, now_us);
+            settings.rules.refund(store, &t, at);
         }
         Verdict::Reject(rejection, refunded_status)
     };

@@ -51,6 +51,6 @@ pub fn acquire<'a>(
         tier,
         status: 429,
         retry_after: c.retry_after.get(),
-        quota: None,
+        policy: None,
     }))
 }

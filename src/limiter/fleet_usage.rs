@@ -49,7 +49,7 @@ pub fn acquire<'a>(
             tier,
             status: 503,
             retry_after: c.retry_after.get(),
-            quota: None,
+            policy: None,
         })
     })
 }

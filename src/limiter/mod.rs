@@ -65,8 +65,18 @@ pub struct Rejection {
     pub status: u16,
     /// When a retry may succeed.
     pub retry_after: Duration,
-    /// For a request-rate quota, the quota's index.
-    pub quota: Option<u8>,
+    /// For a request-rate rejection by something other than the client's bucket: the per-IP
+    /// ceiling or a quota.
+    pub policy: Option<RatePolicy>,
+}
+
+/// A request-rate policy other than the client's own bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RatePolicy {
+    /// The per-IP ceiling (`request_rate.per_ip`).
+    PerIp,
+    /// The quota at this index of `request_rate.quotas`.
+    Quota(u8),
 }
 
 /// Why a limiter could not decide; the request is let through (fail open).

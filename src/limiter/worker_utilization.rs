@@ -40,7 +40,7 @@ pub fn check(
         tier,
         status: 503,
         retry_after: c.retry_after.map_or(c.sample_interval.get(), |r| r.get()),
-        quota: None,
+        policy: None,
     }))
 }
 

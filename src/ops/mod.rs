@@ -13,10 +13,12 @@ pub mod patch;
 pub mod persist;
 
 pub use audit::{AuditEntry, AuditLog};
+#[cfg(unix)]
+pub(crate) use operator::spawn_reloader;
 pub(crate) use operator::{spawn, OpsMsg};
 pub use persist::PendingRevert;
 
-use crate::config::{ConfigError, LimitersConfig, Mode};
+use crate::config::{Config, ConfigError, LimitersConfig, Mode};
 use crate::limiter::LimiterName;
 use crate::runtime::Brownout;
 use serde_json::Value;
@@ -36,15 +38,19 @@ pub enum Change {
     },
     /// Turn every limiter off (or back to their modes).
     KillSwitch(bool),
-    /// A JSON merge patch of the `limiters` settings, if the settings are still at `if_match`.
+    /// A JSON merge patch (RFC 7396) of the document `GET /v1/config` returns
+    /// (`{"kill_switch", "limiters", "version"}`; `version` is read-only), if the settings
+    /// are still at `if_match`.
     Patch {
         /// The patch.
         patch: Value,
         /// The version the patch was written against.
         if_match: Option<u64>,
     },
-    /// config.yaml was read again: its limiters become the new base; admin changes stay on top.
-    Reload(Box<LimitersConfig>),
+    /// The configuration file was read again: its limiters become the new base (admin changes
+    /// stay on top), its classifier and `admin.metrics_auth` apply at once, and any other
+    /// section that differs from the running one refuses the reload by name.
+    Reload(Box<Config>),
 }
 
 impl Change {
@@ -76,6 +82,18 @@ pub enum ChangeError {
     /// The operator actor is not running (`Brownout::start` was not called).
     #[error("brownout is not started, so its settings cannot be changed")]
     NotRunning,
+    /// The change could not be written to `admin.overrides_file`, so it was not made: it
+    /// would not have survived a restart.
+    #[error("the change could not be written to {} (admin.overrides_file): {reason}", path.display())]
+    NotPersisted {
+        /// The overrides file.
+        path: std::path::PathBuf,
+        /// The OS error.
+        reason: String,
+    },
+    /// There is no configuration file to reload (built from a `Config`, not a file).
+    #[error("there is no configuration file to reload (build with Brownout::from_config_file or BrownoutBuilder::config_file)")]
+    NoFile,
 }
 
 /// An accepted change.
@@ -95,56 +113,18 @@ impl Brownout {
         change: Change,
         source: impl Into<String>,
     ) -> Result<Applied, ChangeError> {
-        let operator = {
-            let actors = self.shared.actors.lock().await;
-            actors.as_ref().map(|a| a.operator.clone())
-        }
-        .ok_or(ChangeError::NotRunning)?;
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let msg = OpsMsg::Apply {
-            change,
-            source: source.into(),
-            reply,
-        };
-        operator
-            .send(msg)
-            .await
-            .map_err(|_| ChangeError::NotRunning)?;
-        answer.await.map_err(|_| ChangeError::NotRunning)?
+        let operator = self.shared.operator().ok_or(ChangeError::NotRunning)?;
+        operator::send(&operator, change, source.into()).await
     }
 
-    /// Reloads the limiter settings from `path` whenever the process receives SIGHUP. A file
-    /// that does not validate is reported and the running settings stay as they were. The
-    /// listener runs until the runtime ends.
-    #[cfg(unix)]
-    pub fn reload_on_sighup(&self, path: impl Into<std::path::PathBuf>) -> std::io::Result<()> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut hangups = signal(SignalKind::hangup())?;
-        let (brownout, path) = (self.clone(), path.into());
-        tokio::spawn(async move {
-            while hangups.recv().await.is_some() {
-                let loaded = crate::config::Config::load(&path);
-                let result = match loaded {
-                    Ok(config) => brownout
-                        .change(Change::Reload(Box::new(config.limiters)), "signal")
-                        .await
-                        .map_err(|e| e.to_string()),
-                    Err(e) => Err(e.to_string()),
-                };
-                match result {
-                    Ok(applied) => tracing::info!(
-                        path = %path.display(),
-                        version = applied.version,
-                        "reloaded the configuration"
-                    ),
-                    Err(e) => tracing::error!(
-                        path = %path.display(),
-                        "configuration not reloaded, keeping the running settings: {e}"
-                    ),
-                }
-            }
-        });
-        Ok(())
+    /// Reads the configuration file again and applies it (what SIGHUP does when
+    /// `admin.reload_on_sighup` is on): limiters, classifier and `admin.metrics_auth` change
+    /// at once; a file that does not validate, or that changes a section that is only read
+    /// at start (binds, store, demo, `max_keys`, the number of quotas, the utilization
+    /// source), changes nothing and names the key.
+    pub async fn reload_config(&self) -> Result<Applied, ChangeError> {
+        let operator = self.shared.operator().ok_or(ChangeError::NotRunning)?;
+        operator::reload(&self.shared, &operator, "api").await
     }
 
     /// The last 256 changes, oldest first.

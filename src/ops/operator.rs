@@ -1,10 +1,12 @@
-//! The operator actor: applies changes one at a time and owns the revert timers.
+//! The operator actor: applies changes one at a time, makes each durable before it takes
+//! effect, and owns the revert timers.
 
 use super::audit::{rfc3339, AuditEntry};
-use super::patch::{diff, merge};
+use super::patch::{diff, merge, split_document};
 use super::persist::{self, Overrides, PendingRevert};
 use super::{limiters_from_json, Applied, Change, ChangeError};
-use crate::config::{ConfigError, LimitersConfig, Mode};
+use crate::classify::Classifier;
+use crate::config::{Config, ConfigError, LimitersConfig, Mode};
 use crate::limiter::LimiterName;
 use crate::runtime::{Settings, Shared};
 use serde_json::{json, Value};
@@ -25,6 +27,7 @@ pub(crate) enum OpsMsg {
 }
 
 /// A time-limited mode change waiting to be undone.
+#[derive(Clone)]
 struct Revert {
     deadline: Instant,
     wall: SystemTime,
@@ -40,6 +43,34 @@ struct Operator {
     /// config.yaml's limiter settings; admin changes are kept as a patch over them.
     base: LimitersConfig,
     reverts: Vec<Revert>,
+}
+
+/// Settings the operator is about to commit.
+struct Draft {
+    limiters: LimitersConfig,
+    kill_switch: bool,
+    classifier: Classifier,
+    metrics_auth: bool,
+}
+
+impl Draft {
+    fn of(live: &Settings) -> Self {
+        Self {
+            limiters: live.limiters.clone(),
+            kill_switch: live.kill_switch,
+            classifier: live.classifier.clone(),
+            metrics_auth: live.metrics_auth,
+        }
+    }
+}
+
+/// Whether a commit that cannot be written to the overrides file still takes effect.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// An operator's change: refused unless it is on disk first.
+    Required,
+    /// A timer's revert: nobody is waiting for an answer, and a restart would revert too.
+    BestEffort,
 }
 
 /// Starts the operator; pending reverts from the overrides file are re-armed.
@@ -74,6 +105,88 @@ pub(crate) fn spawn(
     (tx, tokio::spawn(operator.run(rx, shutdown)))
 }
 
+/// Sends `change` to the operator and waits for its answer.
+pub(super) async fn send(
+    operator: &mpsc::Sender<OpsMsg>,
+    change: Change,
+    source: String,
+) -> Result<Applied, ChangeError> {
+    let (reply, answer) = oneshot::channel();
+    let msg = OpsMsg::Apply {
+        change,
+        source,
+        reply,
+    };
+    operator
+        .send(msg)
+        .await
+        .map_err(|_| ChangeError::NotRunning)?;
+    answer.await.map_err(|_| ChangeError::NotRunning)?
+}
+
+/// Reads the configuration file again and asks the operator to apply it.
+pub(super) async fn reload(
+    shared: &Shared,
+    operator: &mpsc::Sender<OpsMsg>,
+    source: &str,
+) -> Result<Applied, ChangeError> {
+    let path = shared.config_path.as_ref().ok_or(ChangeError::NoFile)?;
+    let config = Config::load(path)?;
+    send(
+        operator,
+        Change::Reload(Box::new(config)),
+        source.to_owned(),
+    )
+    .await
+}
+
+/// Reloads the configuration file on every SIGHUP until shutdown. Once installed, SIGHUP never
+/// terminates the process again: tokio keeps its handler for the life of the process.
+#[cfg(unix)]
+pub(crate) fn spawn_reloader(
+    shared: Arc<Shared>,
+    operator: mpsc::Sender<OpsMsg>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Option<JoinHandle<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::warn!("cannot listen for SIGHUP, reloads are off: {e}");
+            return None;
+        }
+    };
+    Some(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                got = hangups.recv() => if got.is_none() { break },
+                _ = shutdown.changed() => break,
+            }
+            let file = shared
+                .config_path
+                .as_ref()
+                .map_or_else(|| "(none)".to_owned(), |p| p.display().to_string());
+            match reload(&shared, &operator, "signal").await {
+                Ok(applied) => tracing::info!(
+                    file,
+                    version = applied.version,
+                    "SIGHUP: reloaded the configuration"
+                ),
+                Err(e) => tracing::error!(
+                    file,
+                    "SIGHUP: configuration not reloaded, the running settings stay: {}",
+                    one_line(&e.to_string())
+                ),
+            }
+        }
+    }))
+}
+
+/// A message on one line (a parser's message may span several).
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn mode_of(l: &LimitersConfig, limiter: LimiterName) -> Mode {
     match limiter {
         LimiterName::RequestRate => l.request_rate.mode,
@@ -94,6 +207,15 @@ fn set_mode(l: &mut LimitersConfig, limiter: LimiterName, mode: Mode) {
 
 fn to_json(l: &LimitersConfig) -> Value {
     serde_json::to_value(l).unwrap_or(Value::Null)
+}
+
+/// What a reload changes besides the limiters, for the audit log.
+fn reload_summary(d: &Draft) -> Value {
+    json!({
+        "limiters": to_json(&d.limiters),
+        "classifier": d.classifier.config(),
+        "metrics_auth": d.metrics_auth,
+    })
 }
 
 /// Settings that size memory or build sources at start cannot change while running.
@@ -121,6 +243,40 @@ fn check_restart_only(old: &LimitersConfig, new: &LimitersConfig) -> Result<(), 
         Some((key, _)) => Err(ConfigError::invalid(
             *key,
             "cannot change while running (it sizes memory or picks sources at start; edit config.yaml and restart). The number of quotas is fixed; their settings can change",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Sections of the configuration file that are read once, at start: a reload that changes one
+/// is refused by the key's name.
+fn check_reloadable(running: &Config, new: &Config) -> Result<(), ConfigError> {
+    let (a, b) = (&running.admin, &new.admin);
+    let (s, t) = (&running.store, &new.store);
+    let (d, e) = (&running.demo, &new.demo);
+    let fixed = [
+        ("admin.bind", a.bind == b.bind),
+        ("admin.token_env", a.token_env == b.token_env),
+        ("admin.token_file", a.token_file == b.token_file),
+        ("admin.overrides_file", a.overrides_file == b.overrides_file),
+        (
+            "admin.reload_on_sighup",
+            a.reload_on_sighup == b.reload_on_sighup,
+        ),
+        ("admin.body_timeout", a.body_timeout == b.body_timeout),
+        ("store.kind", s.kind == t.kind),
+        ("store.url", s.url == t.url),
+        ("store.nodes", s.nodes == t.nodes),
+        ("store.timeout", s.timeout == t.timeout),
+        ("store.key_prefix", s.key_prefix == t.key_prefix),
+        ("demo.bind", d.bind == e.bind),
+        ("demo.workers", d.workers == e.workers),
+        ("demo.service_time", d.service_time == e.service_time),
+    ];
+    match fixed.iter().find(|(_, same)| !same) {
+        Some((key, _)) => Err(ConfigError::invalid(
+            *key,
+            "cannot change on a reload (it is read at start); restart to change it, or put the running value back",
         )),
         None => Ok(()),
     }
@@ -162,38 +318,39 @@ impl Operator {
             if mode_of(&live.limiters, r.limiter) != r.set {
                 continue; // someone changed it since; their change stands
             }
-            let mut limiters = live.limiters.clone();
-            set_mode(&mut limiters, r.limiter, r.to);
+            let mut draft = Draft::of(&live);
+            set_mode(&mut draft.limiters, r.limiter, r.to);
             let before = json!({"limiter": r.limiter.as_str(), "mode": r.set});
             let after = json!({"limiter": r.limiter.as_str(), "mode": r.to});
-            let kill = live.kill_switch;
-            if let Err(e) = self.commit("revert", limiters, kill, before, after, "timer") {
+            let change = (before, after, "timer");
+            let committed = self.commit("revert", draft, None, change, Durability::BestEffort);
+            if let Err(e) = committed {
                 tracing::error!(limiter = r.limiter.as_str(), "could not revert: {e}");
             }
         }
         // Skipped reverts must leave the overrides file too, or a restart would re-arm them.
-        self.persist();
+        let live = self.shared.settings.load_full();
+        if let Err(e) = self.persist(&self.base, &live, &self.reverts) {
+            tracing::error!("{e}");
+        }
     }
 
     fn apply(&mut self, change: Change, source: &str) -> Result<Applied, ChangeError> {
         let current = self.shared.settings.load_full();
-        let mut limiters = current.limiters.clone();
-        let mut kill = current.kill_switch;
+        let mut draft = Draft::of(&current);
+        let mut reverts = self.reverts.clone();
+        let mut base = None;
         let action = change.action();
         let (before, after) = match change {
             Change::Mode { limiter, mode, ttl } => {
-                let was = mode_of(&limiters, limiter);
-                set_mode(&mut limiters, limiter, mode);
+                let was = mode_of(&draft.limiters, limiter);
+                set_mode(&mut draft.limiters, limiter, mode);
                 // A newer change on the same limiter replaces pending reverts; a timed one
                 // still goes back to the mode from before the first timed change.
-                let first = self
-                    .reverts
-                    .iter()
-                    .find(|r| r.limiter == limiter)
-                    .map(|r| r.to);
-                self.reverts.retain(|r| r.limiter != limiter);
+                let first = reverts.iter().find(|r| r.limiter == limiter).map(|r| r.to);
+                reverts.retain(|r| r.limiter != limiter);
                 if let Some(ttl) = ttl {
-                    self.reverts.push(Revert {
+                    reverts.push(Revert {
                         deadline: Instant::now() + ttl,
                         wall: SystemTime::now() + ttl,
                         limiter,
@@ -208,9 +365,11 @@ impl Operator {
                 )
             }
             Change::KillSwitch(engaged) => {
-                let was = kill;
-                kill = engaged;
-                (json!({"engaged": was}), json!({"engaged": engaged}))
+                draft.kill_switch = engaged;
+                (
+                    json!({"engaged": current.kill_switch}),
+                    json!({"engaged": engaged}),
+                )
             }
             Change::Patch { patch, if_match } => {
                 if let Some(expected) = if_match.filter(|&v| v != current.version) {
@@ -219,45 +378,81 @@ impl Operator {
                         current: current.version,
                     });
                 }
-                let mut doc = to_json(&limiters);
-                merge(&mut doc, &patch);
-                limiters = limiters_from_json(doc)?;
-                (to_json(&current.limiters), to_json(&limiters))
+                let doc = split_document(&patch, current.version)?;
+                if let Some(limiters) = doc.limiters {
+                    let mut merged = to_json(&draft.limiters);
+                    merge(&mut merged, limiters);
+                    draft.limiters = limiters_from_json(merged)?;
+                }
+                if let Some(engaged) = doc.kill_switch {
+                    draft.kill_switch = engaged;
+                }
+                let document = |kill: bool, l: &LimitersConfig| json!({"kill_switch": kill, "limiters": to_json(l)});
+                (
+                    document(current.kill_switch, &current.limiters),
+                    document(draft.kill_switch, &draft.limiters),
+                )
             }
-            Change::Reload(base) => {
-                let mut doc = to_json(&base);
-                if let Some(overrides) = diff(&to_json(&self.base), &to_json(&limiters)) {
+            Change::Reload(config) => {
+                check_reloadable(&self.shared.config, &config)?;
+                let before = reload_summary(&draft);
+                let mut doc = to_json(&config.limiters);
+                if let Some(overrides) = diff(&to_json(&self.base), &to_json(&current.limiters)) {
                     merge(&mut doc, &overrides);
                 }
-                limiters = limiters_from_json(doc)?;
-                let summary = (to_json(&current.limiters), to_json(&limiters));
-                // The new base is in force only if the reload commits.
-                let old = std::mem::replace(&mut self.base, *base);
-                let result = self.commit(action, limiters, kill, summary.0, summary.1, source);
-                if result.is_err() {
-                    self.base = old;
-                }
-                return result;
+                draft.limiters = limiters_from_json(doc)?;
+                draft.classifier = Classifier::new(&config.classifier, self.shared.seed)
+                    .map_err(|m| ConfigError::invalid("classifier.critical", m))?;
+                draft.metrics_auth = config.admin.metrics_auth;
+                base = Some(config.limiters);
+                (before, reload_summary(&draft))
             }
         };
-        self.commit(action, limiters, kill, before, after, source)
+        let change = (before, after, source);
+        let applied = self.commit(
+            action,
+            draft,
+            Some((&reverts, base.as_ref())),
+            change,
+            Durability::Required,
+        )?;
+        self.reverts = reverts;
+        if let Some(base) = base {
+            self.base = base;
+        }
+        Ok(applied)
     }
 
-    /// Validates and swaps in new settings, then counts, logs, audits and persists the change.
+    /// Validates `draft`, writes it to the overrides file, and only then swaps it in; counts,
+    /// logs and audits it. `next` is the reverts and base that go with it (default: the
+    /// operator's own). Nothing changes when it fails.
     fn commit(
-        &mut self,
+        &self,
         action: &'static str,
-        limiters: LimitersConfig,
-        kill_switch: bool,
-        before: Value,
-        after: Value,
-        source: &str,
+        draft: Draft,
+        next: Option<(&[Revert], Option<&LimitersConfig>)>,
+        (before, after, source): (Value, Value, &str),
+        durability: Durability,
     ) -> Result<Applied, ChangeError> {
         let current = self.shared.settings.load_full();
-        check_restart_only(&current.limiters, &limiters)?;
-        limiters.validate()?;
+        check_restart_only(&current.limiters, &draft.limiters)?;
+        draft.limiters.validate()?;
         let version = current.version + 1;
-        let settings = Settings::new(version, kill_switch, limiters, current.classifier.clone())?;
+        let settings = Settings::new(
+            version,
+            draft.kill_switch,
+            draft.limiters,
+            draft.classifier,
+            draft.metrics_auth,
+        )?;
+        let (reverts, base) = next.unwrap_or((&self.reverts, None));
+        // Durable first: a change that would not survive a restart is not made.
+        if let Err(e) = self.persist(base.unwrap_or(&self.base), &settings, reverts) {
+            match durability {
+                Durability::Required => return Err(e),
+                Durability::BestEffort => tracing::error!("{e}"),
+            }
+        }
         self.shared.settings.store(Arc::new(settings));
         let shared = &self.shared;
         let live = shared.settings.load();
@@ -265,6 +460,8 @@ impl Operator {
             .metrics
             .publish_settings(live.modes(), live.kill_switch, live.version);
         shared.metrics.admin_change(action);
+        // Actors whose timers follow the settings re-arm now.
+        shared.settings_changed.send_replace(version);
         tracing::info!(action, version, source, after = %after, "admin change applied");
         shared
             .audit
@@ -278,20 +475,24 @@ impl Operator {
                 version,
                 source: source.to_owned(),
             });
-        self.persist();
         Ok(Applied { version })
     }
 
-    fn persist(&self) {
+    /// Writes `settings` (with its pending `reverts`) to the overrides file as a patch over
+    /// `base`; nothing to do without one.
+    fn persist(
+        &self,
+        base: &LimitersConfig,
+        settings: &Settings,
+        reverts: &[Revert],
+    ) -> Result<(), ChangeError> {
         let Some(path) = &self.shared.config.admin.overrides_file else {
-            return;
+            return Ok(());
         };
-        let live = self.shared.settings.load();
         let overrides = Overrides {
-            patch: diff(&to_json(&self.base), &to_json(&live.limiters)),
-            kill_switch: live.kill_switch,
-            reverts: self
-                .reverts
+            patch: diff(&to_json(base), &to_json(&settings.limiters)),
+            kill_switch: settings.kill_switch,
+            reverts: reverts
                 .iter()
                 .map(|r| PendingRevert {
                     limiter: r.limiter.as_str().to_owned(),
@@ -303,8 +504,9 @@ impl Operator {
                 })
                 .collect(),
         };
-        if let Err(e) = persist::save(path, &overrides) {
-            tracing::error!(path = %path.display(), "could not write the overrides file: {e}");
-        }
+        persist::save(path, &overrides).map_err(|e| ChangeError::NotPersisted {
+            path: path.clone(),
+            reason: e.to_string(),
+        })
     }
 }

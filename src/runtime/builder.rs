@@ -1,8 +1,9 @@
 //! [`BrownoutBuilder`]: validation, injections (clock, seed, sources, hooks) and assembly.
 
 use super::shared::{Settings, Shared};
-use super::{Brownout, Error, PlanHook, TierHook};
+use super::{Brownout, Error, KeyHook, PlanHook, TierHook};
 use crate::classify::Classifier;
+use crate::classify::ClientKey;
 use crate::clock::{Clock, SystemClock};
 use crate::config::LimitersConfig;
 use crate::config::{Config, ConfigError, SourceKind};
@@ -28,9 +29,11 @@ pub struct BrownoutBuilder {
     pub(super) seed: Option<u64>,
     pub(super) custom: Option<Box<dyn UtilizationSource>>,
     pub(super) tier_hook: Option<TierHook>,
+    pub(super) key_hook: Option<KeyHook>,
     pub(super) plan_hook: Option<PlanHook>,
     pub(super) admin_token: Option<String>,
     pub(super) store: Option<Arc<dyn Store>>,
+    pub(super) config_path: Option<std::path::PathBuf>,
 }
 
 impl BrownoutBuilder {
@@ -62,6 +65,34 @@ impl BrownoutBuilder {
         self
     }
 
+    /// Names the client that the per-user limits count a request against, for requests where
+    /// `hook` returns `Some`: the customer your app has verified (from a session, a JWT's
+    /// subject, an `X-Api-Key` you looked up), as a [`ClientKey`]. This is the recommended
+    /// way: the built-in rule counts against the *unverified* bearer string, which a client can
+    /// change at will (the per-IP ceiling, `request_rate.per_ip`, bounds that). `None` falls
+    /// back to the bearer key, else the client IP. A panicking hook fails open to that rule.
+    ///
+    /// # Examples
+    /// ```
+    /// # use brownout::{Brownout, Config};
+    /// use actix_web::HttpMessage;
+    ///
+    /// #[derive(Clone)]
+    /// struct Customer { id: String }   // inserted by your authentication middleware
+    ///
+    /// let brownout = Brownout::builder(Config::default())
+    ///     .key_hook(|req| req.extensions().get::<Customer>().map(|c| c.id.as_str().into()))
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    pub fn key_hook(
+        mut self,
+        hook: impl Fn(&ServiceRequest) -> Option<ClientKey> + Send + Sync + 'static,
+    ) -> Self {
+        self.key_hook = Some(Arc::new(hook));
+        self
+    }
+
     /// Names the request-rate plan of requests for which `hook` returns `Some` (e.g. from the
     /// customer record the app already loaded). A panicking hook fails open to the default plan.
     pub fn plan_hook(
@@ -76,6 +107,13 @@ impl BrownoutBuilder {
     /// config (a shared store, or a test double).
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Names the file the configuration came from: SIGHUP (`admin.reload_on_sighup`) and
+    /// [`Brownout::reload_config`] read it again. Set by [`Brownout::from_config_file`].
+    pub fn config_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.config_path = Some(path.into());
         self
     }
 
@@ -95,8 +133,17 @@ impl BrownoutBuilder {
         let in_flight = Arc::new(InFlight::default());
         let runtimes = Arc::new(RuntimeRegistry::default());
         let wu = &self.config.limiters.worker_utilization;
+        if let Some(path) = &self.config.admin.overrides_file {
+            check_writable_dir(path)?;
+        }
         let overrides = load_overrides(&self.config);
-        let settings = Settings::new(1, overrides.kill_switch, overrides.limiters, classifier)?;
+        let settings = Settings::new(
+            1,
+            overrides.kill_switch,
+            overrides.limiters,
+            classifier,
+            self.config.admin.metrics_auth,
+        )?;
         let limits = &settings.limiters;
         let store = self.store.unwrap_or_else(|| {
             Arc::new(MemoryStore::new(
@@ -119,6 +166,7 @@ impl BrownoutBuilder {
             in_flight,
             runtimes,
             tier_hook: self.tier_hook,
+            key_hook: self.key_hook,
             plan_hook: self.plan_hook,
             store,
             seed,
@@ -130,7 +178,9 @@ impl BrownoutBuilder {
             pending_sources: Mutex::new(None),
             audit: Mutex::new(AuditLog::default()),
             pending_reverts: Mutex::new(overrides.reverts),
-            actors: tokio::sync::Mutex::new(None),
+            actors: Mutex::new(None),
+            config_path: self.config_path,
+            settings_changed: tokio::sync::watch::Sender::new(1),
             clock,
             config: self.config,
         });
@@ -143,6 +193,29 @@ impl BrownoutBuilder {
         brownout.publish_settings();
         Ok(brownout)
     }
+}
+
+/// The overrides file's directory must exist and take new files, or every admin change would
+/// be refused later: say so at start, naming the key.
+fn check_writable_dir(path: &std::path::Path) -> Result<(), ConfigError> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let refuse = |why: String| {
+        ConfigError::invalid("admin.overrides_file", format!("{}: {why}", path.display()))
+    };
+    if !dir.is_dir() {
+        return Err(refuse(format!(
+            "its directory {} does not exist",
+            dir.display()
+        )));
+    }
+    let probe = dir.join(format!(".brownout-probe-{}", std::process::id()));
+    std::fs::File::create(&probe)
+        .map_err(|e| refuse(format!("cannot create files in {}: {e}", dir.display())))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 /// What the overrides file contributes at start.

@@ -8,7 +8,7 @@ pub use builder::BrownoutBuilder;
 pub use shared::Settings;
 pub(crate) use shared::Shared;
 
-use crate::classify::RequestFacts;
+use crate::classify::{ClientKey, RequestFacts};
 use crate::config::{Config, ConfigError};
 use crate::control::actors::{self, SamplerMsg};
 use crate::control::{ShedPlan, SourceError};
@@ -24,6 +24,10 @@ use std::sync::{Arc, PoisonError};
 
 /// A user hook that overrides the tier of a request (`None` keeps the built-in rules).
 pub type TierHook = Arc<dyn Fn(&ServiceRequest) -> Option<Tier> + Send + Sync>;
+
+/// A user hook that names the client a request's per-user limits count against (`None`: the
+/// bearer API key, else the client IP).
+pub type KeyHook = Arc<dyn Fn(&ServiceRequest) -> Option<ClientKey> + Send + Sync>;
 
 /// A user hook that names the request-rate plan of a request (`None`: the default plan).
 pub type PlanHook = Arc<dyn Fn(&ServiceRequest) -> Option<Arc<str>> + Send + Sync>;
@@ -110,19 +114,26 @@ impl Brownout {
             seed: None,
             custom: None,
             tier_hook: None,
+            key_hook: None,
             plan_hook: None,
             admin_token: None,
             store: None,
+            config_path: None,
         }
     }
 
     /// Loads, validates and builds from a YAML file, with defaults for every injection.
+    /// SIGHUP and [`reload_config`](Self::reload_config) read the same file again.
     pub fn from_config_file(path: impl AsRef<std::path::Path>) -> Result<Self, Error> {
-        Self::builder(Config::load(path)?).build()
+        let path = path.as_ref();
+        Self::builder(Config::load(path)?).config_file(path).build()
     }
 
-    /// Starts the sampler and controller actors on the current tokio runtime.
-    /// Calling it again does nothing.
+    /// Starts the actors on the current tokio runtime: the sampler and controller, the
+    /// evictor, the operator (admin changes), and, with `admin.reload_on_sighup` (the default),
+    /// a SIGHUP listener that reloads the configuration file; from then on SIGHUP never ends
+    /// the process. Calling it again does nothing; it never blocks or panics on a concurrent
+    /// call.
     pub fn start(&self) -> Result<(), Error> {
         tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
         let taken = self
@@ -133,18 +144,22 @@ impl Brownout {
             .take();
         if let Some(sources) = taken {
             let actors = actors::spawn(self.shared.clone(), sources);
-            match self.shared.actors.try_lock() {
-                Ok(mut slot) => *slot = Some(actors),
-                Err(_) => unreachable!("only start and shutdown take the actors lock"),
-            }
+            *self.actors_slot() = Some(actors);
         }
         Ok(())
+    }
+
+    fn actors_slot(&self) -> std::sync::MutexGuard<'_, Option<actors::Actors>> {
+        self.shared
+            .actors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Stops the actors and waits for them. The middleware keeps working (it fails open once
     /// the last plan goes stale).
     pub async fn shutdown(&self) {
-        let actors = self.shared.actors.lock().await.take();
+        let actors = self.actors_slot().take();
         if let Some(actors) = actors {
             actors.stop().await;
         }
@@ -193,7 +208,7 @@ impl Brownout {
     /// Samples utilization now (outside the regular interval) and returns the plan that
     /// results; `None` if the actors are not running.
     pub async fn sample_now(&self) -> Option<ShedPlan> {
-        let sampler = self.shared.actors.lock().await.as_ref()?.sampler.clone();
+        let sampler = self.actors_slot().as_ref()?.sampler.clone();
         let (reply, answer) = tokio::sync::oneshot::channel();
         sampler.send(SamplerMsg::SampleNow(reply)).await.ok()?;
         answer.await.ok()

@@ -1,13 +1,13 @@
 //! The state shared by the middleware instances, the actors and the admin server, and the
 //! live [`Settings`] they read through `ArcSwap`.
 
-use super::{PlanHook, TierHook};
+use super::{KeyHook, PlanHook, TierHook};
 use crate::classify::Classifier;
 use crate::clock::Clock;
 use crate::config::{Config, ConfigError, LimitersConfig, Mode, QuotaKey};
 use crate::control::actors::Actors;
 use crate::control::{InFlight, PublishedPlan, RuntimeRegistry, UtilizationSource};
-use crate::limiter::request_rate::RateRules;
+use crate::limiter::request_rate::{CheckTime, RateRules};
 use crate::limiter::window::WindowRule;
 use crate::limiter::{decide, Request, Verdict};
 use crate::logging::LogGate;
@@ -17,8 +17,10 @@ use crate::rng::SplitMix64;
 use crate::store::Store;
 use crate::tier::Tier;
 use arc_swap::ArcSwap;
+use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 /// The live, validated settings: swapped atomically as a whole, read without locks.
 #[derive(Debug)]
@@ -33,6 +35,8 @@ pub struct Settings {
     pub classifier: Classifier,
     /// The compiled request-rate rules.
     pub rules: RateRules,
+    /// Whether `GET /metrics` needs the admin token (`admin.metrics_auth`, reloadable).
+    pub metrics_auth: bool,
 }
 
 impl Settings {
@@ -42,16 +46,19 @@ impl Settings {
         kill_switch: bool,
         limiters: LimitersConfig,
         mut classifier: Classifier,
+        metrics_auth: bool,
     ) -> Result<Self, ConfigError> {
         let rules = RateRules::compile(&limiters.request_rate)
             .map_err(|m| ConfigError::invalid("limiters.request_rate", m))?;
-        classifier.hash_ips = rules.quotas.iter().any(|q| q.key == QuotaKey::Ip);
+        classifier.hash_ips =
+            rules.per_ip.is_some() || rules.quotas.iter().any(|q| q.key == QuotaKey::Ip);
         Ok(Self {
             version,
             kill_switch,
             limiters,
             classifier,
             rules,
+            metrics_auth,
         })
     }
 
@@ -77,6 +84,7 @@ pub(crate) struct Shared {
     pub(crate) in_flight: Arc<InFlight>,
     pub(crate) runtimes: Arc<RuntimeRegistry>,
     pub(crate) tier_hook: Option<TierHook>,
+    pub(crate) key_hook: Option<KeyHook>,
     pub(crate) plan_hook: Option<PlanHook>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) seed: u64,
@@ -87,7 +95,14 @@ pub(crate) struct Shared {
     pub(crate) fail_open_log: LogGate,
     pub(crate) dark_log: LogGate,
     pub(crate) pending_sources: Mutex<Option<Vec<Box<dyn UtilizationSource>>>>,
-    pub(crate) actors: tokio::sync::Mutex<Option<Actors>>,
+    /// The running actors. Held only to read or swap the slot, never across an await, so no
+    /// caller ever waits on it for long or fails on it.
+    pub(crate) actors: Mutex<Option<Actors>>,
+    /// The file the configuration came from (what a reload reads), if any.
+    pub(crate) config_path: Option<PathBuf>,
+    /// The settings version, announced after every change: actors whose timers follow the
+    /// settings (sampler, evictor) re-arm at once.
+    pub(crate) settings_changed: tokio::sync::watch::Sender<u64>,
     /// The admin audit log.
     pub(crate) audit: Mutex<AuditLog>,
     /// Reverts from the overrides file, for the operator to re-arm at start.
@@ -95,6 +110,12 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The operator's mailbox, while the actors run.
+    pub(crate) fn operator(&self) -> Option<tokio::sync::mpsc::Sender<crate::ops::OpsMsg>> {
+        let actors = self.actors.lock().unwrap_or_else(PoisonError::into_inner);
+        actors.as_ref().map(|a| a.operator.clone())
+    }
+
     /// Counts a fail-open and logs it, at most once per 10 s (with a count of the rest).
     pub(crate) fn fail_open(
         &self,
@@ -140,8 +161,17 @@ impl Shared {
     pub(crate) fn evict_idle(&self) {
         let settings = self.settings.load();
         let rules: Vec<WindowRule> = settings.rules.quotas.iter().map(|q| q.rule).collect();
-        let now = self.clock.now().as_micros() as u64;
-        self.store.evict_idle(now, &rules);
+        let at = self.check_time(self.clock.now());
+        self.store.evict_idle(at.mono, at.unix, &rules);
+    }
+
+    /// `now` (a reading of the clock) in µs, monotonic and since the Unix epoch.
+    pub(crate) fn check_time(&self, now: Duration) -> CheckTime {
+        let mono = now.as_micros() as u64;
+        CheckTime {
+            mono,
+            unix: self.clock.unix_origin().as_micros() as u64 + mono,
+        }
     }
 
     /// Logs a dark-mode rejection, at most once per 10 s (with a count of the rest).

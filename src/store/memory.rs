@@ -148,10 +148,10 @@ impl Store for MemoryStore {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 
-    fn evict_idle(&self, now: u64, quota_rules: &[WindowRule]) {
+    fn evict_idle(&self, now: u64, unix_now: u64, quota_rules: &[WindowRule]) {
         self.rate.sweep(|tat| tat <= now);
         for (table, rule) in self.quotas.iter().zip(quota_rules) {
-            table.sweep(|v| rule.idle(v, now));
+            table.sweep(|v| rule.idle(v, unix_now));
         }
         self.concurrency.sweep(|count| count == 0);
     }
@@ -174,9 +174,9 @@ mod tests {
         s.rate_charge(2, 0, 900, 1_000).unwrap();
         assert_eq!(s.tracked_keys().0, 2);
         // At 500 µs key 1 is full again (TAT 100), key 2 is not (TAT 900).
-        s.evict_idle(500, &[]);
+        s.evict_idle(500, 0, &[]);
         assert_eq!(s.tracked_keys().0, 1);
-        s.evict_idle(900, &[]);
+        s.evict_idle(900, 0, &[]);
         assert_eq!(s.tracked_keys().0, 0);
     }
 
@@ -190,7 +190,7 @@ mod tests {
         assert!(s.concurrency_acquire(7, 2).unwrap());
         s.concurrency_release(7);
         s.concurrency_release(7);
-        s.evict_idle(0, &[]);
+        s.evict_idle(0, 0, &[]);
         assert_eq!(s.tracked_keys().1, 0);
     }
 

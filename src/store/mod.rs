@@ -48,7 +48,8 @@ pub trait Store: Send + Sync + 'static {
     /// Gives back a charge of `increment` µs (a later limiter rejected the request).
     fn rate_refund(&self, key: u64, increment: u64) -> Result<(), StoreError>;
 
-    /// Counts (`add`) or only checks one request against quota `quota` for `key`.
+    /// Counts (`add`) or only checks one request against quota `quota` for `key`; `now` is
+    /// in µs since the Unix epoch (windows follow the calendar).
     fn quota_hit(
         &self,
         quota: usize,
@@ -79,9 +80,9 @@ pub trait Store: Send + Sync + 'static {
     /// Returns a fleet slot.
     fn fleet_release(&self);
 
-    /// Drops state that carries no information at `now` µs (full buckets, expired windows,
-    /// keys with nothing in flight).
-    fn evict_idle(&self, now: u64, quota_rules: &[WindowRule]);
+    /// Drops state that carries no information at `now` µs (full buckets; keys with nothing
+    /// in flight) and at `unix_now` µs since the epoch (expired quota windows).
+    fn evict_idle(&self, now: u64, unix_now: u64, quota_rules: &[WindowRule]);
 
     /// Keys tracked by the request-rate limiter (bucket and quotas) and by the concurrency
     /// limiter.

@@ -28,13 +28,13 @@ impl UtilizationSource for Gauge {
     }
 }
 
-/// A config driven only by `sample_now` (the regular interval is an hour away), with a custom
+/// A config driven only by `sample_now` (the regular interval, 5 minutes, the longest allowed, never comes within a test), with a custom
 /// source and a fixed Retry-After.
 pub fn config() -> Config {
     let mut c = Config::default();
     let wu = &mut c.limiters.worker_utilization;
     wu.source = SourceKind::Custom;
-    wu.sample_interval = HumanDuration::from_secs(3600);
+    wu.sample_interval = HumanDuration::from_secs(300);
     wu.retry_after = Some(HumanDuration::from_secs(3));
     c
 }

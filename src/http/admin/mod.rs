@@ -2,6 +2,7 @@
 //! state endpoints, and the operator's write side (`write.rs`), behind a bearer token
 //! (DESIGN.md §6).
 
+mod guard;
 mod write;
 
 use super::response::problem;
@@ -9,12 +10,15 @@ use crate::limiter::LimiterName;
 use crate::runtime::{Brownout, Error};
 use crate::tier::Tier;
 use actix_web::dev::Server;
-use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
-use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use actix_web::middleware::from_fn;
+use actix_web::{web, App, HttpResponse, HttpServer};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
-use subtle::ConstantTimeEq;
+use std::time::Duration;
+
+/// Shortest admin token accepted on a non-loopback address.
+pub const MIN_TOKEN_LEN: usize = 16;
 
 /// Largest request body the admin server reads.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -43,27 +47,28 @@ impl Brownout {
     }
 
     /// Binds the admin server to `bind` instead of `admin.bind`.
+    ///
+    /// A generated token is handed to the operator whatever logging the app set up: written to
+    /// `admin.token_file` (mode 0600) when set, else printed once to stderr. A token shorter
+    /// than [`MIN_TOKEN_LEN`] is refused on a non-loopback address and warned about on
+    /// loopback.
     pub fn admin_server_on(&self, bind: SocketAddr) -> Result<AdminServer, Error> {
-        let shared = &self.shared;
-        let env = &self.config().admin.token_env;
-        if shared.admin_token_generated {
-            if !bind.ip().is_loopback() {
-                return Err(Error::Admin(format!(
-                    "refusing to listen on {bind} with a generated token: set {env} (admin.token_env)"
-                )));
-            }
-            tracing::warn!(
-                token = %shared.admin_token,
-                "{env} is not set; generated an admin token for this run"
-            );
-        }
+        self.check_admin_token(bind)?;
         let brownout = self.clone();
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(web::Data::new(brownout.clone()))
-                .app_data(web::PayloadConfig::new(MAX_BODY))
-                .service(resource("/healthz").route(web::get().to(healthz)))
-                .service(resource("/metrics").route(web::get().to(metrics)))
+                .wrap(from_fn(guard::require_token))
+                .service(
+                    resource("/healthz")
+                        .route(web::get().to(healthz))
+                        .route(web::head().to(healthz)),
+                )
+                .service(
+                    resource("/metrics")
+                        .route(web::get().to(metrics))
+                        .route(web::head().to(metrics)),
+                )
                 .service(resource("/v1/state").route(web::get().to(state)))
                 .service(resource("/v1/limiters/{name}/mode").route(web::put().to(write::put_mode)))
                 .service(resource("/v1/kill-switch").route(web::put().to(write::put_kill_switch)))
@@ -77,6 +82,8 @@ impl Brownout {
         })
         .workers(1)
         .disable_signals()
+        // Request heads must arrive within this; bodies have admin.body_timeout.
+        .client_request_timeout(Duration::from_secs(5))
         .bind(bind)
         .map_err(|e| Error::Admin(format!("cannot listen on {bind}: {e}")))?;
         let local_addr = server.addrs()[0];
@@ -84,6 +91,87 @@ impl Brownout {
             server: server.run(),
             local_addr,
         })
+    }
+}
+
+impl Brownout {
+    /// Refuses a token that is not safe on `bind`, and hands a generated one to the operator.
+    fn check_admin_token(&self, bind: SocketAddr) -> Result<(), Error> {
+        let shared = &self.shared;
+        let admin = &self.config().admin;
+        let env = &admin.token_env;
+        if shared.admin_token_generated {
+            if !bind.ip().is_loopback() {
+                return Err(Error::Admin(format!(
+                    "refusing to listen on {bind} with a generated token: set {env} (admin.token_env)"
+                )));
+            }
+            return self.hand_out_token();
+        }
+        if shared.admin_token.len() < MIN_TOKEN_LEN {
+            let problem = format!(
+                "the admin token (from {env}, admin.token_env) has {} characters; use at least {MIN_TOKEN_LEN}",
+                shared.admin_token.len()
+            );
+            if !bind.ip().is_loopback() {
+                return Err(Error::Admin(format!(
+                    "refusing to listen on {bind}: {problem}"
+                )));
+            }
+            eprintln!("brownout: warning: {problem}");
+            tracing::warn!("{problem}");
+        }
+        Ok(())
+    }
+
+    /// Writes the generated token to `admin.token_file` (0600), or prints it to stderr.
+    fn hand_out_token(&self) -> Result<(), Error> {
+        let admin = &self.config().admin;
+        let token = &self.shared.admin_token;
+        match &admin.token_file {
+            Some(path) => {
+                write_secret(path, token).map_err(|e| {
+                    Error::Admin(format!(
+                        "admin.token_file: cannot write {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                eprintln!(
+                    "brownout: {} is not set; the generated admin token is in {}",
+                    admin.token_env,
+                    path.display()
+                );
+            }
+            None => eprintln!(
+                "brownout: {} is not set; admin token for this run: {token}",
+                admin.token_env
+            ),
+        }
+        Ok(())
+    }
+}
+
+/// Writes `secret` to `path`, readable by its owner only.
+fn write_secret(path: &std::path::Path, secret: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        let mut file = options.open(path)?;
+        // An existing file keeps its mode on open: tighten it.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        file.write_all(secret.as_bytes())?;
+        file.write_all(b"\n")?;
+        file.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let mut file = options.open(path)?;
+        file.write_all(secret.as_bytes())?;
+        file.sync_all()
     }
 }
 
@@ -109,50 +197,18 @@ async fn not_found() -> HttpResponse {
     )
 }
 
-/// `None` if the request carries the admin token (compared in constant time), else the 401.
-pub(crate) fn unauthorized(req: &HttpRequest, brownout: &Brownout) -> Option<HttpResponse> {
-    let expected = brownout.shared.admin_token.as_bytes();
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.as_bytes())
-        .and_then(|v| v.strip_prefix(b"Bearer "))
-        .unwrap_or_default();
-    if given.len() == expected.len() && bool::from(given.ct_eq(expected)) {
-        return None;
-    }
-    let mut denied = problem(
-        StatusCode::UNAUTHORIZED,
-        "Unauthorized",
-        "Send the admin token as Authorization: Bearer <token>.",
-        Value::Null,
-    );
-    denied.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"brownout-admin\""),
-    );
-    Some(denied)
-}
-
 async fn healthz() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain").body("ok")
 }
 
-async fn metrics(req: HttpRequest, brownout: web::Data<Brownout>) -> HttpResponse {
-    if brownout.config().admin.metrics_auth {
-        if let Some(denied) = unauthorized(&req, &brownout) {
-            return denied;
-        }
-    }
+/// `GET /metrics` (the token is required by the guard when `admin.metrics_auth`).
+async fn metrics(brownout: web::Data<Brownout>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(brownout.render_metrics())
 }
 
-async fn state(req: HttpRequest, brownout: web::Data<Brownout>) -> HttpResponse {
-    if let Some(denied) = unauthorized(&req, &brownout) {
-        return denied;
-    }
+async fn state(brownout: web::Data<Brownout>) -> HttpResponse {
     HttpResponse::Ok().json(state_json(&brownout))
 }
 

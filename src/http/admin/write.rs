@@ -2,7 +2,7 @@
 //! and the audit log. Bad input is refused with a problem+json body naming the field;
 //! nothing changes.
 
-use super::unauthorized;
+use super::guard::read_body;
 use crate::config::Mode;
 use crate::http::problem;
 use crate::limiter::LimiterName;
@@ -67,11 +67,17 @@ fn change_refused(e: ChangeError) -> HttpResponse {
             ),
             extra: json!({ "current_version": current }),
         },
-        ChangeError::NotRunning => Refused {
+        ChangeError::NotRunning | ChangeError::NoFile => Refused {
             status: StatusCode::SERVICE_UNAVAILABLE,
             title: "Not running",
             detail: e.to_string(),
             extra: Value::Null,
+        },
+        ChangeError::NotPersisted { path, .. } => Refused {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            title: "Not persisted",
+            detail: format!("{e}. Nothing was changed; fix the file's directory and retry."),
+            extra: json!({ "file": path.display().to_string(), "key": "admin.overrides_file" }),
         },
     };
     refused.response()
@@ -107,16 +113,16 @@ fn parse<T: DeserializeOwned>(req: &HttpRequest, body: &[u8]) -> Result<T, Refus
     Ok(value)
 }
 
-/// Authorizes the request and parses its JSON body; the error is the response to send.
-fn accept<T: DeserializeOwned>(
+/// Reads (size limit, deadline) and parses a JSON body; the error is the response to send.
+/// The token was checked before: an unauthenticated body is never read.
+async fn accept<T: DeserializeOwned>(
     req: &HttpRequest,
-    body: &[u8],
+    payload: web::Payload,
     brownout: &Brownout,
 ) -> Result<T, Box<HttpResponse>> {
-    if let Some(denied) = unauthorized(req, brownout) {
-        return Err(Box::new(denied));
-    }
-    parse(req, body).map_err(|refused| Box::new(refused.response()))
+    let deadline = brownout.config().admin.body_timeout.get();
+    let body = read_body(req, payload, deadline).await.map_err(Box::new)?;
+    parse(req, &body).map_err(|refused| Box::new(refused.response()))
 }
 
 fn source(req: &HttpRequest) -> String {
@@ -135,25 +141,25 @@ fn with_etag(mut response: HttpResponse, version: u64) -> HttpResponse {
 pub(super) async fn put_mode(
     req: HttpRequest,
     name: web::Path<String>,
-    body: web::Bytes,
+    payload: web::Payload,
     brownout: web::Data<Brownout>,
 ) -> HttpResponse {
-    if let Some(denied) = unauthorized(&req, &brownout) {
-        return denied;
-    }
+    let name = name.into_inner();
     let Some(limiter) = LimiterName::parse(&name) else {
+        let known: Vec<&str> = LimiterName::ALL.iter().map(|l| l.as_str()).collect();
         return problem(
             StatusCode::NOT_FOUND,
             "Unknown limiter",
             &format!(
-                "There is no limiter {name:?}; the limiters are request_rate, concurrent_requests, fleet_usage and worker_utilization."
+                "There is no limiter named `{name}`; the limiters are {}.",
+                known.join(", ")
             ),
             Value::Null,
         );
     };
-    let body: ModeBody = match parse(&req, &body) {
+    let body: ModeBody = match accept(&req, payload, &brownout).await {
         Ok(b) => b,
-        Err(refused) => return refused.response(),
+        Err(response) => return *response,
     };
     if let Some(ttl) = body.ttl_seconds {
         if !(1..=MAX_TTL).contains(&ttl) {
@@ -179,10 +185,10 @@ pub(super) async fn put_mode(
 /// `PUT /v1/kill-switch`
 pub(super) async fn put_kill_switch(
     req: HttpRequest,
-    body: web::Bytes,
+    payload: web::Payload,
     brownout: web::Data<Brownout>,
 ) -> HttpResponse {
-    let body: KillSwitchBody = match accept(&req, &body, &brownout) {
+    let body: KillSwitchBody = match accept(&req, payload, &brownout).await {
         Ok(b) => b,
         Err(response) => return *response,
     };
@@ -211,10 +217,7 @@ fn config_response(brownout: &Brownout) -> HttpResponse {
 }
 
 /// `GET /v1/config`
-pub(super) async fn get_config(req: HttpRequest, brownout: web::Data<Brownout>) -> HttpResponse {
-    if let Some(denied) = unauthorized(&req, &brownout) {
-        return denied;
-    }
+pub(super) async fn get_config(brownout: web::Data<Brownout>) -> HttpResponse {
     config_response(&brownout)
 }
 
@@ -242,17 +245,17 @@ fn if_match(req: &HttpRequest) -> Result<Option<u64>, Refused> {
 /// `PATCH /v1/config`
 pub(super) async fn patch_config(
     req: HttpRequest,
-    body: web::Bytes,
+    payload: web::Payload,
     brownout: web::Data<Brownout>,
 ) -> HttpResponse {
-    let patch: Value = match accept(&req, &body, &brownout) {
+    let patch: Value = match accept(&req, payload, &brownout).await {
         Ok(p) => p,
         Err(response) => return *response,
     };
     if !patch.is_object() {
         return bad_request(
             "body",
-            "must be a JSON object: a merge patch (RFC 7396) of the limiter settings",
+            "must be a JSON object: a merge patch (RFC 7396) of the document GET /v1/config returns",
         )
         .response();
     }
@@ -271,9 +274,6 @@ pub(super) async fn patch_config(
 }
 
 /// `GET /v1/audit`
-pub(super) async fn get_audit(req: HttpRequest, brownout: web::Data<Brownout>) -> HttpResponse {
-    if let Some(denied) = unauthorized(&req, &brownout) {
-        return denied;
-    }
+pub(super) async fn get_audit(brownout: web::Data<Brownout>) -> HttpResponse {
     HttpResponse::Ok().json(json!({ "entries": brownout.audit() }))
 }

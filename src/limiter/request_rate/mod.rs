@@ -6,7 +6,7 @@ mod rules;
 pub use rules::{CostTable, Plan, Quota, RateRules};
 
 use super::gcra::Charge;
-use super::{LimiterName, Rejection};
+use super::{LimiterName, RatePolicy, Rejection};
 use crate::config::{QuotaCount, QuotaKey};
 use crate::store::{Store, StoreError};
 use crate::tier::Tier;
@@ -27,6 +27,8 @@ pub struct RateStatus {
     /// The bucket's TAT and the time of the check (µs); what the header reports is computed
     /// from them only when the header is written.
     pub tat: u64,
+    /// The per-IP ceiling's TAT (µs), when it was checked.
+    pub ip_tat: u64,
     /// When the request was checked (µs).
     pub at: u64,
     /// (quota index, requests left, seconds to reset) of the quotas evaluated.
@@ -49,6 +51,7 @@ pub struct RateTicket {
     key: u64,
     ip: u64,
     increment: u64,
+    ip_increment: u64,
     counted: u16,
     /// Quotas (bit per index) that count this request if it fails.
     pub failures: u16,
@@ -69,6 +72,17 @@ pub struct RateRequest<'a> {
     pub path: &'a str,
     /// The plan named by the app, if any.
     pub plan: Option<&'a str>,
+}
+
+/// The time of a check in µs: monotonic for buckets, Unix time for quota windows, which
+/// follow the calendar (a `1d` window starts at UTC midnight on every server, whenever it
+/// started).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CheckTime {
+    /// The monotonic clock.
+    pub mono: u64,
+    /// Microseconds since the Unix epoch.
+    pub unix: u64,
 }
 
 /// The limiter's answer.
@@ -92,18 +106,27 @@ fn saturate(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// The key of an IP's ceiling bucket: kept apart from the IP's own client bucket (a client
+/// without an API key is keyed by its IP too, and must not be charged twice in one bucket).
+fn ceiling_key(ip: u64) -> u64 {
+    crate::rng::mix(ip ^ 0x7065_725f_6970_0000) // "per_ip"
+}
+
 impl RateRules {
-    /// Checks one request; `elastic` says whether the server has room to spare.
+    /// Checks one request; `elastic` says whether the server has room to spare. A rejected
+    /// request is charged nothing (its ticket is empty).
     pub fn check(
         &self,
         store: &dyn Store,
         req: &RateRequest<'_>,
-        now: u64,
+        at: CheckTime,
         elastic: bool,
     ) -> Result<RateDecision, StoreError> {
+        let now = at.mono;
         let plan = self.plan(req.plan);
         let bucket = self.bucket(plan, elastic);
-        let increment = bucket.increment(self.cost(plan, req.method, req.path));
+        let cost = self.cost(plan, req.method, req.path);
+        let increment = bucket.increment(cost);
         let mut status = RateStatus {
             plan: plan as u16,
             elastic,
@@ -115,25 +138,50 @@ impl RateRules {
             ip: req.ip,
             ..RateTicket::default()
         };
-        let reject = |retry_us: u64, quota: Option<u8>| Rejection {
+        let reject = |retry_us: u64, policy: Option<RatePolicy>| Rejection {
             limiter: LimiterName::RequestRate,
             tier: req.tier,
             status: 429,
             retry_after: Duration::from_micros(retry_us),
-            quota,
+            policy,
         };
-        let charged_tat = match store.rate_charge(req.key, now, increment, bucket.tolerance())? {
-            Charge::Denied { tat, wait } => {
+        if let Some(ceiling) = &self.per_ip {
+            // An expensive route costs at most the whole ceiling, so it can always pass.
+            let charge = ceiling.increment(cost.min(ceiling.burst as u32));
+            match store.rate_charge(ceiling_key(req.ip), now, charge, ceiling.tolerance())? {
+                Charge::Denied { tat, wait } => {
+                    status.ip_tat = tat;
+                    return Ok(RateDecision {
+                        rejection: Some(reject(wait, Some(RatePolicy::PerIp))),
+                        status,
+                        refunded: 0,
+                        ticket: RateTicket::default(),
+                    });
+                }
+                Charge::Allowed { tat } => {
+                    status.ip_tat = tat;
+                    ticket.ip_increment = charge;
+                }
+            }
+        }
+        let charged = store.rate_charge(req.key, now, increment, bucket.tolerance());
+        let charged_tat = match charged {
+            Ok(Charge::Allowed { tat }) => {
+                ticket.increment = increment;
+                tat
+            }
+            Ok(Charge::Denied { tat, wait }) => {
+                self.refund(store, &ticket, at);
                 return Ok(RateDecision {
                     rejection: Some(reject(wait, None)),
                     status: status.with_tat(tat),
                     refunded: tat,
-                    ticket,
+                    ticket: RateTicket::default(),
                 });
             }
-            Charge::Allowed { tat } => {
-                ticket.increment = increment;
-                tat
+            Err(e) => {
+                self.refund(store, &ticket, at);
+                return Err(e);
             }
         };
         status.tat = charged_tat;
@@ -148,10 +196,10 @@ impl RateRules {
                 QuotaKey::Ip => req.ip,
             };
             let add = quota.count == QuotaCount::Requests;
-            let check = match store.quota_hit(i, key, now, &quota.rule, add) {
+            let check = match store.quota_hit(i, key, at.unix, &quota.rule, add) {
                 Ok(check) => check,
                 Err(e) => {
-                    self.refund(store, &ticket, now);
+                    self.refund(store, &ticket, at);
                     return Err(e);
                 }
             };
@@ -162,9 +210,9 @@ impl RateRules {
                 status.reported += 1;
             }
             if !check.allowed {
-                self.refund(store, &ticket, now);
+                self.refund(store, &ticket, at);
                 return Ok(RateDecision {
-                    rejection: Some(reject(check.retry, Some(i as u8))),
+                    rejection: Some(reject(check.retry, Some(RatePolicy::Quota(i as u8)))),
                     status: status.with_tat(refunded),
                     refunded,
                     ticket: RateTicket::default(),
@@ -184,22 +232,28 @@ impl RateRules {
     }
 
     /// Gives back what `ticket` took (a later limiter rejected the request).
-    pub fn refund(&self, store: &dyn Store, ticket: &RateTicket, now: u64) {
+    pub fn refund(&self, store: &dyn Store, ticket: &RateTicket, at: CheckTime) {
         if ticket.increment > 0 {
             let _ = store.rate_refund(ticket.key, ticket.increment);
         }
+        if ticket.ip_increment > 0 {
+            let _ = store.rate_refund(ceiling_key(ticket.ip), ticket.ip_increment);
+        }
         for (i, quota) in self.quotas.iter().enumerate() {
             if ticket.counted & (1 << i) != 0 {
-                let _ = store.quota_refund(i, self.quota_key(quota, ticket), now, &quota.rule);
+                let key = self.quota_key(quota, ticket);
+                let _ = store.quota_refund(i, key, at.unix, &quota.rule);
             }
         }
     }
 
-    /// Counts a failed response against the failure quotas the request matched.
-    pub fn record_failure(&self, store: &dyn Store, ticket: &RateTicket, now: u64) {
+    /// Counts a failed response against the failure quotas the request matched; `unix_now`
+    /// in µs since the Unix epoch.
+    pub fn record_failure(&self, store: &dyn Store, ticket: &RateTicket, unix_now: u64) {
         for (i, quota) in self.quotas.iter().enumerate() {
             if ticket.failures & (1 << i) != 0 {
-                let _ = store.quota_hit(i, self.quota_key(quota, ticket), now, &quota.rule, true);
+                let key = self.quota_key(quota, ticket);
+                let _ = store.quota_hit(i, key, unix_now, &quota.rule, true);
             }
         }
     }
@@ -220,15 +274,69 @@ impl RateRules {
         )
     }
 
-    /// The `RateLimit` field for `status`.
+    /// The `RateLimit` field of a response the app answered: the bucket (credits left, seconds
+    /// until it is full) and each quota evaluated (requests left, seconds until its window
+    /// ends).
     pub fn rate_limit_header(&self, status: &RateStatus) -> Option<HeaderValue> {
-        let (remaining, reset) = self.bucket_reading(status);
-        let mut value = format!("\"request_rate\";r={remaining};t={reset}");
-        for &(i, remaining, reset) in &status.quotas[..status.reported as usize] {
-            let name = &self.quotas.get(usize::from(i))?.name;
-            let _ = write!(value, ", \"{name}\";r={remaining};t={reset}");
+        self.service_limits(status, u32::MAX)
+    }
+
+    /// The `RateLimit` field of a rejected response that says `Retry-After: retry_secs`.
+    ///
+    /// The draft (draft-ietf-httpapi-ratelimit-headers) asks that Retry-After not point
+    /// earlier than the end of any effective window (`t`) in the same response. So a request
+    /// this limiter rejected reports only the policy it violated, with `t` equal to
+    /// Retry-After (when enough of it is back for this request; `r` is what is left now, in
+    /// credits); a request another limiter rejected reports only the policies whose window
+    /// ends by then.
+    pub fn rejected_rate_limit_header(
+        &self,
+        status: &RateStatus,
+        rejection: &Rejection,
+        retry_secs: u64,
+    ) -> Option<HeaderValue> {
+        let t = saturate(retry_secs);
+        if rejection.limiter != LimiterName::RequestRate {
+            return self.service_limits(status, t);
         }
-        HeaderValue::from_str(&value).ok()
+        let (name, remaining) = match rejection.policy {
+            None => ("request_rate", self.bucket_reading(status).0),
+            Some(RatePolicy::PerIp) => {
+                let ceiling = self.per_ip.as_ref()?;
+                (
+                    "per_ip",
+                    saturate(ceiling.remaining(status.ip_tat, status.at)),
+                )
+            }
+            Some(RatePolicy::Quota(i)) => {
+                let left = status.quotas[..usize::from(status.reported)]
+                    .iter()
+                    .find(|q| q.0 == i)
+                    .map_or(0, |q| u32::from(q.1));
+                (self.quotas.get(usize::from(i))?.name.as_str(), left)
+            }
+        };
+        HeaderValue::from_str(&format!("\"{name}\";r={remaining};t={t}")).ok()
+    }
+
+    /// The bucket and the quotas whose effective window ends within `max_t` seconds.
+    fn service_limits(&self, status: &RateStatus, max_t: u32) -> Option<HeaderValue> {
+        let (remaining, reset) = self.bucket_reading(status);
+        let mut value = String::new();
+        if reset <= max_t {
+            let _ = write!(value, "\"request_rate\";r={remaining};t={reset}");
+        }
+        for &(i, remaining, reset) in &status.quotas[..status.reported as usize] {
+            if reset > max_t {
+                continue;
+            }
+            let name = &self.quotas.get(usize::from(i))?.name;
+            let sep = if value.is_empty() { "" } else { ", " };
+            let _ = write!(value, "{sep}\"{name}\";r={remaining};t={reset}");
+        }
+        (!value.is_empty())
+            .then(|| HeaderValue::from_str(&value).ok())
+            .flatten()
     }
 }
 
@@ -237,6 +345,8 @@ mod tests {
     use super::*;
     use crate::config::{Config, QuotaAlgorithm};
     use crate::store::MemoryStore;
+
+    const T0: CheckTime = CheckTime { mono: 0, unix: 0 };
 
     fn rules(yaml: &str) -> RateRules {
         RateRules::compile(&Config::from_yaml_str(yaml).unwrap().limiters.request_rate).unwrap()
@@ -281,7 +391,7 @@ mod tests {
         let store = MemoryStore::new(64, 0, 64);
         let mut passed = 0;
         while r
-            .check(&store, &req("GET", "/x", Some("free")), 0, false)
+            .check(&store, &req("GET", "/x", Some("free")), T0, false)
             .unwrap()
             .rejection
             .is_none()
@@ -290,7 +400,7 @@ mod tests {
         }
         assert_eq!(passed, 5);
         let denied = r
-            .check(&store, &req("GET", "/x", Some("free")), 0, false)
+            .check(&store, &req("GET", "/x", Some("free")), T0, false)
             .unwrap();
         let rejection = denied.rejection.unwrap();
         assert_eq!(
@@ -307,7 +417,7 @@ mod tests {
         let store = MemoryStore::new(64, 0, 64);
         let mut passed = 0;
         while r
-            .check(&store, &req("GET", "/", None), 0, true)
+            .check(&store, &req("GET", "/", None), T0, true)
             .unwrap()
             .rejection
             .is_none()
@@ -324,17 +434,17 @@ mod tests {
         let store = MemoryStore::new(64, 1, 64);
         let signup = req("POST", "/v1/accounts", None);
         for _ in 0..2 {
-            let d = r.check(&store, &signup, 0, false).unwrap();
+            let d = r.check(&store, &signup, T0, false).unwrap();
             assert!(d.rejection.is_none());
         }
-        let d = r.check(&store, &signup, 0, false).unwrap();
+        let d = r.check(&store, &signup, T0, false).unwrap();
         let rej = d.rejection.unwrap();
-        assert_eq!(rej.quota, Some(0));
+        assert_eq!(rej.policy, Some(RatePolicy::Quota(0)));
         assert_eq!(rej.retry_after, Duration::from_secs(86_400));
         // Eight credits were spent on the two that passed, none on the one that did not.
         let mut passed = 0;
         while r
-            .check(&store, &req("GET", "/", None), 0, false)
+            .check(&store, &req("GET", "/", None), T0, false)
             .unwrap()
             .rejection
             .is_none()
@@ -354,15 +464,17 @@ mod tests {
         let store = MemoryStore::new(64, 1, 64);
         let charge = req("POST", "/v1/charges", None);
         for _ in 0..5 {
-            let d = r.check(&store, &charge, 0, false).unwrap();
+            let d = r.check(&store, &charge, T0, false).unwrap();
             assert!(d.rejection.is_none(), "successes are not counted");
         }
         for _ in 0..3 {
-            let d = r.check(&store, &charge, 0, false).unwrap();
+            let d = r.check(&store, &charge, T0, false).unwrap();
             assert!(d.rejection.is_none());
             r.record_failure(&store, &d.ticket, 0);
         }
-        let d = r.check(&store, &charge, 1, false).unwrap();
-        assert_eq!(d.rejection.unwrap().quota, Some(0));
+        let d = r
+            .check(&store, &charge, CheckTime { mono: 1, unix: 1 }, false)
+            .unwrap();
+        assert_eq!(d.rejection.unwrap().policy, Some(RatePolicy::Quota(0)));
     }
 }

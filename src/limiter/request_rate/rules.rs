@@ -76,6 +76,8 @@ pub struct RateRules {
     pub headers: bool,
     /// The quotas, in config order.
     pub quotas: Vec<Quota>,
+    /// The per-IP ceiling, if any.
+    pub per_ip: Option<Bucket>,
 }
 
 impl RateRules {
@@ -102,6 +104,9 @@ impl RateRules {
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
+        let per_ip = c
+            .per_ip
+            .map(|p| Bucket::new(p.rate, f64::from(p.burst), 0.0));
         let plan = |name: &str,
                     rate: f64,
                     burst: u32,
@@ -118,8 +123,13 @@ impl RateRules {
                 default_cost,
                 costs: CostTable::compile(costs)?,
                 policy: [
-                    policy_header(f64::from(burst), rate, &quotas)?,
-                    policy_header(f64::from(burst) * elastic, rate * elastic, &quotas)?,
+                    policy_header(f64::from(burst), rate, per_ip.as_ref(), &quotas)?,
+                    policy_header(
+                        f64::from(burst) * elastic,
+                        rate * elastic,
+                        per_ip.as_ref(),
+                        &quotas,
+                    )?,
                 ],
             })
         };
@@ -139,6 +149,7 @@ impl RateRules {
             costs: CostTable::compile(&c.costs)?,
             headers: c.headers,
             quotas,
+            per_ip,
         })
     }
 
@@ -170,13 +181,27 @@ impl RateRules {
 }
 
 /// The `RateLimit-Policy` value of a bucket of `burst` credits refilling at `rate` per second,
-/// and of the quotas: quota `q`, window `w` (the time to refill an empty bucket).
-fn policy_header(burst: f64, rate: f64, quotas: &[Quota]) -> Result<HeaderValue, String> {
+/// of the per-IP ceiling and of the quotas: quota `q`, window `w` (the time to refill an empty
+/// bucket). Buckets count credits (a route's cost), quotas count requests.
+fn policy_header(
+    burst: f64,
+    rate: f64,
+    per_ip: Option<&Bucket>,
+    quotas: &[Quota],
+) -> Result<HeaderValue, String> {
     let mut policy = format!(
         "\"request_rate\";q={};w={}",
         burst.floor() as u64,
         (burst / rate).ceil() as u64
     );
+    if let Some(ceiling) = per_ip {
+        let _ = write!(
+            policy,
+            ", \"per_ip\";q={};w={}",
+            ceiling.burst.floor() as u64,
+            (ceiling.burst * ceiling.per_credit / 1e6).ceil() as u64
+        );
+    }
     for q in quotas {
         let _ = write!(
             policy,
