@@ -44,8 +44,8 @@ pub enum AdminCommand {
 pub fn run(config: &Config, url: Option<String>, command: AdminCommand) -> ExitCode {
     let base = url.unwrap_or_else(|| format!("http://{}", config.admin.bind));
     let env = &config.admin.token_env;
-    let Ok(token) = std::env::var(env) else {
-        eprintln!("error: set {env} to the admin token");
+    let Some(token) = token(config) else {
+        eprintln!("error: set {env} to the admin token (or admin.token_file to a file holding it)");
         return ExitCode::from(2);
     };
     let request = match build(&command) {
@@ -58,11 +58,7 @@ pub fn run(config: &Config, url: Option<String>, command: AdminCommand) -> ExitC
     let outcome = actix_web::rt::System::new().block_on(send(&base, &token, request));
     match outcome {
         Ok((status, body)) if (200..300).contains(&status) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&body).unwrap_or_default()
-            );
-            ExitCode::SUCCESS
+            print_quietly(&serde_json::to_string_pretty(&body).unwrap_or_default())
         }
         Ok((status, body)) => {
             let detail = body["detail"].as_str().unwrap_or("(no detail)");
@@ -71,6 +67,33 @@ pub fn run(config: &Config, url: Option<String>, command: AdminCommand) -> ExitC
         }
         Err(e) => {
             eprintln!("error: cannot reach the admin API at {base}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The token from the variable named by `admin.token_env`, else from `admin.token_file`.
+fn token(config: &Config) -> Option<String> {
+    let from_env = std::env::var(&config.admin.token_env).ok();
+    let from_file = || {
+        let path = config.admin.token_file.as_ref()?;
+        std::fs::read_to_string(path).ok()
+    };
+    from_env
+        .or_else(from_file)
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+}
+
+/// Prints `text` to stdout; a reader that went away (`| head`) is not an error.
+fn print_quietly(text: &str) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cannot write the answer: {e}");
             ExitCode::FAILURE
         }
     }

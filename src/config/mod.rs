@@ -6,6 +6,7 @@
 mod duration;
 mod limits;
 mod limits_check;
+mod parse;
 mod validate;
 
 pub use duration::{DurationParseError, HumanDuration};
@@ -36,10 +37,10 @@ pub struct Config {
 }
 
 impl Config {
-    /// Parses and validates YAML text.
+    /// Parses and validates YAML text. A type error, an unknown or a duplicate key names the
+    /// dotted key, what was expected and where (line and column), on one line.
     pub fn from_yaml_str(text: &str) -> Result<Self, ConfigError> {
-        let config: Config =
-            serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        let config = parse::yaml(text)?;
         config.validate()?;
         Ok(config)
     }

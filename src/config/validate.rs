@@ -18,7 +18,7 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The text is not valid YAML of the expected shape (unknown keys land here).
-    #[error("config is not valid: {0}")]
+    #[error("{0}")]
     Parse(String),
     /// A value is out of range or inconsistent with another.
     #[error("{key} {message}")]

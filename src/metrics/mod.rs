@@ -323,6 +323,10 @@ fn describe(r: &PrometheusRecorder) {
             "brownout_build_info",
             "Always 1; the version label carries the brownout version.",
         ),
+        (
+            "brownout_tracked_keys",
+            "Client keys the keyed limiters hold state for, by limiter (bounded by max_keys).",
+        ),
     ];
     for (name, help) in gauges {
         r.describe_gauge(KeyName::from(name), None, help.into());
@@ -353,6 +357,27 @@ mod tests {
             "# TYPE brownout_decision_duration_seconds histogram",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn every_metric_has_help_text() {
+        let m = Metrics::new();
+        m.publish_tracked_keys(1, 0);
+        m.store_error(LimiterName::RequestRate);
+        m.admin_change("patch");
+        let text = m.render(&InFlight::default());
+        let typed: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert!(typed.contains(&"brownout_tracked_keys"), "{text}");
+        for name in typed {
+            assert!(
+                text.contains(&format!("# HELP {name} ")),
+                "{name} has no HELP text"
+            );
         }
     }
 }

@@ -59,6 +59,8 @@ pub enum Update<R> {
     Write(u64, R),
     /// Leave the value as it is and return `R`.
     Keep(R),
+    /// Give the slot up (the key's state is empty again) and return `R`.
+    Remove(R),
 }
 
 /// The table. See the module docs for the protocol.
@@ -162,6 +164,11 @@ impl KeyTable {
             }
             match f(word & VALUE_MASK) {
                 Update::Keep(r) => return Some(r),
+                Update::Remove(r) => {
+                    if self.release(slot, word) {
+                        return Some(r);
+                    }
+                }
                 Update::Write(value, r) => {
                     let next = pack(key, value);
                     if slot
@@ -235,6 +242,20 @@ impl KeyTable {
         Some(slot)
     }
 
+    /// Gives `slot` up if its state word is still `word`: the word goes `BUSY` (so racing
+    /// updates retry), the key is cleared, and the next owner writes its own word.
+    fn release(&self, slot: Slot<'_>, word: u64) -> bool {
+        let taken = slot
+            .word
+            .compare_exchange(word, BUSY, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if taken {
+            slot.key.store(0, Ordering::Release);
+            self.live.fetch_sub(1, Ordering::Relaxed);
+        }
+        taken
+    }
+
     /// Drops every key whose value `idle` says carries no information; returns how many.
     pub fn sweep(&self, idle: impl Fn(u64) -> bool) -> usize {
         let mut evicted = 0;
@@ -247,14 +268,7 @@ impl KeyTable {
             if word == BUSY || word >> 48 != tag(owner) || !idle(word & VALUE_MASK) {
                 continue;
             }
-            if slot
-                .word
-                .compare_exchange(word, BUSY, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                // The state word stays BUSY until the next owner writes its own.
-                slot.key.store(0, Ordering::Release);
-                self.live.fetch_sub(1, Ordering::Relaxed);
+            if self.release(slot, word) {
                 evicted += 1;
             }
         }
@@ -318,6 +332,18 @@ mod tests {
         // Nothing rankable: no slot, the caller fails open.
         let none = t.update(1234 << 20, |_| None, |v| Update::Write(v + 1, ()));
         assert_eq!(none, None);
+    }
+
+    #[test]
+    fn a_removed_key_gives_its_slot_up_at_once() {
+        let t = KeyTable::new(64);
+        add(&t, 3, 1);
+        assert_eq!(t.live(), 1);
+        assert_eq!(t.update(3, Some, |_| Update::Remove(())), Some(()));
+        assert_eq!((t.live(), t.peek(3)), (0, None));
+        // The slot is reused, and the key starts from zero again.
+        assert_eq!(add(&t, 3, 2), Some(2));
+        assert_eq!(t.live(), 1);
     }
 
     #[test]

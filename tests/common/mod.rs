@@ -100,3 +100,48 @@ pub fn metric(text: &str, series: &str) -> f64 {
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
         .map_or(0.0, |v| v.trim().parse().expect("a number"))
 }
+
+/// A raw HTTP exchange's answer.
+pub struct RawResponse {
+    pub status: u16,
+    /// The head, lower-cased.
+    pub head: String,
+    pub body: String,
+}
+
+impl RawResponse {
+    /// The value of header `name` (lower case), if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            (n.trim() == name).then(|| v.trim())
+        })
+    }
+}
+
+/// Writes `request` byte for byte (no client normalizes its request line) and reads the answer
+/// until the server closes the connection (send `Connection: close`), within 5 s.
+pub async fn raw_http(addr: std::net::SocketAddr, request: String) -> RawResponse {
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        RawResponse {
+            status,
+            head: head.to_ascii_lowercase(),
+            body: body.to_owned(),
+        }
+    })
+    .await
+    .unwrap()
+}

@@ -1,0 +1,139 @@
+//! config.yaml is the documented default: every value on a line without `# demo` must equal
+//! the code's default, and every `# demo` value must differ from it.
+
+use brownout::Config;
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+const FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml");
+
+/// Dotted keys of the lines of `text` whose comment says `demo`.
+fn marked(text: &str) -> BTreeSet<String> {
+    let mut stack: Vec<(usize, String)> = Vec::new();
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with('-') {
+            continue;
+        }
+        let Some((key, rest)) = trimmed.split_once(':') else {
+            continue;
+        };
+        let indent = line.len() - trimmed.len();
+        while stack.last().is_some_and(|(i, _)| *i >= indent) {
+            stack.pop();
+        }
+        stack.push((indent, key.trim_matches('"').to_owned()));
+        if rest
+            .split_once('#')
+            .is_some_and(|(_, c)| c.trim().starts_with("demo"))
+        {
+            let path: Vec<&str> = stack.iter().map(|(_, k)| k.as_str()).collect();
+            out.insert(path.join("."));
+        }
+    }
+    out
+}
+
+/// Dotted paths where `a` and `b` differ (objects compared member by member).
+fn differences(a: &Value, b: &Value, path: &str, out: &mut BTreeSet<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                let null = Value::Null;
+                differences(
+                    x.get(k).unwrap_or(&null),
+                    y.get(k).unwrap_or(&null),
+                    &p,
+                    out,
+                );
+            }
+        }
+        _ if a != b => {
+            out.insert(path.to_owned());
+        }
+        _ => {}
+    }
+}
+
+fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
+    path.split('.')
+        .fold(v, |v, k| v.get(k).unwrap_or(&Value::Null))
+}
+
+#[test]
+fn every_unmarked_value_is_the_default_and_every_demo_value_is_not() {
+    let text = std::fs::read_to_string(FILE).unwrap();
+    let shipped = serde_json::to_value(Config::load(FILE).unwrap()).unwrap();
+    let default = serde_json::to_value(Config::default()).unwrap();
+    let demo = marked(&text);
+    assert!(demo.contains("limiters.request_rate.rate"), "{demo:?}");
+
+    let mut differ = BTreeSet::new();
+    differences(&shipped, &default, "", &mut differ);
+    let unmarked: Vec<&String> = differ
+        .iter()
+        .filter(|p| {
+            !demo
+                .iter()
+                .any(|m| *p == m || p.starts_with(&format!("{m}.")))
+        })
+        .collect();
+    assert!(
+        unmarked.is_empty(),
+        "config.yaml differs from Config::default() without saying `# demo`: {unmarked:?}"
+    );
+    let same: Vec<&String> = demo
+        .iter()
+        .filter(|m| at(&shipped, m) == at(&default, m))
+        .collect();
+    assert!(
+        same.is_empty(),
+        "marked `# demo` but equal to the default: {same:?}"
+    );
+}
+
+#[test]
+fn the_check_command_refuses_an_empty_file_by_name() {
+    let dir = std::env::temp_dir().join(format!("brownout-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("empty.yaml");
+    std::fs::write(&path, "# nothing here\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_brownout"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("empty.yaml") && err.contains("the file is empty"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &path,
+        "limiters:\n  fleet_usage:\n    capacity: \"eight\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_brownout"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "error: {}: limiters.fleet_usage.capacity must be a whole number (0 to 4294967295), not \"eight\" (line 3, column 15)",
+            path.display()
+        )
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
