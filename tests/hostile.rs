@@ -375,7 +375,7 @@ async fn permits_of_aborted_requests_are_released_and_their_keys_forgotten() {
             web::get().to(|| async {
                 // actix finishes a handler whose client went away; the permit goes with it.
                 tokio::time::sleep(Duration::from_millis(200)).await;
-                HttpResponse::Ok()
+                HttpResponse::Ok().finish()
             }),
         )
     })
