@@ -40,6 +40,20 @@ impl LogGate {
     }
 }
 
+/// Tells the operator about something they asked for (a reload): through `tracing` when the
+/// app installed a subscriber, else on stderr, so an app that set up no logging still shows it.
+pub(crate) fn notice(error: bool, message: &str) {
+    if tracing::dispatcher::has_been_set() {
+        if error {
+            tracing::error!("{message}");
+        } else {
+            tracing::info!("{message}");
+        }
+    } else {
+        eprintln!("brownout: {message}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,6 +85,30 @@ async fn the_cli_drives_the_admin_api() {
     let state: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(state["kill_switch"], true);
 
+    // A reader that stops early (`| head`) is no error and no panic.
+    let piped = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_brownout"))
+                .args(["admin", "--url", &url, "state"])
+                .env("BROWNOUT_ADMIN_TOKEN", "test-token")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            drop(child.stdout.take()); // `head` has read all it wanted
+            child.wait_with_output().unwrap()
+        })
+        .await
+        .unwrap()
+    };
+    assert!(piped.status.success(), "{:?}", piped.status);
+    assert!(
+        piped.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+
     let out = cli(args(&url, &["audit"]), Some("test-token")).await;
     let audit: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(audit["entries"].as_array().unwrap().len(), 3);

@@ -254,6 +254,32 @@ async fn every_dashboard_and_alert_query_returns_series_from_a_real_prometheus()
         failures.len(),
         failures.join("\n")
     );
+
+    // The exposition itself passes promtool's lint (HELP text on every metric, names, units).
+    let scrape = client
+        .get(format!("http://{}/metrics", demo.admin_addr))
+        .send()
+        .await
+        .unwrap()
+        .body()
+        .limit(1 << 22)
+        .await
+        .unwrap();
+    let mut lint = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut lint.stdin.take().unwrap(), &scrape).unwrap();
+    let out = lint.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     demo.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

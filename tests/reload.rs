@@ -66,5 +66,51 @@ async fn sighup_reloads_a_valid_file_and_keeps_running_on_an_invalid_one() {
         0.5
     );
     assert_eq!(rig.brownout.settings().version, 2);
+
+    // A reload applies every section that can change live: the classifier and metrics_auth.
+    let live = "admin:\n  metrics_auth: true\nclassifier:\n  critical: [\"POST /v1/refunds\"]\n  trust_forwarded_for: true\n  forwarded_for_hops: 2\n  test_key_prefix: tk_\nlimiters:\n  worker_utilization:\n    source: custom\n    sample_interval: 5m\n    end_of_good: 0.5\n";
+    std::fs::write(&path, live).unwrap();
+    hangup();
+    wait_until("the classifier reload", || {
+        rig.brownout
+            .settings()
+            .classifier
+            .config()
+            .trust_forwarded_for
+    })
+    .await;
+    let s = rig.brownout.settings();
+    let classifier = s.classifier.config();
+    assert_eq!(classifier.critical, ["POST /v1/refunds"]);
+    assert_eq!(
+        (
+            classifier.forwarded_for_hops,
+            classifier.test_key_prefix.as_str()
+        ),
+        (2, "tk_")
+    );
+    assert!(s.metrics_auth);
+    assert_eq!(s.version, 3);
+
+    // A section read only at start refuses the reload by name, and nothing changes.
+    std::fs::write(&path, format!("{live}store:\n  timeout: 9ms\n")).unwrap();
+    let e = rig.brownout.reload_config().await.unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "store.timeout cannot change on a reload (it is read at start); restart to change it, or put the running value back"
+    );
+    std::fs::write(
+        &path,
+        live.replace(
+            "metrics_auth: true",
+            "metrics_auth: true\n  bind: 127.0.0.1:9999",
+        ),
+    )
+    .unwrap();
+    hangup();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let e = rig.brownout.reload_config().await.unwrap_err().to_string();
+    assert!(e.starts_with("admin.bind cannot change on a reload"), "{e}");
+    assert_eq!(rig.brownout.settings().version, 3, "nothing changed");
     std::fs::remove_dir_all(&dir).unwrap();
 }

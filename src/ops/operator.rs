@@ -8,6 +8,7 @@ use super::{limiters_from_json, Applied, Change, ChangeError};
 use crate::classify::Classifier;
 use crate::config::{Config, ConfigError, LimitersConfig, Mode};
 use crate::limiter::LimiterName;
+use crate::logging::notice;
 use crate::runtime::{Settings, Shared};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -167,15 +168,19 @@ pub(crate) fn spawn_reloader(
                 .as_ref()
                 .map_or_else(|| "(none)".to_owned(), |p| p.display().to_string());
             match reload(&shared, &operator, "signal").await {
-                Ok(applied) => tracing::info!(
-                    file,
-                    version = applied.version,
-                    "SIGHUP: reloaded the configuration"
+                Ok(applied) => notice(
+                    false,
+                    &format!(
+                        "SIGHUP: reloaded {file} (settings version {})",
+                        applied.version
+                    ),
                 ),
-                Err(e) => tracing::error!(
-                    file,
-                    "SIGHUP: configuration not reloaded, the running settings stay: {}",
-                    one_line(&e.to_string())
+                Err(e) => notice(
+                    true,
+                    &format!(
+                        "SIGHUP: {file} not reloaded, the running settings stay: {}",
+                        one_line(&e.to_string())
+                    ),
                 ),
             }
         }
