@@ -11,12 +11,13 @@ mod audit;
 mod operator;
 pub mod patch;
 pub mod persist;
+mod reload;
 
 pub use audit::{AuditEntry, AuditLog};
-#[cfg(unix)]
-pub(crate) use operator::spawn_reloader;
 pub(crate) use operator::{spawn, OpsMsg};
 pub use persist::PendingRevert;
+#[cfg(unix)]
+pub(crate) use reload::spawn_reloader;
 
 use crate::config::{Config, ConfigError, LimitersConfig, Mode};
 use crate::limiter::LimiterName;
@@ -114,7 +115,7 @@ impl Brownout {
         source: impl Into<String>,
     ) -> Result<Applied, ChangeError> {
         let operator = self.shared.operator().ok_or(ChangeError::NotRunning)?;
-        operator::send(&operator, change, source.into()).await
+        reload::send(&operator, change, source.into()).await
     }
 
     /// Reads the configuration file again and applies it (what SIGHUP does when
@@ -124,7 +125,7 @@ impl Brownout {
     /// source), changes nothing and names the key.
     pub async fn reload_config(&self) -> Result<Applied, ChangeError> {
         let operator = self.shared.operator().ok_or(ChangeError::NotRunning)?;
-        operator::reload(&self.shared, &operator, "api").await
+        reload::reload(&self.shared, &operator, "api").await
     }
 
     /// The last 256 changes, oldest first.

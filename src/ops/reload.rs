@@ -1,0 +1,131 @@
+//! Reloading the configuration file (SIGHUP, `Brownout::reload_config`) and talking to the
+//! operator: which sections a reload may change, and the SIGHUP listener.
+
+use super::operator::OpsMsg;
+use super::{Applied, Change, ChangeError};
+use crate::config::{Config, ConfigError};
+use crate::logging::notice;
+use crate::runtime::Shared;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+/// Sends `change` to the operator and waits for its answer.
+pub(crate) async fn send(
+    operator: &mpsc::Sender<OpsMsg>,
+    change: Change,
+    source: String,
+) -> Result<Applied, ChangeError> {
+    let (reply, answer) = oneshot::channel();
+    let msg = OpsMsg::Apply {
+        change,
+        source,
+        reply,
+    };
+    operator
+        .send(msg)
+        .await
+        .map_err(|_| ChangeError::NotRunning)?;
+    answer.await.map_err(|_| ChangeError::NotRunning)?
+}
+
+/// Reads the configuration file again and asks the operator to apply it.
+pub(crate) async fn reload(
+    shared: &Shared,
+    operator: &mpsc::Sender<OpsMsg>,
+    source: &str,
+) -> Result<Applied, ChangeError> {
+    let path = shared.config_path.as_ref().ok_or(ChangeError::NoFile)?;
+    let config = Config::load(path)?;
+    send(
+        operator,
+        Change::Reload(Box::new(config)),
+        source.to_owned(),
+    )
+    .await
+}
+
+/// Reloads the configuration file on every SIGHUP until shutdown. Once installed, SIGHUP never
+/// terminates the process again: tokio keeps its handler for the life of the process.
+#[cfg(unix)]
+pub(crate) fn spawn_reloader(
+    shared: Arc<Shared>,
+    operator: mpsc::Sender<OpsMsg>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Option<JoinHandle<()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::warn!("cannot listen for SIGHUP, reloads are off: {e}");
+            return None;
+        }
+    };
+    Some(tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                got = hangups.recv() => if got.is_none() { break },
+                _ = shutdown.changed() => break,
+            }
+            let file = shared
+                .config_path
+                .as_ref()
+                .map_or_else(|| "(none)".to_owned(), |p| p.display().to_string());
+            match reload(&shared, &operator, "signal").await {
+                Ok(applied) => notice(
+                    false,
+                    &format!(
+                        "SIGHUP: reloaded {file} (settings version {})",
+                        applied.version
+                    ),
+                ),
+                Err(e) => notice(
+                    true,
+                    &format!(
+                        "SIGHUP: {file} not reloaded, the running settings stay: {}",
+                        one_line(&e.to_string())
+                    ),
+                ),
+            }
+        }
+    }))
+}
+
+/// A message on one line (a parser's message may span several).
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Sections of the configuration file that are read once, at start: a reload that changes one
+/// is refused by the key's name.
+pub(super) fn check_reloadable(running: &Config, new: &Config) -> Result<(), ConfigError> {
+    let (a, b) = (&running.admin, &new.admin);
+    let (s, t) = (&running.store, &new.store);
+    let (d, e) = (&running.demo, &new.demo);
+    let fixed = [
+        ("admin.bind", a.bind == b.bind),
+        ("admin.token_env", a.token_env == b.token_env),
+        ("admin.token_file", a.token_file == b.token_file),
+        ("admin.overrides_file", a.overrides_file == b.overrides_file),
+        (
+            "admin.reload_on_sighup",
+            a.reload_on_sighup == b.reload_on_sighup,
+        ),
+        ("admin.body_timeout", a.body_timeout == b.body_timeout),
+        ("store.kind", s.kind == t.kind),
+        ("store.url", s.url == t.url),
+        ("store.nodes", s.nodes == t.nodes),
+        ("store.timeout", s.timeout == t.timeout),
+        ("store.key_prefix", s.key_prefix == t.key_prefix),
+        ("demo.bind", d.bind == e.bind),
+        ("demo.workers", d.workers == e.workers),
+        ("demo.service_time", d.service_time == e.service_time),
+    ];
+    match fixed.iter().find(|(_, same)| !same) {
+        Some((key, _)) => Err(ConfigError::invalid(
+            *key,
+            "cannot change on a reload (it is read at start); restart to change it, or put the running value back",
+        )),
+        None => Ok(()),
+    }
+}
