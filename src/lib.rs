@@ -45,14 +45,17 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod actors;
 pub mod classify;
 pub mod clock;
 pub mod config;
 pub mod control;
 pub mod demo;
+mod engine;
 pub mod http;
 pub mod limiter;
 mod logging;
+pub mod math;
 pub mod metrics;
 pub mod ops;
 pub mod rng;

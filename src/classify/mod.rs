@@ -1,9 +1,7 @@
 //! Classification: which tier a request belongs to and which key per-user limiters count it
 //! against. Pure: it sees plain strings and bytes, never actix types.
 
-mod route;
-
-pub use route::RoutePattern;
+pub use crate::config::{RoutePattern, MAX_FORWARDED_LINES};
 
 use crate::config::ClassifierConfig;
 use crate::tier::Tier;
@@ -12,9 +10,6 @@ use std::net::{IpAddr, SocketAddr};
 
 /// Header that marks a request as test-mode traffic.
 pub const TEST_MODE_HEADER: &str = "brownout-test-mode";
-
-/// Most `X-Forwarded-For` header lines read (the last ones: entries are taken from the end).
-pub const MAX_FORWARDED_LINES: usize = 8;
 
 /// Seed of [`ClientKey`]'s hash: fixed, so one client has the same key in every process.
 const CLIENT_KEY_SEED: u64 = 0x6272_6f77_6e6f_7574; // "brownout"

@@ -3,7 +3,7 @@
 use super::limits::{ConcurrentRequestsConfig, FleetUsageConfig, RequestRateConfig};
 use super::validate::{ensure, ratio, Check};
 use super::ConfigError;
-use crate::classify::RoutePattern;
+use super::RoutePattern;
 use std::collections::BTreeMap;
 
 const RR: &str = "limiters.request_rate";

@@ -7,6 +7,7 @@ mod duration;
 mod limits;
 mod limits_check;
 mod parse;
+mod route;
 mod validate;
 
 pub use duration::{DurationParseError, HumanDuration};
@@ -14,7 +15,11 @@ pub use limits::{
     ConcurrentRequestsConfig, FleetUsageConfig, PerIpConfig, PlanConfig, QuotaAlgorithm,
     QuotaConfig, QuotaCount, QuotaKey, RequestRateConfig,
 };
+pub use route::RoutePattern;
 pub use validate::ConfigError;
+
+/// Most `X-Forwarded-For` header lines read (the last ones: entries are taken from the end).
+pub const MAX_FORWARDED_LINES: usize = 8;
 
 use crate::tier::{PerTier, Tier};
 use serde::{Deserialize, Serialize};

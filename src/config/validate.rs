@@ -1,7 +1,7 @@
 //! Validation of a parsed [`Config`]: impossible settings are refused with the key's name.
 
 use super::{Config, SourceKind, StoreKind, WorkerUtilizationConfig};
-use crate::classify::{RoutePattern, MAX_FORWARDED_LINES};
+use super::{RoutePattern, MAX_FORWARDED_LINES};
 use crate::tier::Tier;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
-//! The worker-utilization control loop: sources → sampler actor → controller actor → published
-//! [`ShedPlan`]. The math ([`Controller`], [`probabilities`]) is pure; the actors are tokio tasks.
+//! The worker-utilization control loop's parts: utilization sources, the controller's math
+//! ([`Controller`], [`probabilities`], pure and clock-injected) and the published
+//! [`ShedPlan`]. The actors that drive them live in `crate::actors`.
 
-pub(crate) mod actors;
 mod controller;
 mod plan;
 mod source;

@@ -4,13 +4,14 @@
 //! them share the settings and plan through `ArcSwap`, so the allowed path takes no lock and
 //! allocates nothing.
 
-use super::body::{RequestGuard, TrackedBody};
+use super::body::TrackedBody;
 use super::response::{rejection_response, retry_after_secs};
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
+use crate::engine::{Admission, Engine, Request, RequestGuard, Settings, Verdict};
 use crate::limiter::request_rate::{RateStatus, RateTicket};
-use crate::limiter::{Admission, RatePolicy, Rejection, Request, Verdict};
+use crate::limiter::{RatePolicy, Rejection};
 use crate::rng::{mix, SplitMix64};
-use crate::runtime::{Settings, Shared};
+use crate::runtime::Brownout;
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::header::{HeaderMap, HeaderName, AUTHORIZATION};
@@ -30,15 +31,18 @@ const PLAN: HeaderName = HeaderName::from_static("brownout-plan");
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
-/// The middleware factory; made by [`Brownout::middleware`](crate::Brownout::middleware).
+/// The middleware factory; made by [`Brownout::middleware`].
 #[derive(Clone)]
 pub struct BrownoutMiddleware {
-    shared: Arc<Shared>,
+    brownout: Brownout,
 }
 
-impl BrownoutMiddleware {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        Self { shared }
+impl Brownout {
+    /// The actix middleware; wrap your `App` with it.
+    pub fn middleware(&self) -> BrownoutMiddleware {
+        BrownoutMiddleware {
+            brownout: self.clone(),
+        }
     }
 }
 
@@ -55,12 +59,14 @@ where
 
     fn new_transform(&self, service: S) -> Self::Future {
         // Runs once per worker, on the worker's runtime: the `runtime` source reads it.
-        self.shared.runtimes.register_current();
-        let instance = self.shared.rng_streams.fetch_add(1, Ordering::Relaxed);
+        self.brownout.inner.runtimes.register_current();
+        let engine = self.brownout.engine().clone();
+        let instance = engine.rng_streams.fetch_add(1, Ordering::Relaxed);
         ready(Ok(BrownoutService {
             service,
-            shared: self.shared.clone(),
-            rng: RefCell::new(SplitMix64::new(self.shared.seed ^ mix(instance + 1))),
+            rng: RefCell::new(SplitMix64::new(engine.seed ^ mix(instance + 1))),
+            shared: engine,
+            brownout: self.brownout.clone(),
         }))
     }
 }
@@ -68,7 +74,9 @@ where
 /// The per-worker middleware service.
 pub struct BrownoutService<S> {
     service: S,
-    shared: Arc<Shared>,
+    shared: Arc<Engine>,
+    /// The app's hooks.
+    brownout: Brownout,
     rng: RefCell<SplitMix64>,
 }
 
@@ -97,7 +105,7 @@ impl<S> BrownoutService<S> {
             client: self.hooked_key(req),
         };
         let mut classified = settings.classifier.classify(&facts);
-        if let Some(hook) = &self.shared.tier_hook {
+        if let Some(hook) = &self.brownout.inner.tier_hook {
             match catch_unwind(AssertUnwindSafe(|| hook(req))) {
                 Ok(Some(tier)) => classified.tier = tier,
                 Ok(None) => {}
@@ -112,7 +120,7 @@ impl<S> BrownoutService<S> {
     /// The client named by the app's key hook (a panicking hook fails open to the built-in
     /// rule).
     fn hooked_key(&self, req: &ServiceRequest) -> Option<ClientKey> {
-        let hook = self.shared.key_hook.as_ref()?;
+        let hook = self.brownout.inner.key_hook.as_ref()?;
         catch_unwind(AssertUnwindSafe(|| hook(req))).unwrap_or_else(|_| {
             self.shared.fail_open("classifier", "panic", || {
                 "the key hook panicked; using the bearer key or IP".to_owned()
@@ -123,7 +131,7 @@ impl<S> BrownoutService<S> {
 
     /// The plan named by the app's hook (a panicking hook fails open to the default plan).
     fn hooked_plan(&self, req: &ServiceRequest) -> Option<Arc<str>> {
-        let hook = self.shared.plan_hook.as_ref()?;
+        let hook = self.brownout.inner.plan_hook.as_ref()?;
         catch_unwind(AssertUnwindSafe(|| hook(req))).unwrap_or_else(|_| {
             self.shared.fail_open("classifier", "panic", || {
                 "the plan hook panicked; using the default plan".to_owned()
@@ -165,13 +173,13 @@ fn rate_headers(
 
 /// Work left for when the app has answered: the RateLimit fields and failure quotas.
 pub struct AfterResponse {
-    shared: Arc<Shared>,
+    shared: Arc<Engine>,
     rate: Option<RateStatus>,
     failures: Option<RateTicket>,
 }
 
 impl AfterResponse {
-    fn new(shared: &Arc<Shared>, admission: &Admission) -> Option<Self> {
+    fn new(shared: &Arc<Engine>, admission: &Admission) -> Option<Self> {
         (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
             shared: shared.clone(),
             rate: admission.rate,

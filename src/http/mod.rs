@@ -5,7 +5,8 @@ mod body;
 mod middleware;
 mod response;
 
+pub use crate::engine::RequestGuard;
 pub use admin::AdminServer;
-pub use body::{RequestGuard, TrackedBody};
+pub use body::TrackedBody;
 pub use middleware::{BrownoutMiddleware, BrownoutService, ResponseFuture};
 pub use response::{problem, rejection_response, retry_after_secs};

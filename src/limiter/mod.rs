@@ -1,15 +1,13 @@
 //! The limiters, checked in DESIGN.md order, and the chain that applies their modes and fails
 //! open on any error or panic.
 
-mod chain;
 pub mod concurrent_requests;
 pub mod fleet_usage;
-pub mod gcra;
 pub mod request_rate;
-pub mod window;
 pub mod worker_utilization;
 
-pub(crate) use chain::{decide, Admission, Request, Verdict};
+/// The arithmetic lives in [`crate::math`]; these paths are kept for existing users.
+pub use crate::math::{gcra, window};
 
 use crate::tier::Tier;
 use serde::Serialize;

@@ -18,6 +18,9 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `outcome` label values of `brownout_requests_total`, in [`Outcome`] order.
+/// Actions of `brownout_admin_changes_total`.
+pub const ACTIONS: [&str; 5] = ["mode", "kill_switch", "patch", "revert", "reload"];
+
 const OUTCOMES: [&str; 4] = ["allowed", "rejected", "dark_rejected", "failed_open"];
 
 /// What happened to a request, for `brownout_requests_total`.
@@ -171,7 +174,7 @@ impl Metrics {
                     &[("store", "memory"), ("op", op)],
                 )
             }),
-            admin_changes: crate::ops::ACTIONS
+            admin_changes: ACTIONS
                 .map(|a| counter("brownout_admin_changes_total", &[("action", a)])),
             totals: Default::default(),
             recorder,
@@ -248,7 +251,7 @@ impl Metrics {
 
     /// Counts an accepted admin change.
     pub fn admin_change(&self, action: &str) {
-        if let Some(i) = crate::ops::ACTIONS.iter().position(|a| *a == action) {
+        if let Some(i) = ACTIONS.iter().position(|a| *a == action) {
             self.admin_changes[i].increment(1);
         }
     }

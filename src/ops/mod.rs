@@ -13,15 +13,16 @@ pub mod patch;
 pub mod persist;
 mod reload;
 
+pub use crate::metrics::ACTIONS;
 pub use audit::{AuditEntry, AuditLog};
-pub(crate) use operator::{spawn, OpsMsg};
+pub(crate) use operator::{spawn, OperatorSetup, OpsMsg};
 pub use persist::PendingRevert;
 #[cfg(unix)]
 pub(crate) use reload::spawn_reloader;
+pub(crate) use reload::{reload, send};
 
 use crate::config::{Config, ConfigError, LimitersConfig, Mode};
 use crate::limiter::LimiterName;
-use crate::runtime::Brownout;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -102,47 +103,6 @@ pub enum ChangeError {
 pub struct Applied {
     /// The new settings version.
     pub version: u64,
-}
-
-/// Actions of `brownout_admin_changes_total`.
-pub const ACTIONS: [&str; 5] = ["mode", "kill_switch", "patch", "revert", "reload"];
-
-impl Brownout {
-    /// Applies `change`, asked for by `source` (an address, `timer`, `signal`...).
-    pub async fn change(
-        &self,
-        change: Change,
-        source: impl Into<String>,
-    ) -> Result<Applied, ChangeError> {
-        let operator = self.shared.operator().ok_or(ChangeError::NotRunning)?;
-        reload::send(&operator, change, source.into()).await
-    }
-
-    /// Reads the configuration file again and applies it (what SIGHUP does when
-    /// `admin.reload_on_sighup` is on): limiters, classifier and `admin.metrics_auth` change
-    /// at once; a file that does not validate, or that changes a section that is only read
-    /// at start (binds, store, demo, `max_keys`, the number of quotas, the utilization
-    /// source), changes nothing and names the key.
-    pub async fn reload_config(&self) -> Result<Applied, ChangeError> {
-        let operator = self.shared.operator().ok_or(ChangeError::NotRunning)?;
-        reload::reload(&self.shared, &operator, "api").await
-    }
-
-    /// The last 256 changes, oldest first.
-    pub fn audit(&self) -> Vec<AuditEntry> {
-        self.shared
-            .audit
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entries()
-    }
-
-    /// The live settings version and limiter settings as JSON.
-    pub fn limiters_json(&self) -> (u64, bool, Value) {
-        let settings = self.settings();
-        let json = serde_json::to_value(&settings.limiters).unwrap_or(Value::Null);
-        (settings.version, settings.kill_switch, json)
-    }
 }
 
 /// Parses limiter settings from JSON, naming the offending field on error.

@@ -1,17 +1,19 @@
 //! The operator actor: applies changes one at a time, makes each durable before it takes
 //! effect, and owns the revert timers.
 
-use super::audit::{rfc3339, AuditEntry};
+use super::audit::{rfc3339, AuditEntry, AuditLog};
 use super::patch::{diff, merge, split_document};
 use super::persist::{self, Overrides, PendingRevert};
 use super::reload::check_reloadable;
 use super::{limiters_from_json, Applied, Change, ChangeError};
 use crate::classify::Classifier;
+use crate::config::Config;
 use crate::config::{ConfigError, LimitersConfig, Mode};
+use crate::engine::{Engine, Settings};
 use crate::limiter::LimiterName;
-use crate::runtime::{Settings, Shared};
 use serde_json::{json, Value};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -39,8 +41,23 @@ struct Revert {
     set: Mode,
 }
 
+/// What the operator is started with.
+pub(crate) struct OperatorSetup {
+    /// The engine whose settings it changes.
+    pub(crate) engine: Arc<Engine>,
+    /// The configuration the process started with: the base of admin changes, the overrides
+    /// file, and the sections a reload may not change.
+    pub(crate) config: Arc<Config>,
+    /// Where accepted changes are recorded.
+    pub(crate) audit: Arc<Mutex<AuditLog>>,
+    /// Reverts from the overrides file, re-armed at start.
+    pub(crate) pending: Vec<PendingRevert>,
+}
+
 struct Operator {
-    shared: Arc<Shared>,
+    shared: Arc<Engine>,
+    config: Arc<Config>,
+    audit: Arc<Mutex<AuditLog>>,
     /// config.yaml's limiter settings; admin changes are kept as a patch over them.
     base: LimitersConfig,
     reverts: Vec<Revert>,
@@ -76,10 +93,15 @@ enum Durability {
 
 /// Starts the operator; pending reverts from the overrides file are re-armed.
 pub(crate) fn spawn(
-    shared: Arc<Shared>,
-    pending: Vec<PendingRevert>,
+    setup: OperatorSetup,
     shutdown: watch::Receiver<bool>,
 ) -> (mpsc::Sender<OpsMsg>, JoinHandle<()>) {
+    let OperatorSetup {
+        engine: shared,
+        config,
+        audit,
+        pending,
+    } = setup;
     let (tx, rx) = mpsc::channel(16);
     let now_wall = SystemTime::now();
     let reverts = pending
@@ -99,8 +121,10 @@ pub(crate) fn spawn(
         })
         .collect();
     let operator = Operator {
-        base: shared.config.limiters.clone(),
+        base: config.limiters.clone(),
         shared,
+        config,
+        audit,
         reverts,
     };
     (tx, tokio::spawn(operator.run(rx, shutdown)))
@@ -279,7 +303,7 @@ impl Operator {
                 )
             }
             Change::Reload(config) => {
-                check_reloadable(&self.shared.config, &config)?;
+                check_reloadable(&self.config, &config)?;
                 let before = reload_summary(&draft);
                 let mut doc = to_json(&config.limiters);
                 if let Some(overrides) = diff(&to_json(&self.base), &to_json(&current.limiters)) {
@@ -348,8 +372,7 @@ impl Operator {
         // Actors whose timers follow the settings re-arm now.
         shared.settings_changed.send_replace(version);
         tracing::info!(action, version, source, after = %after, "admin change applied");
-        shared
-            .audit
+        self.audit
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(AuditEntry {
@@ -371,7 +394,7 @@ impl Operator {
         settings: &Settings,
         reverts: &[Revert],
     ) -> Result<(), ChangeError> {
-        let Some(path) = &self.shared.config.admin.overrides_file else {
+        let Some(path) = &self.config.admin.overrides_file else {
             return Ok(());
         };
         let overrides = Overrides {

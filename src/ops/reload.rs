@@ -5,8 +5,7 @@ use super::operator::OpsMsg;
 use super::{Applied, Change, ChangeError};
 use crate::config::{Config, ConfigError};
 use crate::logging::notice;
-use crate::runtime::Shared;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -31,11 +30,11 @@ pub(crate) async fn send(
 
 /// Reads the configuration file again and asks the operator to apply it.
 pub(crate) async fn reload(
-    shared: &Shared,
+    file: Option<&Path>,
     operator: &mpsc::Sender<OpsMsg>,
     source: &str,
 ) -> Result<Applied, ChangeError> {
-    let path = shared.config_path.as_ref().ok_or(ChangeError::NoFile)?;
+    let path = file.ok_or(ChangeError::NoFile)?;
     let config = Config::load(path)?;
     send(
         operator,
@@ -49,7 +48,7 @@ pub(crate) async fn reload(
 /// terminates the process again: tokio keeps its handler for the life of the process.
 #[cfg(unix)]
 pub(crate) fn spawn_reloader(
-    shared: Arc<Shared>,
+    file: Option<PathBuf>,
     operator: mpsc::Sender<OpsMsg>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Option<JoinHandle<()>> {
@@ -67,22 +66,21 @@ pub(crate) fn spawn_reloader(
                 got = hangups.recv() => if got.is_none() { break },
                 _ = shutdown.changed() => break,
             }
-            let file = shared
-                .config_path
+            let shown = file
                 .as_ref()
-                .map_or_else(|| "(none)".to_owned(), |p| p.display().to_string());
-            match reload(&shared, &operator, "signal").await {
+                .map_or_else(|| "(no file)".to_owned(), |p| p.display().to_string());
+            match reload(file.as_deref(), &operator, "signal").await {
                 Ok(applied) => notice(
                     false,
                     &format!(
-                        "SIGHUP: reloaded {file} (settings version {})",
+                        "SIGHUP: reloaded {shown} (settings version {})",
                         applied.version
                     ),
                 ),
                 Err(e) => notice(
                     true,
                     &format!(
-                        "SIGHUP: {file} not reloaded, the running settings stay: {}",
+                        "SIGHUP: {shown} not reloaded, the running settings stay: {}",
                         one_line(&e.to_string())
                     ),
                 ),

@@ -1,7 +1,6 @@
 //! [`BrownoutBuilder`]: validation, injections (clock, seed, sources, hooks) and assembly.
 
-use super::shared::{Settings, Shared};
-use super::{Brownout, Error, KeyHook, PlanHook, TierHook};
+use super::{Brownout, Error, Inner, KeyHook, PlanHook, TierHook};
 use crate::classify::Classifier;
 use crate::classify::ClientKey;
 use crate::clock::{Clock, SystemClock};
@@ -11,6 +10,7 @@ use crate::control::{
     ControllerParams, CpuSource, InFlight, InFlightSource, PublishedPlan, RuntimeRegistry,
     RuntimeSource, ShedPlan, UtilizationSource,
 };
+use crate::engine::{Engine, Settings};
 use crate::logging::LogGate;
 use crate::metrics::Metrics;
 use crate::ops::{limiters_from_json, patch, persist, AuditLog, PendingRevert};
@@ -19,7 +19,7 @@ use crate::tier::Tier;
 use actix_web::dev::ServiceRequest;
 use arc_swap::ArcSwap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Builds a [`Brownout`] from a [`Config`] and optional injections.
@@ -159,37 +159,38 @@ impl BrownoutBuilder {
             .filter(|t| !t.is_empty());
         let admin_token_generated = explicit.is_none();
         let admin_token = explicit.unwrap_or_else(random_token);
-        let shared = Arc::new(Shared {
+        let engine = Arc::new(Engine {
             settings: ArcSwap::from_pointee(settings),
             plan: PublishedPlan::new(&ShedPlan::idle(resting, clock.now())),
             metrics: Metrics::new(),
             in_flight,
-            runtimes,
-            tier_hook: self.tier_hook,
-            key_hook: self.key_hook,
-            plan_hook: self.plan_hook,
             store,
             seed,
             rng_streams: AtomicU64::new(0),
-            admin_token,
-            admin_token_generated,
             fail_open_log: LogGate::new(Duration::from_secs(10)),
             dark_log: LogGate::new(Duration::from_secs(10)),
-            pending_sources: Mutex::new(None),
-            audit: Mutex::new(AuditLog::default()),
+            settings_changed: tokio::sync::watch::Sender::new(1),
+            clock,
+        });
+        let sources = build_sources(&engine, &runtimes, &self.config, self.custom)?;
+        let inner = Inner {
+            engine,
+            config: Arc::new(self.config),
+            tier_hook: self.tier_hook,
+            key_hook: self.key_hook,
+            plan_hook: self.plan_hook,
+            runtimes,
+            admin_token,
+            admin_token_generated,
+            pending_sources: Mutex::new(Some(sources)),
             pending_reverts: Mutex::new(overrides.reverts),
             actors: Mutex::new(None),
             config_path: self.config_path,
-            settings_changed: tokio::sync::watch::Sender::new(1),
-            clock,
-            config: self.config,
-        });
-        let sources = build_sources(&shared, self.custom)?;
-        *shared
-            .pending_sources
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(sources);
-        let brownout = Brownout { shared };
+            audit: Arc::new(Mutex::new(AuditLog::default())),
+        };
+        let brownout = Brownout {
+            inner: Arc::new(inner),
+        };
         brownout.publish_settings();
         Ok(brownout)
     }
@@ -276,10 +277,12 @@ fn random_token() -> String {
 }
 
 fn build_sources(
-    shared: &Arc<Shared>,
+    shared: &Arc<Engine>,
+    runtimes: &Arc<RuntimeRegistry>,
+    config: &Config,
     mut custom: Option<Box<dyn UtilizationSource>>,
 ) -> Result<Vec<Box<dyn UtilizationSource>>, Error> {
-    let wu = &shared.config.limiters.worker_utilization;
+    let wu = &config.limiters.worker_utilization;
     let kinds = match wu.source {
         SourceKind::Max => wu.sources.clone(),
         one => vec![one],
@@ -296,7 +299,7 @@ fn build_sources(
                 }))
             }
             SourceKind::Cpu => Box::new(CpuSource::new()?),
-            SourceKind::Runtime => Box::new(RuntimeSource::new(shared.runtimes.clone())),
+            SourceKind::Runtime => Box::new(RuntimeSource::new(runtimes.clone())),
             SourceKind::Custom => custom.take().ok_or_else(|| {
                 ConfigError::invalid(
                     "limiters.worker_utilization.source",

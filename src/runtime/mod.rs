@@ -1,26 +1,27 @@
-//! The [`Brownout`] handle: validated settings, the published plan, metrics, and the actors
-//! that keep the plan up to date. Cheap to clone; every clone shares the same state.
+//! The [`Brownout`] handle an app embeds: it owns the engine, starts and stops the actors, and
+//! is how the middleware, the admin server and the app reach both. Cheap to clone; every clone
+//! shares the same state.
 
 mod builder;
-mod shared;
+mod operate;
 
+pub use crate::engine::Settings;
 pub use builder::BrownoutBuilder;
-pub use shared::Settings;
-pub(crate) use shared::Shared;
 
+use crate::actors::{self, Actors, SamplerMsg};
 use crate::classify::{ClientKey, RequestFacts};
 use crate::config::{Config, ConfigError};
-use crate::control::actors::{self, SamplerMsg};
-use crate::control::{ShedPlan, SourceError};
-use crate::http::BrownoutMiddleware;
-use crate::http::RequestGuard;
-use crate::limiter::{Rejection, Request, Verdict};
+use crate::control::{RuntimeRegistry, ShedPlan, SourceError, UtilizationSource};
+use crate::engine::{Engine, Request, RequestGuard, Verdict};
+use crate::limiter::Rejection;
 use crate::metrics::Outcome;
+use crate::ops::{AuditLog, PendingRevert};
 use crate::rng::{mix, SplitMix64};
 use crate::tier::{PerTier, Tier};
 use actix_web::dev::ServiceRequest;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// A user hook that overrides the tier of a request (`None` keeps the built-in rules).
 pub type TierHook = Arc<dyn Fn(&ServiceRequest) -> Option<Tier> + Send + Sync>;
@@ -94,7 +95,31 @@ pub enum Error {
 /// ```
 #[derive(Clone)]
 pub struct Brownout {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// What the handle holds besides the engine: the configuration it started from, the app's
+/// hooks, the admin token, and the actors' slot.
+pub(crate) struct Inner {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) config: Arc<Config>,
+    pub(crate) tier_hook: Option<TierHook>,
+    pub(crate) key_hook: Option<KeyHook>,
+    pub(crate) plan_hook: Option<PlanHook>,
+    /// The actix worker runtimes, registered by the middleware for the `runtime` source.
+    pub(crate) runtimes: Arc<RuntimeRegistry>,
+    pub(crate) admin_token: String,
+    pub(crate) admin_token_generated: bool,
+    /// The sources, until `start` hands them to the sampler.
+    pending_sources: Mutex<Option<Vec<Box<dyn UtilizationSource>>>>,
+    /// Reverts from the overrides file, until `start` hands them to the operator.
+    pending_reverts: Mutex<Vec<PendingRevert>>,
+    /// The running actors. Held only to read or swap the slot, never across an await, so no
+    /// caller ever waits on it for long or fails on it.
+    actors: Mutex<Option<Actors>>,
+    /// The file the configuration came from (what a reload reads), if any.
+    config_path: Option<PathBuf>,
+    pub(crate) audit: Arc<Mutex<AuditLog>>,
 }
 
 impl std::fmt::Debug for Brownout {
@@ -136,24 +161,46 @@ impl Brownout {
     /// call.
     pub fn start(&self) -> Result<(), Error> {
         tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
-        let taken = self
-            .shared
+        let inner = &self.inner;
+        let taken = inner
             .pending_sources
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(sources) = taken {
-            let actors = actors::spawn(self.shared.clone(), sources);
+            let pending = std::mem::take(
+                &mut *inner
+                    .pending_reverts
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            let ops = crate::ops::OperatorSetup {
+                engine: inner.engine.clone(),
+                config: inner.config.clone(),
+                audit: inner.audit.clone(),
+                pending,
+            };
+            let reload = inner
+                .config
+                .admin
+                .reload_on_sighup
+                .then(|| inner.config_path.clone());
+            let actors = actors::spawn(inner.engine.clone(), sources, ops, reload);
             *self.actors_slot() = Some(actors);
         }
         Ok(())
     }
 
-    fn actors_slot(&self) -> std::sync::MutexGuard<'_, Option<actors::Actors>> {
-        self.shared
+    fn actors_slot(&self) -> std::sync::MutexGuard<'_, Option<Actors>> {
+        self.inner
             .actors
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The operator's mailbox, while the actors run.
+    pub(crate) fn operator(&self) -> Option<tokio::sync::mpsc::Sender<crate::ops::OpsMsg>> {
+        self.actors_slot().as_ref().map(|a| a.operator.clone())
     }
 
     /// Stops the actors and waits for them. The middleware keeps working (it fails open once
@@ -165,17 +212,12 @@ impl Brownout {
         }
     }
 
-    /// The actix middleware; wrap your `App` with it.
-    pub fn middleware(&self) -> BrownoutMiddleware {
-        BrownoutMiddleware::new(self.shared.clone())
-    }
-
     /// The decision the middleware would make, for code outside actix and for benchmarks:
     /// classify `facts`, run every limiter, count the outcome. Hold the [`Decision::Allowed`]
     /// value while the request runs: it carries the in-flight count and the limiter permits.
     /// (RateLimit fields and failure-counting quotas are the middleware's job.)
     pub fn check(&self, facts: &RequestFacts<'_>, plan: Option<&str>) -> Decision {
-        let shared = &self.shared;
+        let shared = &self.inner.engine;
         let settings = shared.settings.load();
         let classified = settings.classifier.classify(facts);
         let request = Request {
@@ -216,46 +258,55 @@ impl Brownout {
 
     /// The plan the middleware currently applies.
     pub fn plan(&self) -> ShedPlan {
-        self.shared.plan.load()
+        self.inner.engine.plan.load()
     }
 
     /// The live settings.
     pub fn settings(&self) -> Arc<Settings> {
-        self.shared.settings.load_full()
+        self.inner.engine.settings.load_full()
     }
 
     /// The configuration this handle was built from.
     pub fn config(&self) -> &Config {
-        &self.shared.config
+        &self.inner.config
+    }
+
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.inner.engine
     }
 
     /// Requests in progress through the middleware, per tier.
     pub fn in_flight(&self) -> PerTier<i64> {
-        self.shared.in_flight.per_tier()
+        self.inner.engine.in_flight.per_tier()
     }
 
     /// Every metric in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
-        let (rate_keys, concurrency_keys) = self.shared.store.tracked_keys();
-        self.shared
+        let (rate_keys, concurrency_keys) = self.inner.engine.store.tracked_keys();
+        self.inner
+            .engine
             .metrics
             .publish_tracked_keys(rate_keys, concurrency_keys);
-        self.shared.metrics.render(&self.shared.in_flight)
+        self.inner
+            .engine
+            .metrics
+            .render(&self.inner.engine.in_flight)
     }
 
     /// Keys tracked by the request-rate limiter (bucket and quotas) and the concurrency limiter.
     pub fn tracked_keys(&self) -> (usize, usize) {
-        self.shared.store.tracked_keys()
+        self.inner.engine.store.tracked_keys()
     }
 
     /// Drops idle keyed state now (the evictor actor does this every `eviction_interval`).
     pub fn evict_idle(&self) {
-        self.shared.evict_idle();
+        self.inner.engine.evict_idle();
     }
 
     fn publish_settings(&self) {
-        let s = self.shared.settings.load();
-        self.shared
+        let s = self.inner.engine.settings.load();
+        self.inner
+            .engine
             .metrics
             .publish_settings(s.modes(), s.kill_switch, s.version);
     }

@@ -3,8 +3,8 @@
 
 use super::table::{KeyTable, Update};
 use super::{Store, StoreError};
-use crate::limiter::gcra::{self, Charge};
-use crate::limiter::window::{WindowCheck, WindowRule};
+use crate::math::gcra::{self, Charge};
+use crate::math::window::{WindowCheck, WindowRule};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Per-key state in this process.

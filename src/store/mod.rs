@@ -6,8 +6,8 @@ pub mod table;
 
 pub use memory::MemoryStore;
 
-use crate::limiter::gcra::Charge;
-use crate::limiter::window::{WindowCheck, WindowRule};
+use crate::math::gcra::Charge;
+use crate::math::window::{WindowCheck, WindowRule};
 
 /// Why a store could not answer; the limiter fails open.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

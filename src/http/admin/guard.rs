@@ -60,7 +60,7 @@ pub(super) async fn require_token(
                     req.headers()
                         .get(header::AUTHORIZATION)
                         .map(HeaderValue::as_bytes),
-                    &brownout.shared.admin_token,
+                    &brownout.inner.admin_token,
                 )
         }
         None => false,

@@ -97,7 +97,7 @@ impl Brownout {
 impl Brownout {
     /// Refuses a token that is not safe on `bind`, and hands a generated one to the operator.
     fn check_admin_token(&self, bind: SocketAddr) -> Result<(), Error> {
-        let shared = &self.shared;
+        let shared = &self.inner;
         let admin = &self.config().admin;
         let env = &admin.token_env;
         if shared.admin_token_generated {
@@ -127,7 +127,7 @@ impl Brownout {
     /// Writes the generated token to `admin.token_file` (0600), or prints it to stderr.
     fn hand_out_token(&self) -> Result<(), Error> {
         let admin = &self.config().admin;
-        let token = &self.shared.admin_token;
+        let token = &self.inner.admin_token;
         match &admin.token_file {
             Some(path) => {
                 write_secret(path, token).map_err(|e| {
@@ -223,11 +223,11 @@ pub(crate) fn state_json(brownout: &Brownout) -> Value {
             .get_mut(limiter.as_str())
             .and_then(Value::as_object_mut)
         {
-            let counts = brownout.shared.metrics.counts(limiter);
+            let counts = brownout.engine().metrics.counts(limiter);
             block.insert("counters".into(), json!(counts));
         }
     }
-    let now = brownout.shared.clock.now();
+    let now = brownout.engine().clock.now();
     json!({
         "version": settings.version,
         "kill_switch": settings.kill_switch,

@@ -6,9 +6,9 @@ mod rules;
 
 pub use rules::{CostTable, Plan, Quota, RateRules};
 
-use super::gcra::Charge;
 use super::{LimiterName, RatePolicy, Rejection};
 use crate::config::{QuotaCount, QuotaKey};
+use crate::math::gcra::Charge;
 use crate::store::{Store, StoreError};
 use crate::tier::Tier;
 use std::time::Duration;

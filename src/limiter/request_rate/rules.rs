@@ -2,10 +2,10 @@
 //! the `RateLimit-Policy` field of each plan.
 
 use super::secs_up;
-use crate::classify::RoutePattern;
+use crate::config::RoutePattern;
 use crate::config::{QuotaCount, QuotaKey, RequestRateConfig};
-use crate::limiter::gcra::Bucket;
-use crate::limiter::window::WindowRule;
+use crate::math::gcra::Bucket;
+use crate::math::window::WindowRule;
 use actix_web::http::header::HeaderValue;
 use std::collections::BTreeMap;
 use std::fmt::Write;

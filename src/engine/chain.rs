@@ -1,14 +1,14 @@
 //! The limiter chain: each limiter in DESIGN.md order, under its mode, failing open on any
 //! error or panic. A request rejected by a later limiter gets back what earlier ones took.
 
-use super::concurrent_requests::{self, ConcurrencyPermit};
-use super::fleet_usage::{self, FleetPermit};
-use super::request_rate::{RateRequest, RateStatus, RateTicket};
-use super::{worker_utilization, LimiterError, LimiterName, Rejection};
+use super::{Engine, Settings};
 use crate::config::Mode;
+use crate::limiter::concurrent_requests::{self, ConcurrencyPermit};
+use crate::limiter::fleet_usage::{self, FleetPermit};
+use crate::limiter::request_rate::{RateRequest, RateStatus, RateTicket};
+use crate::limiter::{worker_utilization, LimiterError, LimiterName, Rejection};
 use crate::metrics::Outcome;
 use crate::rng::SplitMix64;
-use crate::runtime::{Settings, Shared};
 use crate::store::Store;
 use crate::tier::Tier;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -52,7 +52,7 @@ pub(crate) enum Verdict<'a> {
 /// limiters took (their permits unwind), is counted against the limiter that was running, and
 /// lets the request through.
 pub(crate) fn decide<'a>(
-    shared: &'a Shared,
+    shared: &'a Engine,
     settings: &Settings,
     req: &Request<'_>,
     now: Duration,
@@ -71,7 +71,7 @@ pub(crate) fn decide<'a>(
 }
 
 fn run<'a>(
-    shared: &'a Shared,
+    shared: &'a Engine,
     settings: &Settings,
     req: &Request<'_>,
     now: Duration,
@@ -188,7 +188,7 @@ fn run<'a>(
 
 /// Evaluates one limiter under `mode`; only an enforced rejection is returned.
 fn evaluate(
-    shared: &Shared,
+    shared: &Engine,
     limiter: LimiterName,
     mode: Mode,
     req: &Request<'_>,

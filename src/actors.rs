@@ -1,12 +1,17 @@
-//! The runtime actors: a sampler that reads the sources every `sample_interval`, a controller
-//! that turns samples into a published [`ShedPlan`], and an evictor that drops idle keyed
-//! state. They own their state and talk through bounded mailboxes; the middleware reads the
-//! plan through `ArcSwap`, without locks.
+//! The actors that keep the engine up to date: a sampler that reads the sources every
+//! `sample_interval`, a controller that turns samples into a published [`ShedPlan`], an evictor
+//! that drops idle keyed state, the operator that applies admin changes, and the SIGHUP
+//! listener. They own their state and talk through bounded mailboxes; the engine reads what
+//! they publish through `ArcSwap` and atomics, without locks.
 
-use super::{combine, probabilities, Controller, ControllerParams, ShedPlan, UtilizationSource};
+use crate::control::{
+    combine, probabilities, Controller, ControllerParams, ShedPlan, UtilizationSource,
+};
+use crate::engine::Engine;
 use crate::limiter::LimiterName;
-use crate::runtime::Shared;
+use crate::ops::OperatorSetup;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -44,19 +49,18 @@ impl Actors {
     }
 }
 
-/// Spawns the sampler, the controller, the evictor and the operator on the current tokio
-/// runtime.
-pub(crate) fn spawn(shared: Arc<Shared>, sources: Vec<Box<dyn UtilizationSource>>) -> Actors {
+/// Spawns the sampler, the controller, the evictor, the operator and (with `reload`: the file
+/// to read again) the SIGHUP listener on the current tokio runtime.
+pub(crate) fn spawn(
+    shared: Arc<Engine>,
+    sources: Vec<Box<dyn UtilizationSource>>,
+    ops: OperatorSetup,
+    reload: Option<Option<PathBuf>>,
+) -> Actors {
     let (sampler_tx, sampler_rx) = mpsc::channel(8);
     let (controller_tx, controller_rx) = mpsc::channel(8);
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let pending = std::mem::take(
-        &mut *shared
-            .pending_reverts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
-    let (operator, operator_task) = crate::ops::spawn(shared.clone(), pending, shutdown_rx.clone());
+    let (operator, operator_task) = crate::ops::spawn(ops, shutdown_rx.clone());
     let mut tasks = vec![
         operator_task,
         tokio::spawn(sampler(
@@ -75,13 +79,15 @@ pub(crate) fn spawn(shared: Arc<Shared>, sources: Vec<Box<dyn UtilizationSource>
         )),
     ];
     #[cfg(unix)]
-    if shared.config.admin.reload_on_sighup {
+    if let Some(file) = reload {
         tasks.extend(crate::ops::spawn_reloader(
-            shared.clone(),
+            file,
             operator.clone(),
             shutdown_rx.clone(),
         ));
     }
+    #[cfg(not(unix))]
+    let _ = reload;
     Actors {
         sampler: sampler_tx,
         operator,
@@ -90,7 +96,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, sources: Vec<Box<dyn UtilizationSource>
     }
 }
 
-fn interval_of(shared: &Shared) -> Duration {
+fn interval_of(shared: &Engine) -> Duration {
     shared
         .settings
         .load()
@@ -107,7 +113,7 @@ fn ticker(period: Duration) -> tokio::time::Interval {
 }
 
 async fn sampler(
-    shared: Arc<Shared>,
+    shared: Arc<Engine>,
     mut sources: Vec<Box<dyn UtilizationSource>>,
     mut mailbox: mpsc::Receiver<SamplerMsg>,
     controller: mpsc::Sender<Sample>,
@@ -155,7 +161,7 @@ fn rearm(period: &mut Duration, tick: &mut tokio::time::Interval, wanted: Durati
 
 /// Reads every source; a source that errors or panics is counted, logged and skipped.
 fn sample_all(
-    shared: &Shared,
+    shared: &Engine,
     sources: &mut [Box<dyn UtilizationSource>],
     at: Duration,
 ) -> Option<f64> {
@@ -175,12 +181,12 @@ fn sample_all(
     combine(answers.collect::<Vec<_>>())
 }
 
-fn new_controller(shared: &Shared) -> Controller {
+fn new_controller(shared: &Engine) -> Controller {
     let params = ControllerParams::from_config(&shared.settings.load().limiters.worker_utilization);
     Controller::new(params, shared.clock.now())
 }
 
-async fn controller(shared: Arc<Shared>, mut state: Controller, mut inbox: mpsc::Receiver<Sample>) {
+async fn controller(shared: Arc<Engine>, mut state: Controller, mut inbox: mpsc::Receiver<Sample>) {
     while let Some(sample) = inbox.recv().await {
         let plan = step(&shared, &mut state, sample.utilization, sample.at);
         if let Some(reply) = sample.reply {
@@ -191,7 +197,7 @@ async fn controller(shared: Arc<Shared>, mut state: Controller, mut inbox: mpsc:
 
 /// One control step: update the amount and publish the plan (live thresholds apply at once).
 fn step(
-    shared: &Shared,
+    shared: &Engine,
     state: &mut Controller,
     utilization: Option<f64>,
     at: Duration,
@@ -230,7 +236,7 @@ fn step(
     plan
 }
 
-fn eviction_interval_of(shared: &Shared) -> Duration {
+fn eviction_interval_of(shared: &Engine) -> Duration {
     shared
         .settings
         .load()
@@ -242,7 +248,7 @@ fn eviction_interval_of(shared: &Shared) -> Duration {
 
 /// Drops idle keyed state every `eviction_interval`: a full bucket is the same as no bucket,
 /// so memory follows the keys that are actually limited, not every key ever seen.
-async fn evictor(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+async fn evictor(shared: Arc<Engine>, mut shutdown: watch::Receiver<bool>) {
     let mut period = eviction_interval_of(&shared);
     let mut tick = ticker(period);
     let mut changes = shared.settings_changed.subscribe();

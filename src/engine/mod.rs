@@ -1,25 +1,29 @@
-//! The state shared by the middleware instances, the actors and the admin server, and the
-//! live [`Settings`] they read through `ArcSwap`.
+//! The engine: everything one request's decision needs, and nothing above it. It holds the live
+//! [`Settings`] (swapped through `ArcSwap`), the published shed plan, the keyed-state store, the
+//! metrics and the in-flight count, and runs the limiter chain ([`chain`]). The actors keep it
+//! up to date through published snapshots; the `Brownout` handle, the middleware and the admin
+//! server sit on top of it.
 
-use super::{KeyHook, PlanHook, TierHook};
+mod chain;
+mod guard;
+
+pub(crate) use chain::{decide, Admission, Request, Verdict};
+pub use guard::RequestGuard;
+
 use crate::classify::Classifier;
 use crate::clock::Clock;
-use crate::config::{Config, ConfigError, LimitersConfig, Mode, QuotaKey};
-use crate::control::actors::Actors;
-use crate::control::{InFlight, PublishedPlan, RuntimeRegistry, UtilizationSource};
+use crate::config::{ConfigError, LimitersConfig, Mode, QuotaKey};
+use crate::control::{InFlight, PublishedPlan};
 use crate::limiter::request_rate::{CheckTime, RateRules};
-use crate::limiter::window::WindowRule;
-use crate::limiter::{decide, Request, Verdict};
 use crate::logging::LogGate;
+use crate::math::window::WindowRule;
 use crate::metrics::{Metrics, Outcome};
-use crate::ops::{AuditLog, PendingRevert};
 use crate::rng::SplitMix64;
 use crate::store::Store;
 use crate::tier::Tier;
 use arc_swap::ArcSwap;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The live, validated settings: swapped atomically as a whole, read without locks.
@@ -74,48 +78,27 @@ impl Settings {
     }
 }
 
-/// State shared by the middleware instances, the actors and the admin server.
-pub(crate) struct Shared {
-    pub(crate) config: Config,
+/// The per-request decision's state: read by every middleware instance without locks, written
+/// by the actors (plan, settings) and by each request's own guard (counts, permits).
+pub(crate) struct Engine {
     pub(crate) settings: ArcSwap<Settings>,
     pub(crate) plan: PublishedPlan,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) metrics: Metrics,
     pub(crate) in_flight: Arc<InFlight>,
-    pub(crate) runtimes: Arc<RuntimeRegistry>,
-    pub(crate) tier_hook: Option<TierHook>,
-    pub(crate) key_hook: Option<KeyHook>,
-    pub(crate) plan_hook: Option<PlanHook>,
     pub(crate) store: Arc<dyn Store>,
+    /// Seeds the key hash and every random stream.
     pub(crate) seed: u64,
     /// Hands each middleware instance (and each `check`) its own random stream.
     pub(crate) rng_streams: AtomicU64,
-    pub(crate) admin_token: String,
-    pub(crate) admin_token_generated: bool,
     pub(crate) fail_open_log: LogGate,
     pub(crate) dark_log: LogGate,
-    pub(crate) pending_sources: Mutex<Option<Vec<Box<dyn UtilizationSource>>>>,
-    /// The running actors. Held only to read or swap the slot, never across an await, so no
-    /// caller ever waits on it for long or fails on it.
-    pub(crate) actors: Mutex<Option<Actors>>,
-    /// The file the configuration came from (what a reload reads), if any.
-    pub(crate) config_path: Option<PathBuf>,
     /// The settings version, announced after every change: actors whose timers follow the
     /// settings (sampler, evictor) re-arm at once.
     pub(crate) settings_changed: tokio::sync::watch::Sender<u64>,
-    /// The admin audit log.
-    pub(crate) audit: Mutex<AuditLog>,
-    /// Reverts from the overrides file, for the operator to re-arm at start.
-    pub(crate) pending_reverts: Mutex<Vec<PendingRevert>>,
 }
 
-impl Shared {
-    /// The operator's mailbox, while the actors run.
-    pub(crate) fn operator(&self) -> Option<tokio::sync::mpsc::Sender<crate::ops::OpsMsg>> {
-        let actors = self.actors.lock().unwrap_or_else(PoisonError::into_inner);
-        actors.as_ref().map(|a| a.operator.clone())
-    }
-
+impl Engine {
     /// Counts a fail-open and logs it, at most once per 10 s (with a count of the rest).
     pub(crate) fn fail_open(
         &self,
@@ -136,7 +119,7 @@ impl Shared {
     }
 }
 
-impl Shared {
+impl Engine {
     /// Runs the limiter chain over a classified request and counts the outcome: the decision
     /// of both the middleware and [`Brownout::check`](super::Brownout::check).
     pub(crate) fn judge(

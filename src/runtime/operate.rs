@@ -1,0 +1,45 @@
+//! Operating the handle at run time: admin changes, reloads and the audit log, all through the
+//! operator actor.
+
+use super::Brownout;
+use crate::ops::{Applied, AuditEntry, Change, ChangeError};
+use serde_json::Value;
+
+impl Brownout {
+    /// Applies `change`, asked for by `source` (an address, `timer`, `signal`...).
+    pub async fn change(
+        &self,
+        change: Change,
+        source: impl Into<String>,
+    ) -> Result<Applied, ChangeError> {
+        let operator = self.operator().ok_or(ChangeError::NotRunning)?;
+        crate::ops::send(&operator, change, source.into()).await
+    }
+
+    /// Reads the configuration file again and applies it (what SIGHUP does when
+    /// `admin.reload_on_sighup` is on): limiters, classifier and `admin.metrics_auth` change
+    /// at once; a file that does not validate, or that changes a section that is only read
+    /// at start (binds, store, demo, `max_keys`, the number of quotas, the utilization
+    /// source), changes nothing and names the key.
+    pub async fn reload_config(&self) -> Result<Applied, ChangeError> {
+        let operator = self.operator().ok_or(ChangeError::NotRunning)?;
+        let file = self.inner.config_path.as_deref();
+        crate::ops::reload(file, &operator, "api").await
+    }
+
+    /// The last 256 changes, oldest first.
+    pub fn audit(&self) -> Vec<AuditEntry> {
+        self.inner
+            .audit
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entries()
+    }
+
+    /// The live settings version and limiter settings as JSON.
+    pub fn limiters_json(&self) -> (u64, bool, Value) {
+        let settings = self.settings();
+        let json = serde_json::to_value(&settings.limiters).unwrap_or(Value::Null);
+        (settings.version, settings.kill_switch, json)
+    }
+}
