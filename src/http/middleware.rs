@@ -5,6 +5,7 @@
 //! allocates nothing.
 
 use super::body::TrackedBody;
+use super::ratelimit;
 use super::response::{rejection_response, retry_after_secs};
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
 use crate::engine::{Admission, Engine, Request, RequestGuard, Settings, Verdict};
@@ -14,7 +15,7 @@ use crate::rng::{mix, SplitMix64};
 use crate::runtime::Brownout;
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
-use actix_web::http::header::{HeaderMap, HeaderName, AUTHORIZATION};
+use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use actix_web::Error;
 use pin_project_lite::pin_project;
 use std::cell::RefCell;
@@ -67,6 +68,7 @@ where
             rng: RefCell::new(SplitMix64::new(engine.seed ^ mix(instance + 1))),
             shared: engine,
             brownout: self.brownout.clone(),
+            policies: RefCell::new((0, Vec::new())),
         }))
     }
 }
@@ -78,9 +80,22 @@ pub struct BrownoutService<S> {
     /// The app's hooks.
     brownout: Brownout,
     rng: RefCell<SplitMix64>,
+    /// `RateLimit-Policy` values of the live settings version, built on this worker: a
+    /// response clones its own worker's copy, touching no cache line that other workers use.
+    policies: RefCell<(u64, Vec<[HeaderValue; 2]>)>,
 }
 
 impl<S> BrownoutService<S> {
+    /// The `RateLimit-Policy` value for `status` under `settings`.
+    fn policy(&self, settings: &Settings, status: &RateStatus) -> Option<HeaderValue> {
+        let mut cache = self.policies.try_borrow_mut().ok()?;
+        if cache.0 != settings.version {
+            *cache = (settings.version, ratelimit::policies(&settings.rules));
+        }
+        let plan = cache.1.get(usize::from(status.plan))?;
+        Some(plan[usize::from(status.elastic)].clone())
+    }
+
     fn classify(&self, req: &ServiceRequest, settings: &Settings) -> Classified {
         let headers = req.headers();
         // Every X-Forwarded-For line, kept on the stack (the last ones: entries are read from
@@ -153,18 +168,18 @@ fn routed_path(req: &ServiceRequest) -> &str {
 /// its `Retry-After` (`rejected`: the rejection and its Retry-After in seconds).
 fn rate_headers(
     settings: &Settings,
+    policy: Option<HeaderValue>,
     status: &RateStatus,
     rejected: Option<(&Rejection, u64)>,
     headers: &mut HeaderMap,
 ) {
     let rules = &settings.rules;
-    headers.insert(
-        RATELIMIT_POLICY,
-        rules.plan_at(usize::from(status.plan)).policy[usize::from(status.elastic)].clone(),
-    );
+    if let Some(policy) = policy {
+        headers.insert(RATELIMIT_POLICY, policy);
+    }
     let value = match rejected {
-        None => rules.rate_limit_header(status),
-        Some((rejection, secs)) => rules.rejected_rate_limit_header(status, rejection, secs),
+        None => ratelimit::allowed(rules, status),
+        Some((rejection, secs)) => ratelimit::rejected(rules, status, rejection, secs),
     };
     if let Some(value) = value {
         headers.insert(RATELIMIT, value);
@@ -174,23 +189,27 @@ fn rate_headers(
 /// Work left for when the app has answered: the RateLimit fields and failure quotas.
 pub struct AfterResponse {
     shared: Arc<Engine>,
-    rate: Option<RateStatus>,
+    rate: Option<(RateStatus, Option<HeaderValue>)>,
     failures: Option<RateTicket>,
 }
 
 impl AfterResponse {
-    fn new(shared: &Arc<Engine>, admission: &Admission) -> Option<Self> {
+    fn new(
+        shared: &Arc<Engine>,
+        admission: &Admission,
+        policy: impl FnOnce(&RateStatus) -> Option<HeaderValue>,
+    ) -> Option<Self> {
         (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
             shared: shared.clone(),
-            rate: admission.rate,
+            rate: admission.rate.map(|status| (status, policy(&status))),
             failures: admission.failures,
         })
     }
 
     fn apply<B>(self, response: &mut ServiceResponse<B>) {
         let settings = self.shared.settings.load();
-        if let Some(status) = &self.rate {
-            rate_headers(&settings, status, None, response.headers_mut());
+        if let Some((status, policy)) = self.rate {
+            rate_headers(&settings, policy, &status, None, response.headers_mut());
         }
         if let Some(ticket) = &self.failures {
             let failed = response.status().is_client_error() || response.status().is_server_error();
@@ -255,6 +274,7 @@ where
                     let secs = retry_after_secs(rejection.retry_after);
                     rate_headers(
                         &settings,
+                        self.policy(&settings, status),
                         status,
                         Some((&rejection, secs)),
                         response.headers_mut(),
@@ -265,7 +285,9 @@ where
                 }
             }
             Verdict::Allow(admission) => {
-                let after = AfterResponse::new(&self.shared, &admission);
+                let after = AfterResponse::new(&self.shared, &admission, |status| {
+                    self.policy(&settings, status)
+                });
                 let guard = RequestGuard::admit(&self.shared, tier, admission);
                 ResponseFuture::Allowed {
                     fut: self.service.call(req),

@@ -3,6 +3,7 @@
 mod admin;
 mod body;
 mod middleware;
+mod ratelimit;
 mod response;
 
 pub use crate::engine::RequestGuard;

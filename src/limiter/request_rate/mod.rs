@@ -1,7 +1,6 @@
 //! The request-rate limiter: a per-key bucket of credits (weighted endpoint costs, plans, soft
 //! and elastic throttling) plus optional window quotas, all answered by the [`Store`].
 
-mod fields;
 mod rules;
 
 pub use rules::{CostTable, Plan, Quota, RateRules};
@@ -36,6 +35,11 @@ pub struct RateStatus {
 }
 
 impl RateStatus {
+    /// (quota index, requests left, seconds to reset) of the quotas evaluated (at most four).
+    pub fn quotas(&self) -> &[(u8, u16, u32)] {
+        &self.quotas[..usize::from(self.reported)]
+    }
+
     /// The same status with the bucket's TAT at `tat`.
     pub fn with_tat(mut self, tat: u64) -> Self {
         self.tat = tat;
@@ -97,11 +101,13 @@ pub struct RateDecision {
     pub ticket: RateTicket,
 }
 
-fn secs_up(us: u64) -> u32 {
+/// Whole seconds in `us` microseconds, rounded up.
+pub fn secs_up(us: u64) -> u32 {
     u32::try_from(us.div_ceil(1_000_000)).unwrap_or(u32::MAX)
 }
 
-fn saturate(n: u64) -> u32 {
+/// `n` as a `u32`, saturating.
+pub fn saturate(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
@@ -257,6 +263,15 @@ impl RateRules {
         }
     }
 
+    /// Credits left of the nominal burst and seconds until the bucket is full, as of the check.
+    pub fn bucket_reading(&self, status: &RateStatus) -> (u32, u32) {
+        let bucket = self.bucket(usize::from(status.plan), status.elastic);
+        (
+            saturate(bucket.remaining(status.tat, status.at)),
+            secs_up(status.tat.saturating_sub(status.at)),
+        )
+    }
+
     fn quota_key(&self, quota: &Quota, ticket: &RateTicket) -> u64 {
         match quota.key {
             QuotaKey::Client => ticket.key,
@@ -306,8 +321,8 @@ mod tests {
         );
         assert_eq!(r.plan(Some("nope")), 0, "unknown plan: default");
         assert_eq!(r.plan(None), 0);
-        assert_eq!(r.plan_at(0).policy[0], "\"request_rate\";q=20;w=2");
-        assert_eq!(r.plan_at(free).policy[0], "\"request_rate\";q=5;w=5");
+        assert_eq!(r.plan_at(0).limits[0], (20.0, 10.0));
+        assert_eq!(r.plan_at(free).limits[0], (5.0, 1.0));
     }
 
     #[test]
@@ -377,10 +392,9 @@ mod tests {
             passed += 1;
         }
         assert_eq!(passed, 8);
-        assert_eq!(
-            r.rate_limit_header(&d.status).unwrap(),
-            "\"request_rate\";r=8;t=2, \"signups\";r=0;t=86400"
-        );
+        // The RateLimit field of that answer: tests in crate::http::ratelimit.
+        assert_eq!(r.bucket_reading(&d.status), (8, 2));
+        assert_eq!(d.status.quotas(), [(0, 0, 86_400)]);
     }
 
     #[test]

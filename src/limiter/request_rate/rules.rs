@@ -1,14 +1,11 @@
 //! The request-rate settings compiled for the request path: plans, route costs, quotas and
 //! the `RateLimit-Policy` field of each plan.
 
-use super::secs_up;
 use crate::config::RoutePattern;
 use crate::config::{QuotaCount, QuotaKey, RequestRateConfig};
 use crate::math::gcra::Bucket;
 use crate::math::window::WindowRule;
-use actix_web::http::header::HeaderValue;
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 /// Route costs, most specific pattern first.
 #[derive(Debug, Clone, Default)]
@@ -44,8 +41,8 @@ pub struct Plan {
     /// The bucket, and the bucket widened by `elastic_factor`, computed once.
     buckets: [Bucket; 2],
     costs: CostTable,
-    /// The `RateLimit-Policy` header value, normal and while elastic, computed once.
-    pub policy: [HeaderValue; 2],
+    /// (burst, rate) of the bucket, normal and while elastic: what `RateLimit-Policy` says.
+    pub limits: [(f64, f64); 2],
 }
 
 /// A compiled quota.
@@ -78,6 +75,8 @@ pub struct RateRules {
     pub quotas: Vec<Quota>,
     /// The per-IP ceiling, if any.
     pub per_ip: Option<Bucket>,
+    /// (burst, rate) of the per-IP ceiling, if any.
+    pub per_ip_limits: Option<(f64, f64)>,
 }
 
 impl RateRules {
@@ -107,6 +106,7 @@ impl RateRules {
         let per_ip = c
             .per_ip
             .map(|p| Bucket::new(p.rate, f64::from(p.burst), 0.0));
+        let per_ip_limits = c.per_ip.map(|p| (f64::from(p.burst), p.rate));
         let plan = |name: &str,
                     rate: f64,
                     burst: u32,
@@ -122,14 +122,9 @@ impl RateRules {
                 ],
                 default_cost,
                 costs: CostTable::compile(costs)?,
-                policy: [
-                    policy_header(f64::from(burst), rate, per_ip.as_ref(), &quotas)?,
-                    policy_header(
-                        f64::from(burst) * elastic,
-                        rate * elastic,
-                        per_ip.as_ref(),
-                        &quotas,
-                    )?,
+                limits: [
+                    (f64::from(burst), rate),
+                    (f64::from(burst) * elastic, rate * elastic),
                 ],
             })
         };
@@ -150,6 +145,7 @@ impl RateRules {
             headers: c.headers,
             quotas,
             per_ip,
+            per_ip_limits,
         })
     }
 
@@ -157,6 +153,11 @@ impl RateRules {
     pub fn plan(&self, name: Option<&str>) -> usize {
         name.and_then(|n| self.plans.iter().position(|p| p.name == n))
             .unwrap_or(0)
+    }
+
+    /// How many plans there are (the default one first).
+    pub fn plan_count(&self) -> usize {
+        self.plans.len()
     }
 
     /// The plan at `index`.
@@ -178,38 +179,4 @@ impl RateRules {
     pub fn bucket(&self, index: usize, elastic: bool) -> &Bucket {
         &self.plan_at(index).buckets[usize::from(elastic)]
     }
-}
-
-/// The `RateLimit-Policy` value of a bucket of `burst` credits refilling at `rate` per second,
-/// of the per-IP ceiling and of the quotas: quota `q`, window `w` (the time to refill an empty
-/// bucket). Buckets count credits (a route's cost), quotas count requests.
-fn policy_header(
-    burst: f64,
-    rate: f64,
-    per_ip: Option<&Bucket>,
-    quotas: &[Quota],
-) -> Result<HeaderValue, String> {
-    let mut policy = format!(
-        "\"request_rate\";q={};w={}",
-        burst.floor() as u64,
-        (burst / rate).ceil() as u64
-    );
-    if let Some(ceiling) = per_ip {
-        let _ = write!(
-            policy,
-            ", \"per_ip\";q={};w={}",
-            ceiling.burst.floor() as u64,
-            (ceiling.burst * ceiling.per_credit / 1e6).ceil() as u64
-        );
-    }
-    for q in quotas {
-        let _ = write!(
-            policy,
-            ", \"{}\";q={};w={}",
-            q.name,
-            q.rule.limit,
-            secs_up(q.rule.window)
-        );
-    }
-    HeaderValue::from_str(&policy).map_err(|e| e.to_string())
 }

@@ -1,0 +1,163 @@
+//! The IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers) of the request-rate
+//! limiter's answers: the policies in force, what is left under each, and when, consistent
+//! with `Retry-After`. The limiter says what it saw ([`RateStatus`]); this writes it down.
+
+use crate::limiter::request_rate::{saturate, secs_up, RateRules, RateStatus};
+use crate::limiter::{LimiterName, RatePolicy, Rejection};
+use actix_web::http::header::HeaderValue;
+use std::fmt::Write;
+
+/// `RateLimit-Policy` of every plan, normal and while elastic: the bucket (`q` credits,
+/// `w` the seconds to refill it from empty), the per-IP ceiling and the quotas (`q` requests
+/// per `w` seconds). Computed once per settings version and worker.
+pub(crate) fn policies(rules: &RateRules) -> Vec<[HeaderValue; 2]> {
+    let tail = {
+        let mut t = String::new();
+        if let Some((burst, rate)) = rules.per_ip_limits {
+            let _ = write!(t, ", {}", item("per_ip", burst, rate));
+        }
+        for q in &rules.quotas {
+            let _ = write!(
+                t,
+                ", \"{}\";q={};w={}",
+                q.name,
+                q.rule.limit,
+                secs_up(q.rule.window)
+            );
+        }
+        t
+    };
+    (0..rules.plan_count())
+        .map(|i| {
+            rules.plan_at(i).limits.map(|(burst, rate)| {
+                let text = format!("{}{tail}", item("request_rate", burst, rate));
+                HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static(""))
+            })
+        })
+        .collect()
+}
+
+fn item(name: &str, burst: f64, rate: f64) -> String {
+    format!(
+        "\"{name}\";q={};w={}",
+        burst.floor() as u64,
+        (burst / rate).ceil() as u64
+    )
+}
+
+/// The `RateLimit` field of a response the app answered: the bucket (credits left, seconds
+/// until it is full) and each quota evaluated (requests left, seconds until its window ends).
+pub(crate) fn allowed(rules: &RateRules, status: &RateStatus) -> Option<HeaderValue> {
+    service_limits(rules, status, u32::MAX)
+}
+
+/// The `RateLimit` field of a rejected response that says `Retry-After: retry_secs`.
+///
+/// The draft asks that Retry-After not point earlier than the end of any effective window
+/// (`t`) in the same response. So a request this limiter rejected reports only the policy it
+/// violated, with `t` equal to Retry-After (when enough of it is back for this request; `r` is
+/// what is left now, in credits); a request another limiter rejected reports only the policies
+/// whose window ends by then.
+pub(crate) fn rejected(
+    rules: &RateRules,
+    status: &RateStatus,
+    rejection: &Rejection,
+    retry_secs: u64,
+) -> Option<HeaderValue> {
+    let t = saturate(retry_secs);
+    if rejection.limiter != LimiterName::RequestRate {
+        return service_limits(rules, status, t);
+    }
+    let (name, remaining) = match rejection.policy {
+        None => ("request_rate", rules.bucket_reading(status).0),
+        Some(RatePolicy::PerIp) => {
+            let ceiling = rules.per_ip.as_ref()?;
+            (
+                "per_ip",
+                saturate(ceiling.remaining(status.ip_tat, status.at)),
+            )
+        }
+        Some(RatePolicy::Quota(i)) => {
+            let left = status
+                .quotas()
+                .iter()
+                .find(|q| q.0 == i)
+                .map_or(0, |q| u32::from(q.1));
+            (rules.quotas.get(usize::from(i))?.name.as_str(), left)
+        }
+    };
+    HeaderValue::from_str(&format!("\"{name}\";r={remaining};t={t}")).ok()
+}
+
+/// The bucket and the quotas whose effective window ends within `max_t` seconds.
+fn service_limits(rules: &RateRules, status: &RateStatus, max_t: u32) -> Option<HeaderValue> {
+    let (remaining, reset) = rules.bucket_reading(status);
+    let mut value = String::new();
+    if reset <= max_t {
+        let _ = write!(value, "\"request_rate\";r={remaining};t={reset}");
+    }
+    for &(i, remaining, reset) in status.quotas() {
+        if reset > max_t {
+            continue;
+        }
+        let name = &rules.quotas.get(usize::from(i))?.name;
+        let sep = if value.is_empty() { "" } else { ", " };
+        let _ = write!(value, "{sep}\"{name}\";r={remaining};t={reset}");
+    }
+    (!value.is_empty())
+        .then(|| HeaderValue::from_str(&value).ok())
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::limiter::request_rate::{CheckTime, RateRequest};
+    use crate::store::MemoryStore;
+    use crate::tier::Tier;
+
+    fn rules(yaml: &str) -> RateRules {
+        RateRules::compile(&Config::from_yaml_str(yaml).unwrap().limiters.request_rate).unwrap()
+    }
+
+    #[test]
+    fn policies_of_each_plan() {
+        let r = rules("limiters:\n  request_rate:\n    rate: 10\n    burst: 20\n    plans:\n      free:\n        rate: 1\n        burst: 5\n");
+        let p = policies(&r);
+        assert_eq!(p[0][0], "\"request_rate\";q=20;w=2");
+        assert_eq!(p[r.plan(Some("free"))][0], "\"request_rate\";q=5;w=5");
+    }
+
+    #[test]
+    fn a_quota_rejection_reports_the_refunded_bucket_and_the_quota() {
+        let r = rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 10\n    quotas:\n      - {name: signups, algorithm: fixed_window, limit: 2, window: 1d, routes: [\"POST /v1/accounts\"], key: ip}\n");
+        let store = MemoryStore::new(64, 1, 64);
+        let signup = RateRequest {
+            tier: Tier::Post,
+            key: 42,
+            ip: 7,
+            method: "POST",
+            path: "/v1/accounts",
+            plan: None,
+        };
+        let at = CheckTime::default();
+        for _ in 0..2 {
+            assert!(r
+                .check(&store, &signup, at, false)
+                .unwrap()
+                .rejection
+                .is_none());
+        }
+        let d = r.check(&store, &signup, at, false).unwrap();
+        assert_eq!(
+            allowed(&r, &d.status).unwrap(),
+            "\"request_rate\";r=8;t=2, \"signups\";r=0;t=86400"
+        );
+        let rejection = d.rejection.unwrap();
+        assert_eq!(
+            rejected(&r, &d.status, &rejection, 86_400).unwrap(),
+            "\"signups\";r=0;t=86400"
+        );
+    }
+}
