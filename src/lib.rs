@@ -60,6 +60,7 @@ pub mod metrics;
 pub mod ops;
 pub mod rng;
 mod runtime;
+mod shard;
 pub mod store;
 pub mod tier;
 

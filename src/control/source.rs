@@ -1,10 +1,10 @@
 //! Utilization sources: what the sampler reads every `sample_interval`.
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::ThreadId;
 use std::time::Duration;
 
+use crate::shard::Sharded;
 use crate::tier::{PerTier, Tier};
 
 /// Why a source could not produce a sample.
@@ -60,30 +60,28 @@ where
 /// Requests in progress through the middleware, per tier.
 #[derive(Debug, Default)]
 pub struct InFlight {
-    per_tier: [AtomicI64; 4],
+    /// Per tier, sharded by thread: entering and leaving write this worker's own cache line;
+    /// the sums stay exact.
+    per_tier: Sharded<4>,
 }
 
 impl InFlight {
     pub(crate) fn enter(&self, tier: Tier) {
-        self.per_tier[tier.index()].fetch_add(1, Ordering::Relaxed);
+        self.per_tier.add(tier.index(), 1);
     }
 
     pub(crate) fn leave(&self, tier: Tier) {
-        self.per_tier[tier.index()].fetch_sub(1, Ordering::Relaxed);
+        self.per_tier.add(tier.index(), -1);
     }
 
     /// Requests in progress, per tier.
     pub fn per_tier(&self) -> PerTier<i64> {
-        PerTier::from_fn(|t| self.per_tier[t.index()].load(Ordering::Relaxed).max(0))
+        PerTier::from_fn(|t| self.per_tier.sum(t.index()).max(0))
     }
 
     /// Requests in progress in all tiers.
     pub fn total(&self) -> i64 {
-        self.per_tier
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .sum::<i64>()
-            .max(0)
+        (0..4).map(|i| self.per_tier.sum(i)).sum::<i64>().max(0)
     }
 }
 
@@ -260,6 +258,7 @@ pub fn combine(samples: impl IntoIterator<Item = f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn in_flight_is_relative_to_live_capacity() {

@@ -5,18 +5,52 @@ use super::{Admission, Engine};
 use crate::limiter::concurrent_requests::ConcurrencyPermit;
 use crate::limiter::fleet_usage::FleetPermit;
 use crate::tier::Tier;
+use std::rc::Rc;
 use std::sync::Arc;
 
+/// How a guard reaches the engine when it is dropped.
+///
+/// The middleware's guards use their worker's own `Rc`: cloning and dropping it per request
+/// writes nothing that another worker reads (an `Arc` clone would bounce its reference count
+/// between the cores of every worker). `Brownout::check`, whose guard may move between
+/// threads, uses the `Arc`.
+pub(crate) trait EngineRef {
+    /// The engine.
+    fn engine(&self) -> &Engine;
+}
+
+impl EngineRef for Arc<Engine> {
+    fn engine(&self) -> &Engine {
+        self
+    }
+}
+
+/// A worker's own handle on the engine, shared through an `Rc` by its requests.
+pub(crate) struct WorkerEngine(pub(crate) Arc<Engine>);
+
+impl std::ops::Deref for WorkerEngine {
+    type Target = Engine;
+    fn deref(&self) -> &Engine {
+        &self.0
+    }
+}
+
+impl EngineRef for Rc<WorkerEngine> {
+    fn engine(&self) -> &Engine {
+        &self.0
+    }
+}
+
 /// Everything an admitted request holds until its response is done: its place in the
-/// in-flight count and its limiter permits, all released on drop. One `Arc` keeps them alive.
-pub struct RequestGuard {
-    shared: Arc<Engine>,
+/// in-flight count and its limiter permits, all released on drop.
+pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
+    shared: P,
     tier: Tier,
     concurrency: Option<u64>,
     fleet: bool,
 }
 
-impl std::fmt::Debug for RequestGuard {
+impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RequestGuard")
             .field("tier", &self.tier)
@@ -26,12 +60,12 @@ impl std::fmt::Debug for RequestGuard {
     }
 }
 
-impl RequestGuard {
+impl<P: EngineRef> RequestGuard<P> {
     /// Enters the in-flight count of `tier` and takes over the admission's permits.
-    pub(crate) fn admit(shared: &Arc<Engine>, tier: Tier, admission: Admission<'_>) -> Self {
-        shared.in_flight.enter(tier);
+    pub(crate) fn admit(shared: P, tier: Tier, admission: Admission<'_>) -> Self {
+        shared.engine().in_flight.enter(tier);
         Self {
-            shared: shared.clone(),
+            shared,
             tier,
             concurrency: admission.concurrency.map(ConcurrencyPermit::keep),
             fleet: admission.fleet.map(FleetPermit::keep).is_some(),
@@ -39,14 +73,15 @@ impl RequestGuard {
     }
 }
 
-impl Drop for RequestGuard {
+impl<P: EngineRef> Drop for RequestGuard<P> {
     fn drop(&mut self) {
-        self.shared.in_flight.leave(self.tier);
+        let engine = self.shared.engine();
+        engine.in_flight.leave(self.tier);
         if let Some(key) = self.concurrency {
-            self.shared.store.concurrency_release(key);
+            engine.store.concurrency_release(key);
         }
         if self.fleet {
-            self.shared.store.fleet_release();
+            engine.store.fleet_release();
         }
     }
 }

@@ -8,7 +8,7 @@ mod chain;
 mod guard;
 
 pub(crate) use chain::{decide, Admission, Request, Verdict};
-pub use guard::RequestGuard;
+pub(crate) use guard::{RequestGuard, WorkerEngine};
 
 use crate::classify::Classifier;
 use crate::clock::Clock;

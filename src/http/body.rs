@@ -1,7 +1,12 @@
 //! A response body that holds the request's in-flight guard until the body is finished, fails,
 //! or is dropped (the client went away).
 
-use crate::engine::RequestGuard;
+use crate::engine::{RequestGuard, WorkerEngine};
+use std::rc::Rc;
+
+/// The guard of a request admitted by the middleware: it reaches the engine through its
+/// worker's `Rc`.
+pub(crate) type WorkerGuard = RequestGuard<Rc<WorkerEngine>>;
 use actix_web::body::{BodySize, MessageBody};
 use actix_web::web::Bytes;
 use pin_project_lite::pin_project;
@@ -13,12 +18,12 @@ pin_project! {
     pub struct TrackedBody<B> {
         #[pin]
         body: B,
-        guard: Option<RequestGuard>,
+        guard: Option<WorkerGuard>,
     }
 }
 
 impl<B> TrackedBody<B> {
-    pub(crate) fn new(body: B, guard: Option<RequestGuard>) -> Self {
+    pub(crate) fn new(body: B, guard: Option<WorkerGuard>) -> Self {
         Self { body, guard }
     }
 }

@@ -4,11 +4,11 @@
 //! them share the settings and plan through `ArcSwap`, so the allowed path takes no lock and
 //! allocates nothing.
 
-use super::body::TrackedBody;
+use super::body::{TrackedBody, WorkerGuard};
 use super::ratelimit;
 use super::response::{rejection_response, retry_after_secs};
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
-use crate::engine::{Admission, Engine, Request, RequestGuard, Settings, Verdict};
+use crate::engine::{Admission, Request, RequestGuard, Settings, Verdict, WorkerEngine};
 use crate::limiter::request_rate::{RateStatus, RateTicket};
 use crate::limiter::{RatePolicy, Rejection};
 use crate::rng::{mix, SplitMix64};
@@ -22,6 +22,7 @@ use std::cell::RefCell;
 use std::future::{ready, Future, Ready};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -66,7 +67,7 @@ where
         ready(Ok(BrownoutService {
             service,
             rng: RefCell::new(SplitMix64::new(engine.seed ^ mix(instance + 1))),
-            shared: engine,
+            shared: Rc::new(WorkerEngine(engine)),
             brownout: self.brownout.clone(),
             policies: RefCell::new((0, Vec::new())),
         }))
@@ -76,7 +77,8 @@ where
 /// The per-worker middleware service.
 pub struct BrownoutService<S> {
     service: S,
-    shared: Arc<Engine>,
+    /// This worker's handle on the engine: requests clone the `Rc`, not the `Arc`.
+    shared: Rc<WorkerEngine>,
     /// The app's hooks.
     brownout: Brownout,
     rng: RefCell<SplitMix64>,
@@ -188,14 +190,14 @@ fn rate_headers(
 
 /// Work left for when the app has answered: the RateLimit fields and failure quotas.
 pub struct AfterResponse {
-    shared: Arc<Engine>,
+    shared: Rc<WorkerEngine>,
     rate: Option<(RateStatus, Option<HeaderValue>)>,
     failures: Option<RateTicket>,
 }
 
 impl AfterResponse {
     fn new(
-        shared: &Arc<Engine>,
+        shared: &Rc<WorkerEngine>,
         admission: &Admission,
         policy: impl FnOnce(&RateStatus) -> Option<HeaderValue>,
     ) -> Option<Self> {
@@ -288,7 +290,7 @@ where
                 let after = AfterResponse::new(&self.shared, &admission, |status| {
                     self.policy(&settings, status)
                 });
-                let guard = RequestGuard::admit(&self.shared, tier, admission);
+                let guard = RequestGuard::admit(self.shared.clone(), tier, admission);
                 ResponseFuture::Allowed {
                     fut: self.service.call(req),
                     guard: Some(guard),
@@ -310,7 +312,7 @@ pin_project! {
         Allowed {
             #[pin]
             fut: F,
-            guard: Option<RequestGuard>,
+            guard: Option<WorkerGuard>,
             after: Option<AfterResponse>,
         },
         /// The request was rejected.

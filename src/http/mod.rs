@@ -6,7 +6,6 @@ mod middleware;
 mod ratelimit;
 mod response;
 
-pub use crate::engine::RequestGuard;
 pub use admin::AdminServer;
 pub use body::TrackedBody;
 pub use middleware::{BrownoutMiddleware, BrownoutService, ResponseFuture};

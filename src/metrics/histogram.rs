@@ -1,8 +1,12 @@
-//! A fixed-bucket histogram of atomics: recording is a few relaxed adds, never an allocation,
-//! so it can sit on the request path. Rendered in the Prometheus text format.
+//! A fixed-bucket histogram of atomics: recording is two relaxed adds to this thread's own
+//! shard, never an allocation, so it can sit on the request path. Rendered in the Prometheus
+//! text format.
 
+use crate::shard::Sharded;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Most bounds a histogram may have (its counters: one per bound, +Inf, and the sum).
+const MAX_BOUNDS: usize = 14;
 
 /// Cumulative-on-render histogram with fixed upper bounds (seconds), recorded in whole
 /// nanoseconds (integer compares, no float division on the request path).
@@ -10,19 +14,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct AtomicHistogram {
     bounds: &'static [f64],
     bounds_nanos: Vec<u64>,
-    /// One count per bound, plus the overflow (+Inf) bucket.
-    counts: Vec<AtomicU64>,
-    sum_nanos: AtomicU64,
+    /// One count per bound, then the overflow (+Inf) bucket, then the sum in nanoseconds.
+    counts: Sharded<{ MAX_BOUNDS + 2 }>,
 }
 
 impl AtomicHistogram {
-    /// A histogram with these ascending upper bounds.
+    /// A histogram with these ascending upper bounds (at most 14).
     pub fn new(bounds: &'static [f64]) -> Self {
+        assert!(bounds.len() <= MAX_BOUNDS, "at most {MAX_BOUNDS} bounds");
         Self {
             bounds,
             bounds_nanos: bounds.iter().map(|b| (b * 1e9).round() as u64).collect(),
-            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-            sum_nanos: AtomicU64::new(0),
+            counts: Sharded::default(),
         }
     }
 
@@ -34,8 +37,9 @@ impl AtomicHistogram {
             .iter()
             .position(|&b| nanos <= b)
             .unwrap_or(self.bounds_nanos.len());
-        self.counts[slot].fetch_add(1, Ordering::Relaxed);
-        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.counts.add(slot, 1);
+        self.counts
+            .add(MAX_BOUNDS + 1, i64::try_from(nanos).unwrap_or(i64::MAX));
     }
 
     /// Appends `name` in the text format (HELP, TYPE, buckets, sum, count) to `out`.
@@ -43,8 +47,8 @@ impl AtomicHistogram {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} histogram");
         let mut cumulative = 0;
-        for (i, count) in self.counts.iter().enumerate() {
-            cumulative += count.load(Ordering::Relaxed);
+        for i in 0..=self.bounds.len() {
+            cumulative += self.counts.sum(i);
             match self.bounds.get(i) {
                 Some(bound) => {
                     let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
@@ -54,7 +58,7 @@ impl AtomicHistogram {
                 }
             }
         }
-        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        let sum = self.counts.sum(MAX_BOUNDS + 1) as f64 / 1e9;
         let _ = writeln!(out, "{name}_sum {sum}");
         let _ = writeln!(out, "{name}_count {cumulative}");
     }

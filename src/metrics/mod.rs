@@ -11,6 +11,7 @@ pub use histogram::AtomicHistogram;
 use crate::config::Mode;
 use crate::control::{InFlight, ShedPlan};
 use crate::limiter::LimiterName;
+use crate::shard::Sharded;
 use crate::tier::Tier;
 use metrics::{Counter, Gauge, Key, KeyName, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
@@ -64,6 +65,10 @@ const META: Metadata<'static> = Metadata::new("brownout", metrics::Level::INFO, 
 pub struct Metrics {
     recorder: PrometheusRecorder,
     requests: [[Counter; 4]; 4],
+    /// What `requests` shows, counted per thread (tier × outcome): every request writes one of
+    /// these, so they must not share a cache line between workers. Summed into `requests` on
+    /// render.
+    request_counts: Sharded<16>,
     rejections: [[[Counter; 2]; 4]; 4],
     utilization: Gauge,
     amount: Gauge,
@@ -157,6 +162,7 @@ impl Metrics {
         .set(1.0);
         Self {
             requests,
+            request_counts: Sharded::default(),
             rejections,
             utilization: gauge("brownout_utilization_ratio", &[]),
             amount: gauge("brownout_shedding_amount", &[]),
@@ -182,8 +188,10 @@ impl Metrics {
     }
 
     /// Counts a request's outcome.
+    #[inline]
     pub fn request(&self, tier: Tier, outcome: Outcome) {
-        self.requests[tier.index()][outcome as usize].increment(1);
+        self.request_counts
+            .add(tier.index() * 4 + outcome as usize, 1);
     }
 
     /// Counts a limiter's "no" (enforced, or dark).
@@ -267,6 +275,12 @@ impl Metrics {
         let now = in_flight.per_tier();
         for t in Tier::ALL {
             self.in_flight[t.index()].set(now.get(t) as f64);
+        }
+        for t in Tier::ALL {
+            for (o, counter) in self.requests[t.index()].iter().enumerate() {
+                let n = self.request_counts.sum(t.index() * 4 + o);
+                counter.absolute(u64::try_from(n).unwrap_or(0));
+            }
         }
         let handle = self.recorder.handle();
         handle.run_upkeep();

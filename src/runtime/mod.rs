@@ -242,7 +242,7 @@ impl Brownout {
             Verdict::Reject(rejection, _) => Decision::Rejected(rejection),
             Verdict::Allow(admission) => Decision::Allowed(Admitted {
                 outcome: admission.outcome,
-                _guard: RequestGuard::admit(shared, classified.tier, admission),
+                _guard: RequestGuard::admit(shared.clone(), classified.tier, admission),
             }),
         }
     }
