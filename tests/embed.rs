@@ -210,3 +210,60 @@ fn library_users_compile_none_of_the_cli_dependencies() {
         );
     }
 }
+
+#[test]
+fn httpbench_serves_ok_in_every_mode_and_reports_brownouts_counters() {
+    let exe = example().with_file_name("httpbench");
+    assert!(
+        exe.exists(),
+        "{} is missing: `cargo test` builds the examples",
+        exe.display()
+    );
+    for mode in ["bare", "brownout", "brownout-wu", "governor"] {
+        let addr = free_port();
+        let mut child = Command::new(&exe)
+            .args([
+                "serve",
+                "--mode",
+                mode,
+                "--port",
+                &addr.port().to_string(),
+                "--workers",
+                "1",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for("httpbench", || http(addr, "/", None) == 200);
+        for _ in 0..20 {
+            assert_eq!(http(addr, "/", None), 200, "{mode}");
+        }
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if mode.starts_with("brownout") {
+            let line = err
+                .lines()
+                .find(|l| l.starts_with("httpbench: brownout counters: "))
+                .unwrap_or_else(|| panic!("{mode}: no counters line in {err}"));
+            assert!(
+                line.contains("rejected=0 dark_rejected=0 failed_open=0 rejections=0 fail_opens=0"),
+                "{line}"
+            );
+            let allowed: f64 = line
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("allowed="))
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(allowed >= 21.0, "{line}");
+        } else {
+            assert!(!err.contains("brownout counters"), "{mode}: {err}");
+        }
+    }
+}

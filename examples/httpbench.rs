@@ -1,0 +1,166 @@
+//! `httpbench`: a hello-world actix app served bare, behind brownout, or behind actix-governor,
+//! for the overhead measurements of `../shared/perfkit` (see its README).
+//!
+//! ```sh
+//! httpbench serve --mode bare|brownout|brownout-wu|governor --port 8080 --workers 4
+//! ```
+//!
+//! `GET /` answers 200 `ok`. `brownout`: all four limiters enforcing, every threshold out of
+//! reach; `brownout-wu`: only worker_utilization (the defaults); `governor`: actix-governor keyed
+//! by peer IP, with a quota out of reach. On SIGTERM or SIGINT the brownout modes print one
+//! stderr line, `httpbench: brownout counters: …`, with the request outcomes, rejections and
+//! fail-opens (all but `allowed` must be 0 for the run to count).
+
+use actix_governor::{Governor, GovernorConfigBuilder};
+use actix_web::{web, App, HttpResponse, HttpServer};
+use brownout::config::HumanDuration;
+use brownout::{Brownout, Config, Mode};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Bench {
+    Bare,
+    Brownout,
+    BrownoutWu,
+    Governor,
+}
+
+struct Args {
+    mode: Bench,
+    port: u16,
+    workers: usize,
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: httpbench serve --mode bare|brownout|brownout-wu|governor --port P --workers N"
+    );
+    std::process::exit(2)
+}
+
+fn args() -> Args {
+    let mut argv = std::env::args().skip(1);
+    if argv.next().as_deref() != Some("serve") {
+        usage();
+    }
+    let mut a = Args {
+        mode: Bench::Bare,
+        port: 8080,
+        workers: 4,
+    };
+    while let Some(flag) = argv.next() {
+        let value = argv.next().unwrap_or_else(|| usage());
+        match flag.as_str() {
+            "--mode" => {
+                a.mode = match value.as_str() {
+                    "bare" => Bench::Bare,
+                    "brownout" => Bench::Brownout,
+                    "brownout-wu" => Bench::BrownoutWu,
+                    "governor" => Bench::Governor,
+                    _ => usage(),
+                }
+            }
+            "--port" => a.port = value.parse().unwrap_or_else(|_| usage()),
+            "--workers" => a.workers = value.parse().unwrap_or_else(|_| usage()),
+            _ => usage(),
+        }
+    }
+    a
+}
+
+/// The configuration of a brownout mode: every limiter that is on can never say no here.
+fn config(all_four: bool) -> Config {
+    let mut c = Config::default();
+    let l = &mut c.limiters;
+    let wu = &mut l.worker_utilization;
+    wu.capacity = 1_000_000;
+    wu.sample_interval = HumanDuration::from_secs(1);
+    if all_four {
+        l.request_rate.mode = Mode::Enforce;
+        l.request_rate.rate = 1e6;
+        l.request_rate.burst = 1_000_000;
+        l.concurrent_requests.mode = Mode::Enforce;
+        l.concurrent_requests.max_in_flight = 1_000_000;
+        l.fleet_usage.mode = Mode::Enforce;
+        l.fleet_usage.capacity = 1_000_000;
+    }
+    c
+}
+
+/// The brownout counters line: outcomes summed over tiers, rejections and fail-opens.
+fn counters(text: &str) -> String {
+    let sum = |prefix: &str, needle: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(prefix) && l.contains(needle))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let outcome = |o: &str| sum("brownout_requests_total{", &format!("outcome=\"{o}\""));
+    format!(
+        "allowed={} rejected={} dark_rejected={} failed_open={} rejections={} fail_opens={}",
+        outcome("allowed"),
+        outcome("rejected"),
+        outcome("dark_rejected"),
+        outcome("failed_open"),
+        sum("brownout_rejections_total{", ""),
+        sum("brownout_fail_open_total{", ""),
+    )
+}
+
+async fn ok() -> HttpResponse {
+    HttpResponse::Ok().body("ok")
+}
+
+fn main() -> std::io::Result<()> {
+    let a = args();
+    actix_web::rt::System::new().block_on(async move {
+        let addr = ("127.0.0.1", a.port);
+        match a.mode {
+            Bench::Bare => {
+                HttpServer::new(|| App::new().route("/", web::get().to(ok)))
+                    .workers(a.workers)
+                    .bind(addr)?
+                    .run()
+                    .await
+            }
+            Bench::Governor => {
+                let conf = GovernorConfigBuilder::default()
+                    .requests_per_second(1_000_000)
+                    .burst_size(1_000_000)
+                    .finish()
+                    .expect("a valid quota");
+                HttpServer::new(move || {
+                    App::new()
+                        .wrap(Governor::new(&conf))
+                        .route("/", web::get().to(ok))
+                })
+                .workers(a.workers)
+                .bind(addr)?
+                .run()
+                .await
+            }
+            Bench::Brownout | Bench::BrownoutWu => {
+                let brownout = Brownout::builder(config(a.mode == Bench::Brownout))
+                    .admin_token("httpbench-admin-token")
+                    .build()
+                    .map_err(std::io::Error::other)?;
+                brownout.start().map_err(std::io::Error::other)?;
+                let b = brownout.clone();
+                let served = HttpServer::new(move || {
+                    App::new()
+                        .wrap(b.middleware())
+                        .route("/", web::get().to(ok))
+                })
+                .workers(a.workers)
+                .bind(addr)?
+                .run()
+                .await;
+                brownout.shutdown().await;
+                eprintln!(
+                    "httpbench: brownout counters: {}",
+                    counters(&brownout.render_metrics())
+                );
+                served
+            }
+        }
+    })
+}
