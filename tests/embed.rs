@@ -221,7 +221,7 @@ fn httpbench_serves_ok_in_every_mode_and_reports_brownouts_counters() {
     );
     for mode in ["bare", "brownout", "brownout-wu", "governor"] {
         let addr = free_port();
-        let mut child = Command::new(&exe)
+        let child = Command::new(&exe)
             .args([
                 "serve",
                 "--mode",
