@@ -1,6 +1,7 @@
 //! Speed of the limiters (criterion): a keyed weighted check over 100k keys beside governor
-//! 0.10's `check_key_n` on its DashMap store, a hot single key, two threads, and the whole
-//! four-limiter decision for one request.
+//! 0.10's `check_key_n` on its DashMap store, a hot single key, two threads, the whole
+//! four-limiter decision for one request, and the middleware around an actix service against
+//! the bare service (each limiter alone, then all four).
 //!
 //! `cargo bench --bench limiters`
 
@@ -215,5 +216,67 @@ fn clock(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, keyed, two_threads, decision, clock);
+/// Calls `app` once with `request()` and checks the answer.
+async fn get_ok<S, R, B>(app: &S, request: impl Fn() -> R)
+where
+    S: actix_web::dev::Service<
+        R,
+        Response = actix_web::dev::ServiceResponse<B>,
+        Error = actix_web::Error,
+    >,
+{
+    let res = actix_web::test::call_service(app, request()).await;
+    assert!(res.status().is_success());
+    black_box(res);
+}
+
+/// The middleware around a hello-world service, against the bare service (actix-web's own
+/// `benches/service.rs` pattern): the difference is what brownout costs a request.
+fn middleware(c: &mut Criterion) {
+    use actix_web::{test, web, App, HttpResponse};
+    let runner = actix_web::rt::System::new();
+    let mut g = c.benchmark_group("middleware");
+    g.throughput(Throughput::Elements(1));
+    let ok = || async { HttpResponse::Ok().body("ok") };
+    let get = || test::TestRequest::get().to_request();
+    let bare = runner.block_on(test::init_service(App::new().route("/", web::get().to(ok))));
+    g.bench_function("bare", |b| b.iter(|| runner.block_on(get_ok(&bare, get))));
+    let limits = |enable: [bool; 4]| {
+        let mut c = Config::default();
+        let l = &mut c.limiters;
+        let on = |yes: bool| if yes { Mode::Enforce } else { Mode::Off };
+        l.request_rate.mode = on(enable[0]);
+        l.request_rate.rate = 1e6;
+        l.request_rate.burst = 1_000_000;
+        l.concurrent_requests.mode = on(enable[1]);
+        l.concurrent_requests.max_in_flight = 1_000_000;
+        l.fleet_usage.mode = on(enable[2]);
+        l.fleet_usage.capacity = 1_000_000;
+        l.worker_utilization.mode = on(enable[3]);
+        l.worker_utilization.capacity = 1_000_000;
+        c
+    };
+    for (name, enable) in [
+        ("request_rate", [true, false, false, false]),
+        ("concurrent_requests", [false, true, false, false]),
+        ("fleet_usage", [false, false, true, false]),
+        ("worker_utilization", [false, false, false, true]),
+        ("all_four", [true, true, true, true]),
+    ] {
+        let brownout = Brownout::builder(limits(enable))
+            .seed(1)
+            .admin_token("bench")
+            .build()
+            .unwrap();
+        let app = runner.block_on(test::init_service(
+            App::new()
+                .wrap(brownout.middleware())
+                .route("/", web::get().to(ok)),
+        ));
+        g.bench_function(name, |b| b.iter(|| runner.block_on(get_ok(&app, get))));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, keyed, two_threads, decision, middleware, clock);
 criterion_main!(benches);
