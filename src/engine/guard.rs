@@ -4,6 +4,7 @@
 use super::{Admission, Engine};
 use crate::limiter::concurrent_requests::ConcurrencyPermit;
 use crate::limiter::fleet_usage::FleetPermit;
+use crate::store::{Store, StoreHandle};
 use crate::tier::Tier;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 /// writes nothing that another worker reads (an `Arc` clone would bounce its reference count
 /// between the cores of every worker). `Brownout::check`, whose guard may move between
 /// threads, uses the `Arc`.
-pub(crate) trait EngineRef {
+pub(crate) trait EngineRef: StoreHandle {
     /// The engine.
     fn engine(&self) -> &Engine;
 }
@@ -22,6 +23,18 @@ pub(crate) trait EngineRef {
 impl EngineRef for Arc<Engine> {
     fn engine(&self) -> &Engine {
         self
+    }
+}
+
+impl StoreHandle for Arc<Engine> {
+    fn store(&self) -> &dyn Store {
+        &*self.store
+    }
+}
+
+impl StoreHandle for Rc<WorkerEngine> {
+    fn store(&self) -> &dyn Store {
+        &*self.0.store
     }
 }
 
@@ -42,46 +55,40 @@ impl EngineRef for Rc<WorkerEngine> {
 }
 
 /// Everything an admitted request holds until its response is done: its place in the
-/// in-flight count and its limiter permits, all released on drop.
+/// in-flight count and its limiter permits. Dropping it leaves the count; the permits give
+/// themselves back as they are dropped with it.
 pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     shared: P,
     tier: Tier,
-    concurrency: Option<u64>,
-    fleet: bool,
+    _concurrency: Option<ConcurrencyPermit<P>>,
+    _fleet: Option<FleetPermit<P>>,
 }
 
 impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RequestGuard")
             .field("tier", &self.tier)
-            .field("concurrency", &self.concurrency.is_some())
-            .field("fleet", &self.fleet)
+            .field("concurrency", &self._concurrency.is_some())
+            .field("fleet", &self._fleet.is_some())
             .finish()
     }
 }
 
 impl<P: EngineRef> RequestGuard<P> {
     /// Enters the in-flight count of `tier` and takes over the admission's permits.
-    pub(crate) fn admit(shared: P, tier: Tier, admission: Admission<'_>) -> Self {
+    pub(crate) fn admit(shared: P, tier: Tier, admission: Admission<P>) -> Self {
         shared.engine().in_flight.enter(tier);
         Self {
             shared,
             tier,
-            concurrency: admission.concurrency.map(ConcurrencyPermit::keep),
-            fleet: admission.fleet.map(FleetPermit::keep).is_some(),
+            _concurrency: admission.concurrency,
+            _fleet: admission.fleet,
         }
     }
 }
 
 impl<P: EngineRef> Drop for RequestGuard<P> {
     fn drop(&mut self) {
-        let engine = self.shared.engine();
-        engine.in_flight.leave(self.tier);
-        if let Some(key) = self.concurrency {
-            engine.store.concurrency_release(key);
-        }
-        if self.fleet {
-            engine.store.fleet_release();
-        }
+        self.shared.engine().in_flight.leave(self.tier);
     }
 }

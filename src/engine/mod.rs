@@ -7,14 +7,15 @@
 mod chain;
 mod guard;
 
-pub(crate) use chain::{decide, Admission, Request, Verdict};
-pub(crate) use guard::{RequestGuard, WorkerEngine};
+pub(crate) use chain::{decide, Admission, Verdict};
+pub(crate) use guard::{EngineRef, RequestGuard, WorkerEngine};
 
 use crate::classify::Classifier;
 use crate::clock::Clock;
 use crate::config::{ConfigError, LimitersConfig, Mode, QuotaKey};
 use crate::control::{InFlight, PublishedPlan};
 use crate::limiter::request_rate::{CheckTime, RateRules};
+use crate::limiter::Request;
 use crate::logging::LogGate;
 use crate::math::window::WindowRule;
 use crate::metrics::{Metrics, Outcome};
@@ -98,6 +99,28 @@ pub(crate) struct Engine {
     pub(crate) settings_changed: tokio::sync::watch::Sender<u64>,
 }
 
+/// Runs the limiter chain over a classified request and counts the outcome: the decision of
+/// both the middleware and `Brownout::check`. `owner` is the handle the permits keep.
+pub(crate) fn judge<P: EngineRef>(
+    owner: &P,
+    settings: &Settings,
+    request: &Request<'_>,
+    rng: &mut SplitMix64,
+) -> Verdict<P> {
+    let engine = owner.engine();
+    let started = engine.clock.now();
+    let verdict = decide(owner, settings, request, started, rng);
+    engine
+        .metrics
+        .decision_time(engine.clock.now().saturating_sub(started));
+    let outcome = match &verdict {
+        Verdict::Reject(..) => Outcome::Rejected,
+        Verdict::Allow(admission) => admission.outcome,
+    };
+    engine.metrics.request(request.tier, outcome);
+    verdict
+}
+
 impl Engine {
     /// Counts a fail-open and logs it, at most once per 10 s (with a count of the rest).
     pub(crate) fn fail_open(
@@ -120,26 +143,6 @@ impl Engine {
 }
 
 impl Engine {
-    /// Runs the limiter chain over a classified request and counts the outcome: the decision
-    /// of both the middleware and [`Brownout::check`](super::Brownout::check).
-    pub(crate) fn judge(
-        &self,
-        settings: &Settings,
-        request: &Request<'_>,
-        rng: &mut SplitMix64,
-    ) -> Verdict<'_> {
-        let started = self.clock.now();
-        let verdict = decide(self, settings, request, started, rng);
-        self.metrics
-            .decision_time(self.clock.now().saturating_sub(started));
-        let outcome = match &verdict {
-            Verdict::Reject(..) => Outcome::Rejected,
-            Verdict::Allow(admission) => admission.outcome,
-        };
-        self.metrics.request(request.tier, outcome);
-        verdict
-    }
-
     /// Drops full buckets, expired windows and keys with nothing in flight.
     pub(crate) fn evict_idle(&self) {
         let settings = self.settings.load();

@@ -8,8 +8,9 @@ use super::body::{TrackedBody, WorkerGuard};
 use super::ratelimit;
 use super::response::{rejection_response, retry_after_secs};
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
-use crate::engine::{Admission, Request, RequestGuard, Settings, Verdict, WorkerEngine};
+use crate::engine::{judge, Admission, RequestGuard, Settings, Verdict, WorkerEngine};
 use crate::limiter::request_rate::{RateStatus, RateTicket};
+use crate::limiter::Request;
 use crate::limiter::{RatePolicy, Rejection};
 use crate::rng::{mix, SplitMix64};
 use crate::runtime::Brownout;
@@ -198,7 +199,7 @@ pub struct AfterResponse {
 impl AfterResponse {
     fn new(
         shared: &Rc<WorkerEngine>,
-        admission: &Admission,
+        admission: &Admission<Rc<WorkerEngine>>,
         policy: impl FnOnce(&RateStatus) -> Option<HeaderValue>,
     ) -> Option<Self> {
         (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
@@ -255,9 +256,9 @@ where
             plan: hooked.as_deref().or(header_plan),
         };
         let verdict = match self.rng.try_borrow_mut() {
-            Ok(mut rng) => shared.judge(&settings, &request, &mut rng),
+            Ok(mut rng) => judge(&self.shared, &settings, &request, &mut rng),
             // Unreachable on a single-threaded worker; never fail the request over it.
-            Err(_) => Verdict::Allow(Admission::default()),
+            Err(_) => Verdict::Allow(Admission::new(crate::metrics::Outcome::Allowed)),
         };
         let tier = classified.tier;
         match verdict {

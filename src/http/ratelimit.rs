@@ -113,7 +113,8 @@ fn service_limits(rules: &RateRules, status: &RateStatus, max_t: u32) -> Option<
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::limiter::request_rate::{CheckTime, RateRequest};
+    use crate::limiter::request_rate::CheckTime;
+    use crate::limiter::{Check, Request};
     use crate::store::MemoryStore;
     use crate::tier::Tier;
 
@@ -133,7 +134,7 @@ mod tests {
     fn a_quota_rejection_reports_the_refunded_bucket_and_the_quota() {
         let r = rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 10\n    quotas:\n      - {name: signups, algorithm: fixed_window, limit: 2, window: 1d, routes: [\"POST /v1/accounts\"], key: ip}\n");
         let store = MemoryStore::new(64, 1, 64);
-        let signup = RateRequest {
+        let signup = Request {
             tier: Tier::Post,
             key: 42,
             ip: 7,
@@ -143,20 +144,19 @@ mod tests {
         };
         let at = CheckTime::default();
         for _ in 0..2 {
-            assert!(r
-                .check(&store, &signup, at, false)
-                .unwrap()
-                .rejection
-                .is_none());
+            let c = r.check(&store, &signup, at, false).unwrap();
+            assert!(c.rejection().is_none());
         }
-        let d = r.check(&store, &signup, at, false).unwrap();
+        let Check::Rejected(rejection, status) = r.check(&store, &signup, at, false).unwrap()
+        else {
+            panic!("the third sign-up is over the quota")
+        };
         assert_eq!(
-            allowed(&r, &d.status).unwrap(),
+            allowed(&r, &status).unwrap(),
             "\"request_rate\";r=8;t=2, \"signups\";r=0;t=86400"
         );
-        let rejection = d.rejection.unwrap();
         assert_eq!(
-            rejected(&r, &d.status, &rejection, 86_400).unwrap(),
+            rejected(&r, &status, &rejection, 86_400).unwrap(),
             "\"signups\";r=0;t=86400"
         );
     }

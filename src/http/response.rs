@@ -1,6 +1,6 @@
 //! Rejection responses: 429/503 with `Retry-After` and an RFC 9457 problem+json body.
 
-use crate::limiter::{LimiterName, RatePolicy, Rejection};
+use crate::limiter::{LimiterName, RatePolicy, RejectStatus, Rejection};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
@@ -46,7 +46,10 @@ pub fn problem(status: StatusCode, title: &str, detail: &str, extra: Value) -> H
 pub fn rejection_response(r: &Rejection, policy: Option<&str>) -> HttpResponse {
     let secs = retry_after_secs(r.retry_after);
     let wait = seconds(secs);
-    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let status = match r.status {
+        RejectStatus::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
+        RejectStatus::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+    };
     let (title, detail) = match r.limiter {
         LimiterName::WorkerUtilization => (
             "Service overloaded",

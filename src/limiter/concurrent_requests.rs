@@ -1,28 +1,19 @@
 //! The concurrent-requests limiter: at most `max_in_flight` requests per key in progress. The
-//! permit is an RAII guard, released when the response body ends, fails or is dropped.
+//! permit owns its return: it goes back when it is dropped (the response body ended, failed or
+//! was dropped because the client went away, or a later limiter refused the request).
 
-use super::{LimiterName, Rejection};
+use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
 use crate::config::ConcurrentRequestsConfig;
-use crate::store::{Store, StoreError};
+use crate::store::StoreHandle;
 use crate::tier::Tier;
 
-/// One of a key's in-flight permits; returned on drop, or handed over with [`Self::keep`] to
-/// the guard that outlives the decision.
-pub struct ConcurrencyPermit<'a> {
-    store: &'a dyn Store,
+/// One of a key's in-flight permits, returned to the store when dropped.
+pub struct ConcurrencyPermit<S: StoreHandle> {
+    owner: S,
     key: u64,
 }
 
-impl ConcurrencyPermit<'_> {
-    /// Gives up the duty to return the permit; the caller now owns it for `key`.
-    pub fn keep(self) -> u64 {
-        let key = self.key;
-        std::mem::forget(self);
-        key
-    }
-}
-
-impl std::fmt::Debug for ConcurrencyPermit<'_> {
+impl<S: StoreHandle> std::fmt::Debug for ConcurrencyPermit<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConcurrencyPermit")
             .field("key", &self.key)
@@ -30,27 +21,34 @@ impl std::fmt::Debug for ConcurrencyPermit<'_> {
     }
 }
 
-impl Drop for ConcurrencyPermit<'_> {
+impl<S: StoreHandle> Drop for ConcurrencyPermit<S> {
     fn drop(&mut self) {
-        self.store.concurrency_release(self.key);
+        self.owner.store().concurrency_release(self.key);
     }
 }
 
-/// Takes a permit for `key`, or says when to retry.
-pub fn acquire<'a>(
+/// Takes a permit for `key` from `owner`'s store, or says when to retry.
+pub fn acquire<S: StoreHandle>(
     c: &ConcurrentRequestsConfig,
-    store: &'a dyn Store,
+    owner: &S,
     key: u64,
     tier: Tier,
-) -> Result<Result<ConcurrencyPermit<'a>, Rejection>, StoreError> {
-    if store.concurrency_acquire(key, u64::from(c.max_in_flight))? {
-        return Ok(Ok(ConcurrencyPermit { store, key }));
+) -> Checked<ConcurrencyPermit<S>> {
+    if owner
+        .store()
+        .concurrency_acquire(key, u64::from(c.max_in_flight))?
+    {
+        return Ok(Check::Allowed(ConcurrencyPermit {
+            owner: owner.clone(),
+            key,
+        }));
     }
-    Ok(Err(Rejection {
+    let rejection = Rejection {
         limiter: LimiterName::ConcurrentRequests,
         tier,
-        status: 429,
+        status: RejectStatus::TooManyRequests,
         retry_after: c.retry_after.get(),
         policy: None,
-    }))
+    };
+    Ok(Check::Rejected(rejection, ()))
 }

@@ -2,54 +2,48 @@
 //! requests. Non-critical requests in flight may use at most `(1 - reserved) × capacity`
 //! slots; critical requests are never counted or refused here, so they can use everything.
 
-use super::{LimiterName, Rejection};
+use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
 use crate::config::FleetUsageConfig;
-use crate::store::{Store, StoreError};
+use crate::store::StoreHandle;
 use crate::tier::Tier;
 
-/// A non-critical request's fleet slot; returned on drop, or handed over with [`Self::keep`]
-/// to the guard that outlives the decision.
-pub struct FleetPermit<'a> {
-    store: &'a dyn Store,
+/// A non-critical request's fleet slot, returned to the store when dropped.
+pub struct FleetPermit<S: StoreHandle> {
+    owner: S,
 }
 
-impl FleetPermit<'_> {
-    /// Gives up the duty to return the slot; the caller now owns it.
-    pub fn keep(self) {
-        std::mem::forget(self);
-    }
-}
-
-impl std::fmt::Debug for FleetPermit<'_> {
+impl<S: StoreHandle> std::fmt::Debug for FleetPermit<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("FleetPermit")
     }
 }
 
-impl Drop for FleetPermit<'_> {
+impl<S: StoreHandle> Drop for FleetPermit<S> {
     fn drop(&mut self) {
-        self.store.fleet_release();
+        self.owner.store().fleet_release();
     }
 }
 
 /// Takes a slot for a non-critical request (`None` for a critical one), or says when to retry.
-pub fn acquire<'a>(
+pub fn acquire<S: StoreHandle>(
     c: &FleetUsageConfig,
-    store: &'a dyn Store,
+    owner: &S,
     tier: Tier,
-) -> Result<Result<Option<FleetPermit<'a>>, Rejection>, StoreError> {
+) -> Checked<Option<FleetPermit<S>>> {
     if tier == Tier::Critical {
-        return Ok(Ok(None));
+        return Ok(Check::Allowed(None));
     }
-    Ok(if store.fleet_acquire(c.non_critical_limit())? {
-        Ok(Some(FleetPermit { store }))
-    } else {
-        Err(Rejection {
-            limiter: LimiterName::FleetUsage,
-            tier,
-            status: 503,
-            retry_after: c.retry_after.get(),
-            policy: None,
-        })
-    })
+    if owner.store().fleet_acquire(c.non_critical_limit())? {
+        return Ok(Check::Allowed(Some(FleetPermit {
+            owner: owner.clone(),
+        })));
+    }
+    let rejection = Rejection {
+        limiter: LimiterName::FleetUsage,
+        tier,
+        status: RejectStatus::ServiceUnavailable,
+        retry_after: c.retry_after.get(),
+        policy: None,
+    };
+    Ok(Check::Rejected(rejection, ()))
 }

@@ -52,6 +52,65 @@ impl LimiterName {
     }
 }
 
+/// The request as every limiter sees it: classified once, read by all four.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// Its tier.
+    pub tier: Tier,
+    /// The hash of its client key.
+    pub key: u64,
+    /// The hash of its client IP (equal to `key` when nothing needs the IP apart).
+    pub ip: u64,
+    /// HTTP method.
+    pub method: &'a str,
+    /// The path the router matches on.
+    pub path: &'a str,
+    /// The request-rate plan named by the app, if any.
+    pub plan: Option<&'a str>,
+}
+
+/// Every limiter's answer: allowed, holding `H` until the request is done (a permit, what was
+/// charged), or rejected, with `R` for the answer (the RateLimit fields' reading).
+#[derive(Debug, PartialEq)]
+pub enum Check<H = (), R = ()> {
+    /// Go on; keep `H` while the request runs (dropping it gives back what it holds).
+    Allowed(H),
+    /// Stop here.
+    Rejected(Rejection, R),
+}
+
+impl<H, R> Check<H, R> {
+    /// The rejection, if this is one.
+    pub fn rejection(&self) -> Option<Rejection> {
+        match self {
+            Check::Allowed(_) => None,
+            Check::Rejected(r, _) => Some(*r),
+        }
+    }
+}
+
+/// A limiter's answer, or why it could not give one (the request then fails open).
+pub type Checked<H = (), R = ()> = Result<Check<H, R>, LimiterError>;
+
+/// The status a rejection answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectStatus {
+    /// 429: this client is over one of its limits.
+    TooManyRequests,
+    /// 503: the server is protecting itself.
+    ServiceUnavailable,
+}
+
+impl RejectStatus {
+    /// The HTTP status code.
+    pub const fn as_u16(self) -> u16 {
+        match self {
+            RejectStatus::TooManyRequests => 429,
+            RejectStatus::ServiceUnavailable => 503,
+        }
+    }
+}
+
 /// A limiter's "no": an ordinary value that says when to come back.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rejection {
@@ -60,7 +119,7 @@ pub struct Rejection {
     /// The request's tier.
     pub tier: Tier,
     /// 429 (this user is over a limit) or 503 (the server is protecting itself).
-    pub status: u16,
+    pub status: RejectStatus,
     /// When a retry may succeed.
     pub retry_after: Duration,
     /// For a request-rate rejection by something other than the client's bucket: the per-IP

@@ -1,6 +1,6 @@
 //! The worker-utilization check: drop a request of tier t with the published probability p(t).
 
-use super::{LimiterError, LimiterName, Rejection};
+use super::{Check, Checked, LimiterError, LimiterName, RejectStatus, Rejection};
 use crate::config::WorkerUtilizationConfig;
 use crate::control::{should_drop, ShedPlan};
 use crate::rng::SplitMix64;
@@ -23,25 +23,26 @@ pub fn check(
     key: u64,
     now: Duration,
     rng: &mut SplitMix64,
-) -> Result<Option<Rejection>, LimiterError> {
+) -> Checked {
     let p = plan.probability.get(tier);
     if p <= 0.0 {
-        return Ok(None);
+        return Ok(Check::Allowed(()));
     }
     let age = now.saturating_sub(plan.at);
     if age > stale_after(c) {
         return Err(LimiterError::StalePlan { age });
     }
     if !should_drop(p, c, key, now, rng) {
-        return Ok(None);
+        return Ok(Check::Allowed(()));
     }
-    Ok(Some(Rejection {
+    let rejection = Rejection {
         limiter: LimiterName::WorkerUtilization,
         tier,
-        status: 503,
+        status: RejectStatus::ServiceUnavailable,
         retry_after: c.retry_after.map_or(c.sample_interval.get(), |r| r.get()),
         policy: None,
-    }))
+    };
+    Ok(Check::Rejected(rejection, ()))
 }
 
 #[cfg(test)]
@@ -67,11 +68,20 @@ mod tests {
         let mut rng = SplitMix64::new(1);
         let now = Duration::from_secs(100);
         let p = plan(1.0, now);
-        let r = check(&c, &p, Tier::Get, 1, now, &mut rng).unwrap().unwrap();
-        assert_eq!(r.status, 503);
+        let r = check(&c, &p, Tier::Get, 1, now, &mut rng)
+            .unwrap()
+            .rejection()
+            .unwrap();
+        assert_eq!(r.status.as_u16(), 503);
         assert_eq!(r.retry_after, Duration::from_secs(8));
-        assert_eq!(check(&c, &p, Tier::Post, 1, now, &mut rng), Ok(None));
-        assert_eq!(check(&c, &p, Tier::Critical, 1, now, &mut rng), Ok(None));
+        assert_eq!(
+            check(&c, &p, Tier::Post, 1, now, &mut rng),
+            Ok(Check::Allowed(()))
+        );
+        assert_eq!(
+            check(&c, &p, Tier::Critical, 1, now, &mut rng),
+            Ok(Check::Allowed(()))
+        );
     }
 
     #[test]
@@ -84,10 +94,14 @@ mod tests {
             check(&c, &p, Tier::Get, 1, late, &mut rng),
             Err(LimiterError::StalePlan { age: late })
         );
-        assert_eq!(check(&c, &p, Tier::Post, 1, late, &mut rng), Ok(None));
+        assert_eq!(
+            check(&c, &p, Tier::Post, 1, late, &mut rng),
+            Ok(Check::Allowed(()))
+        );
         assert!(
             check(&c, &p, Tier::Get, 1, Duration::from_secs(24), &mut rng)
                 .unwrap()
+                .rejection()
                 .is_some()
         );
     }

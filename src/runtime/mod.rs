@@ -12,8 +12,8 @@ use crate::actors::{self, Actors, SamplerMsg};
 use crate::classify::{ClientKey, RequestFacts};
 use crate::config::{Config, ConfigError};
 use crate::control::{RuntimeRegistry, ShedPlan, SourceError, UtilizationSource};
-use crate::engine::{Engine, Request, RequestGuard, Verdict};
-use crate::limiter::Rejection;
+use crate::engine::{judge, Engine, RequestGuard, Verdict};
+use crate::limiter::{Rejection, Request};
 use crate::metrics::Outcome;
 use crate::ops::{AuditLog, PendingRevert};
 use crate::rng::{mix, SplitMix64};
@@ -234,7 +234,7 @@ impl Brownout {
                 let stream = shared.rng_streams.fetch_add(1, Ordering::Relaxed);
                 SplitMix64::new(shared.seed ^ mix(stream + 1))
             });
-            let verdict = shared.judge(&settings, &request, &mut rng);
+            let verdict = judge(shared, &settings, &request, &mut rng);
             cell.set(Some(rng));
             verdict
         });

@@ -34,6 +34,19 @@ impl StoreError {
     }
 }
 
+/// Something that owns (a share of) a store: what a permit keeps so that it can give itself
+/// back when it is dropped, whenever and wherever that is.
+pub trait StoreHandle: Clone {
+    /// The store.
+    fn store(&self) -> &dyn Store;
+}
+
+impl<S: Store> StoreHandle for std::sync::Arc<S> {
+    fn store(&self) -> &dyn Store {
+        &**self
+    }
+}
+
 /// The state operations of the per-key limiters.
 pub trait Store: Send + Sync + 'static {
     /// GCRA charge of `increment` µs against `tolerance` µs for `key` at `now` µs.

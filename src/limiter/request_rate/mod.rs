@@ -5,11 +5,10 @@ mod rules;
 
 pub use rules::{CostTable, Plan, Quota, RateRules};
 
-use super::{LimiterName, RatePolicy, Rejection};
+use super::{Check, LimiterName, RatePolicy, RejectStatus, Rejection, Request};
 use crate::config::{QuotaCount, QuotaKey};
 use crate::math::gcra::Charge;
 use crate::store::{Store, StoreError};
-use crate::tier::Tier;
 use std::time::Duration;
 
 /// Most quotas reported in one `RateLimit` field.
@@ -60,23 +59,6 @@ pub struct RateTicket {
     pub failures: u16,
 }
 
-/// The request as the limiter needs it.
-#[derive(Debug, Clone, Copy)]
-pub struct RateRequest<'a> {
-    /// Its tier.
-    pub tier: Tier,
-    /// Its client key.
-    pub key: u64,
-    /// Its client IP key.
-    pub ip: u64,
-    /// HTTP method.
-    pub method: &'a str,
-    /// Path.
-    pub path: &'a str,
-    /// The plan named by the app, if any.
-    pub plan: Option<&'a str>,
-}
-
 /// The time of a check in µs: monotonic for buckets, Unix time for quota windows, which
 /// follow the calendar (a `1d` window starts at UTC midnight on every server, whenever it
 /// started).
@@ -88,11 +70,10 @@ pub struct CheckTime {
     pub unix: u64,
 }
 
-/// The limiter's answer.
+/// What an admitted request took from the limiter, and what the limiter saw. (A rejected one
+/// took nothing; its answer carries the [`RateStatus`] for the `RateLimit` fields.)
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RateDecision {
-    /// Set when the request is over a limit.
-    pub rejection: Option<Rejection>,
+pub struct RateAdmit {
     /// For the `RateLimit` field.
     pub status: RateStatus,
     /// The bucket's TAT if what was taken is given back.
@@ -123,10 +104,10 @@ impl RateRules {
     pub fn check(
         &self,
         store: &dyn Store,
-        req: &RateRequest<'_>,
+        req: &Request<'_>,
         at: CheckTime,
         elastic: bool,
-    ) -> Result<RateDecision, StoreError> {
+    ) -> Result<Check<RateAdmit, RateStatus>, StoreError> {
         let now = at.mono;
         let plan = self.plan(req.plan);
         let bucket = self.bucket(plan, elastic);
@@ -146,7 +127,7 @@ impl RateRules {
         let reject = |retry_us: u64, policy: Option<RatePolicy>| Rejection {
             limiter: LimiterName::RequestRate,
             tier: req.tier,
-            status: 429,
+            status: RejectStatus::TooManyRequests,
             retry_after: Duration::from_micros(retry_us),
             policy,
         };
@@ -156,12 +137,8 @@ impl RateRules {
             match store.rate_charge(ceiling_key(req.ip), now, charge, ceiling.tolerance())? {
                 Charge::Denied { tat, wait } => {
                     status.ip_tat = tat;
-                    return Ok(RateDecision {
-                        rejection: Some(reject(wait, Some(RatePolicy::PerIp))),
-                        status,
-                        refunded: 0,
-                        ticket: RateTicket::default(),
-                    });
+                    let rejection = reject(wait, Some(RatePolicy::PerIp));
+                    return Ok(Check::Rejected(rejection, status));
                 }
                 Charge::Allowed { tat } => {
                     status.ip_tat = tat;
@@ -177,12 +154,7 @@ impl RateRules {
             }
             Ok(Charge::Denied { tat, wait }) => {
                 self.refund(store, &ticket, at);
-                return Ok(RateDecision {
-                    rejection: Some(reject(wait, None)),
-                    status: status.with_tat(tat),
-                    refunded: tat,
-                    ticket: RateTicket::default(),
-                });
+                return Ok(Check::Rejected(reject(wait, None), status.with_tat(tat)));
             }
             Err(e) => {
                 self.refund(store, &ticket, at);
@@ -216,24 +188,19 @@ impl RateRules {
             }
             if !check.allowed {
                 self.refund(store, &ticket, at);
-                return Ok(RateDecision {
-                    rejection: Some(reject(check.retry, Some(RatePolicy::Quota(i as u8)))),
-                    status: status.with_tat(refunded),
-                    refunded,
-                    ticket: RateTicket::default(),
-                });
+                let rejection = reject(check.retry, Some(RatePolicy::Quota(i as u8)));
+                return Ok(Check::Rejected(rejection, status.with_tat(refunded)));
             }
             match quota.count {
                 QuotaCount::Requests => ticket.counted |= 1 << i,
                 QuotaCount::Failures => ticket.failures |= 1 << i,
             }
         }
-        Ok(RateDecision {
-            rejection: None,
+        Ok(Check::Allowed(RateAdmit {
             status,
             refunded,
             ticket,
-        })
+        }))
     }
 
     /// Gives back what `ticket` took (a later limiter rejected the request).
@@ -285,6 +252,7 @@ mod tests {
     use super::*;
     use crate::config::{Config, QuotaAlgorithm};
     use crate::store::MemoryStore;
+    use crate::tier::Tier;
 
     const T0: CheckTime = CheckTime { mono: 0, unix: 0 };
 
@@ -292,8 +260,36 @@ mod tests {
         RateRules::compile(&Config::from_yaml_str(yaml).unwrap().limiters.request_rate).unwrap()
     }
 
-    fn req<'a>(method: &'a str, path: &'a str, plan: Option<&'a str>) -> RateRequest<'a> {
-        RateRequest {
+    /// What one check saw, whichever way it went.
+    struct Seen {
+        rejection: Option<Rejection>,
+        status: RateStatus,
+        ticket: RateTicket,
+    }
+
+    fn check(
+        r: &RateRules,
+        store: &MemoryStore,
+        req: &Request<'_>,
+        at: CheckTime,
+        elastic: bool,
+    ) -> Seen {
+        match r.check(store, req, at, elastic).unwrap() {
+            Check::Allowed(a) => Seen {
+                rejection: None,
+                status: a.status,
+                ticket: a.ticket,
+            },
+            Check::Rejected(rejection, status) => Seen {
+                rejection: Some(rejection),
+                status,
+                ticket: RateTicket::default(),
+            },
+        }
+    }
+
+    fn req<'a>(method: &'a str, path: &'a str, plan: Option<&'a str>) -> Request<'a> {
+        Request {
             tier: Tier::Get,
             key: 42,
             ip: 7,
@@ -330,21 +326,17 @@ mod tests {
         let r = rules(YAML);
         let store = MemoryStore::new(64, 0, 64);
         let mut passed = 0;
-        while r
-            .check(&store, &req("GET", "/x", Some("free")), T0, false)
-            .unwrap()
+        while check(&r, &store, &req("GET", "/x", Some("free")), T0, false)
             .rejection
             .is_none()
         {
             passed += 1;
         }
         assert_eq!(passed, 5);
-        let denied = r
-            .check(&store, &req("GET", "/x", Some("free")), T0, false)
-            .unwrap();
+        let denied = check(&r, &store, &req("GET", "/x", Some("free")), T0, false);
         let rejection = denied.rejection.unwrap();
         assert_eq!(
-            (rejection.status, rejection.retry_after),
+            (rejection.status.as_u16(), rejection.retry_after),
             (429, Duration::from_secs(1))
         );
         assert_eq!(r.bucket_reading(&denied.status).0, 0);
@@ -356,9 +348,7 @@ mod tests {
             rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 4\n    elastic_factor: 2\n");
         let store = MemoryStore::new(64, 0, 64);
         let mut passed = 0;
-        while r
-            .check(&store, &req("GET", "/", None), T0, true)
-            .unwrap()
+        while check(&r, &store, &req("GET", "/", None), T0, true)
             .rejection
             .is_none()
         {
@@ -374,18 +364,16 @@ mod tests {
         let store = MemoryStore::new(64, 1, 64);
         let signup = req("POST", "/v1/accounts", None);
         for _ in 0..2 {
-            let d = r.check(&store, &signup, T0, false).unwrap();
+            let d = check(&r, &store, &signup, T0, false);
             assert!(d.rejection.is_none());
         }
-        let d = r.check(&store, &signup, T0, false).unwrap();
+        let d = check(&r, &store, &signup, T0, false);
         let rej = d.rejection.unwrap();
         assert_eq!(rej.policy, Some(RatePolicy::Quota(0)));
         assert_eq!(rej.retry_after, Duration::from_secs(86_400));
         // Eight credits were spent on the two that passed, none on the one that did not.
         let mut passed = 0;
-        while r
-            .check(&store, &req("GET", "/", None), T0, false)
-            .unwrap()
+        while check(&r, &store, &req("GET", "/", None), T0, false)
             .rejection
             .is_none()
         {
@@ -403,17 +391,15 @@ mod tests {
         let store = MemoryStore::new(64, 1, 64);
         let charge = req("POST", "/v1/charges", None);
         for _ in 0..5 {
-            let d = r.check(&store, &charge, T0, false).unwrap();
+            let d = check(&r, &store, &charge, T0, false);
             assert!(d.rejection.is_none(), "successes are not counted");
         }
         for _ in 0..3 {
-            let d = r.check(&store, &charge, T0, false).unwrap();
+            let d = check(&r, &store, &charge, T0, false);
             assert!(d.rejection.is_none());
             r.record_failure(&store, &d.ticket, 0);
         }
-        let d = r
-            .check(&store, &charge, CheckTime { mono: 1, unix: 1 }, false)
-            .unwrap();
+        let d = check(&r, &store, &charge, CheckTime { mono: 1, unix: 1 }, false);
         assert_eq!(d.rejection.unwrap().policy, Some(RatePolicy::Quota(0)));
     }
 }
