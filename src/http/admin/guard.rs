@@ -2,17 +2,15 @@
 //! byte of the body is read, so an unauthenticated client cannot make the server buffer or
 //! wait for anything), and a body read with a size limit and a deadline.
 
+use super::error::AdminError;
 use super::MAX_BODY;
 use crate::classify::bearer;
-use crate::http::problem;
 use crate::runtime::Brownout;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
-use actix_web::http::StatusCode;
 use actix_web::middleware::Next;
-use actix_web::{web, HttpResponse};
-use serde_json::Value;
+use actix_web::{web, ResponseError};
 use std::time::Duration;
 use subtle::ConstantTimeEq;
 
@@ -21,25 +19,6 @@ pub(crate) fn authorized(authorization: Option<&[u8]>, token: &str) -> bool {
     let given = authorization.and_then(bearer).unwrap_or_default();
     let expected = token.as_bytes();
     given.len() == expected.len() && bool::from(given.ct_eq(expected))
-}
-
-/// The 401 answer; the connection is closed after it, so a body the client may still be
-/// sending is never read.
-fn unauthorized() -> HttpResponse {
-    let mut denied = problem(
-        StatusCode::UNAUTHORIZED,
-        "Unauthorized",
-        "Send the admin token as Authorization: Bearer <token>.",
-        Value::Null,
-    );
-    denied.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"brownout-admin\""),
-    );
-    denied
-        .head_mut()
-        .set_connection_type(actix_web::http::ConnectionType::Close);
-    denied
 }
 
 /// Paths anyone may read: the health check, and the metrics unless `admin.metrics_auth`.
@@ -68,68 +47,32 @@ pub(super) async fn require_token(
     if allowed {
         Ok(next.call(req).await?.map_into_left_body())
     } else {
-        Ok(req.into_response(unauthorized()).map_into_right_body())
+        let denied = AdminError::Unauthorized.error_response();
+        Ok(req.into_response(denied).map_into_right_body())
     }
 }
 
-/// Reads a request body of at most [`MAX_BODY`] bytes within `deadline`. The error is the
-/// answer to send: 413 for a body too large (announced or sent), 408 and a closed connection
-/// for one that does not arrive in time.
+/// Reads a request body of at most [`MAX_BODY`] bytes within `deadline`: 413 for a body too
+/// large (announced or sent), 408 and a closed connection for one that does not arrive in time.
 pub(super) async fn read_body(
     req: &actix_web::HttpRequest,
     payload: web::Payload,
     deadline: Duration,
-) -> Result<web::Bytes, HttpResponse> {
+) -> Result<web::Bytes, AdminError> {
     let announced = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if announced.is_some_and(|n| n > MAX_BODY as u64) {
-        return Err(too_large());
+        return Err(AdminError::PayloadTooLarge);
     }
-    let read = async {
-        match payload.to_bytes_limited(MAX_BODY).await {
-            Ok(Ok(body)) => Ok(body),
-            Ok(Err(e)) => Err(problem(
-                StatusCode::BAD_REQUEST,
-                "Invalid request",
-                &format!("body: {e}"),
-                Value::Null,
-            )),
-            Err(_) => Err(too_large()),
-        }
-    };
-    match tokio::time::timeout(deadline, read).await {
-        Ok(result) => result,
-        Err(_) => {
-            let mut late = problem(
-                StatusCode::REQUEST_TIMEOUT,
-                "Request timeout",
-                &format!(
-                    "The body did not arrive within {} ms (admin.body_timeout).",
-                    deadline.as_millis()
-                ),
-                Value::Null,
-            );
-            late.head_mut()
-                .set_connection_type(actix_web::http::ConnectionType::Close);
-            Err(late)
-        }
+    match tokio::time::timeout(deadline, payload.to_bytes_limited(MAX_BODY)).await {
+        Ok(Ok(Ok(body))) => Ok(body),
+        Ok(Ok(Err(e))) => Err(AdminError::invalid("body", e.to_string())),
+        Ok(Err(_)) => Err(AdminError::PayloadTooLarge),
+        Err(_) => Err(AdminError::BodyTimeout(deadline.as_millis())),
     }
-}
-
-fn too_large() -> HttpResponse {
-    let mut response = problem(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "Payload too large",
-        &format!("Admin request bodies are limited to {MAX_BODY} bytes."),
-        serde_json::json!({ "limit_bytes": MAX_BODY }),
-    );
-    response
-        .head_mut()
-        .set_connection_type(actix_web::http::ConnectionType::Close);
-    response
 }
 
 #[cfg(test)]

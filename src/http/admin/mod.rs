@@ -2,15 +2,16 @@
 //! state endpoints, and the operator's write side (`write.rs`), behind a bearer token
 //! (DESIGN.md §6).
 
+mod error;
 mod guard;
 mod write;
 
-use super::response::problem;
+pub use error::AdminError;
+
 use crate::limiter::LimiterName;
 use crate::runtime::{Brownout, Error};
 use crate::tier::Tier;
 use actix_web::dev::Server;
-use actix_web::http::StatusCode;
 use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpResponse, HttpServer};
 use serde_json::{json, Value};
@@ -179,22 +180,12 @@ fn resource(path: &str) -> actix_web::Resource {
     web::resource(path).default_service(web::to(method_not_allowed))
 }
 
-async fn method_not_allowed() -> HttpResponse {
-    problem(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "Method not allowed",
-        "This endpoint does not support that method.",
-        Value::Null,
-    )
+async fn method_not_allowed() -> Result<HttpResponse, AdminError> {
+    Err(AdminError::MethodNotAllowed)
 }
 
-async fn not_found() -> HttpResponse {
-    problem(
-        StatusCode::NOT_FOUND,
-        "Not found",
-        "No such admin endpoint.",
-        Value::Null,
-    )
+async fn not_found() -> Result<HttpResponse, AdminError> {
+    Err(AdminError::NotFound)
 }
 
 async fn healthz() -> HttpResponse {

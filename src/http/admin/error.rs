@@ -1,0 +1,135 @@
+//! Every refusal of the admin API as one typed error: actix turns it into the response through
+//! [`ResponseError`], a problem+json body (RFC 9457) naming the field where there is one.
+
+use super::MAX_BODY;
+use crate::http::problem;
+use crate::ops::ChangeError;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::{ConnectionType, StatusCode};
+use actix_web::{HttpResponse, ResponseError};
+use serde_json::{json, Value};
+
+/// Why an admin request was refused; nothing changed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// No token, or the wrong one.
+    #[error("Send the admin token as Authorization: Bearer <token>.")]
+    Unauthorized,
+    /// No such route.
+    #[error("No such admin endpoint.")]
+    NotFound,
+    /// The route exists, not with this method.
+    #[error("This endpoint does not support that method.")]
+    MethodNotAllowed,
+    /// `PUT /v1/limiters/{name}/mode` with a name that is not a limiter.
+    #[error("There is no limiter named `{0}`; the limiters are request_rate, concurrent_requests, fleet_usage, worker_utilization.")]
+    UnknownLimiter(String),
+    /// A field is missing, of the wrong type or out of range.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The dotted field.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The body is not JSON.
+    #[error("Send the body as application/json.")]
+    UnsupportedMediaType,
+    /// The body is over [`MAX_BODY`].
+    #[error("Admin request bodies are limited to {MAX_BODY} bytes.")]
+    PayloadTooLarge,
+    /// The body did not arrive within `admin.body_timeout` (milliseconds).
+    #[error("The body did not arrive within {0} ms (admin.body_timeout).")]
+    BodyTimeout(u128),
+    /// The operator refused the change.
+    #[error(transparent)]
+    Change(#[from] ChangeError),
+}
+
+impl AdminError {
+    /// A refusal of `field`.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    fn title(&self) -> &'static str {
+        match self {
+            AdminError::Unauthorized => "Unauthorized",
+            AdminError::NotFound => "Not found",
+            AdminError::MethodNotAllowed => "Method not allowed",
+            AdminError::UnknownLimiter(_) => "Unknown limiter",
+            AdminError::Invalid { .. } | AdminError::Change(ChangeError::Invalid(_)) => {
+                "Invalid request"
+            }
+            AdminError::UnsupportedMediaType => "Unsupported media type",
+            AdminError::PayloadTooLarge => "Payload too large",
+            AdminError::BodyTimeout(_) => "Request timeout",
+            AdminError::Change(ChangeError::Stale { .. }) => "Stale version",
+            AdminError::Change(ChangeError::NotRunning | ChangeError::NoFile) => "Not running",
+            AdminError::Change(ChangeError::NotPersisted { .. }) => "Not persisted",
+        }
+    }
+
+    /// The detail sentence and the extra members of the problem body.
+    fn detail(&self) -> (String, Value) {
+        match self {
+            AdminError::Invalid { field, .. } => (self.to_string(), json!({ "field": field })),
+            AdminError::Change(e @ ChangeError::Invalid(c)) => {
+                let field = c.key().unwrap_or("limiters");
+                (format!("{field}: {e}"), json!({ "field": field }))
+            }
+            AdminError::Change(e @ ChangeError::Stale { current, .. }) => (
+                format!("{e}. Fetch GET /v1/config and apply your change to version {current}."),
+                json!({ "current_version": current }),
+            ),
+            AdminError::Change(e @ ChangeError::NotPersisted { path, .. }) => (
+                format!("{e}. Nothing was changed; fix the file's directory and retry."),
+                json!({ "file": path.display().to_string(), "key": "admin.overrides_file" }),
+            ),
+            AdminError::PayloadTooLarge => (self.to_string(), json!({ "limit_bytes": MAX_BODY })),
+            other => (other.to_string(), Value::Null),
+        }
+    }
+}
+
+impl ResponseError for AdminError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            AdminError::Unauthorized => StatusCode::UNAUTHORIZED,
+            AdminError::NotFound | AdminError::UnknownLimiter(_) => StatusCode::NOT_FOUND,
+            AdminError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            AdminError::Invalid { .. } | AdminError::Change(ChangeError::Invalid(_)) => {
+                StatusCode::BAD_REQUEST
+            }
+            AdminError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            AdminError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            AdminError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            AdminError::Change(ChangeError::Stale { .. }) => StatusCode::PRECONDITION_FAILED,
+            AdminError::Change(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let (detail, extra) = self.detail();
+        let mut response = problem(self.status_code(), self.title(), &detail, extra);
+        if matches!(self, AdminError::Unauthorized) {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"brownout-admin\""),
+            );
+        }
+        // A body that was not (or not wholly) read must not be taken for the next request.
+        if matches!(
+            self,
+            AdminError::Unauthorized | AdminError::PayloadTooLarge | AdminError::BodyTimeout(_)
+        ) {
+            response
+                .head_mut()
+                .set_connection_type(ConnectionType::Close);
+        }
+        response
+    }
+}
