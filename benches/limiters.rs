@@ -4,6 +4,9 @@
 //! the bare service (each limiter alone, then all four).
 //!
 //! `cargo bench --bench limiters`
+// Tests and benchmarks wait and measure in real time; the library reads time only through
+// its injected Clock (clippy.toml).
+#![allow(clippy::disallowed_methods)]
 
 use brownout::classify::RequestFacts;
 use brownout::clock::{Clock, SystemClock};

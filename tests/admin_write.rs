@@ -1,5 +1,8 @@
 //! The admin API's write side over real HTTP on loopback: modes with ttl, kill switch, config
 //! GET/PATCH with ETag and If-Match, audit, hardening, persistence across a restart.
+// Tests and benchmarks wait and measure in real time; the library reads time only through
+// its injected Clock (clippy.toml).
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 
@@ -235,6 +238,9 @@ async fn a_mode_change_with_a_ttl_reverts_by_itself() {
         rig.brownout.settings().limiters.worker_utilization.mode,
         Mode::Off
     );
+    // The ttl runs on the brownout clock: no real waiting.
+    rig.clock.advance(Duration::from_secs(1));
+    rig.brownout.revert_due_now().await;
     let deadline = Instant::now() + Duration::from_secs(5);
     while rig.brownout.settings().limiters.worker_utilization.mode != Mode::Enforce {
         assert!(Instant::now() < deadline, "did not revert");
@@ -617,6 +623,8 @@ async fn a_revert_overtaken_by_a_patch_is_dropped_and_not_persisted() {
     let saved = || -> Value { serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap() };
     assert_eq!(saved()["reverts"].as_array().unwrap().len(), 1);
     // The timer fires, finds the mode changed by someone else, and leaves it.
+    rig.clock.advance(Duration::from_secs(1));
+    rig.brownout.revert_due_now().await;
     let deadline = Instant::now() + Duration::from_secs(5);
     while !saved()["reverts"].as_array().unwrap().is_empty() {
         assert!(

@@ -1,6 +1,9 @@
 //! `examples/embed.rs` is the README's embedding snippet. `cargo test` builds it; this runs it
 //! as an operator would: the generated admin token reaches stderr (or `admin.token_file`),
 //! SIGHUP reloads the file and never ends the process.
+// Tests and benchmarks wait and measure in real time; the library reads time only through
+// its injected Clock (clippy.toml).
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

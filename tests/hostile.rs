@@ -1,6 +1,9 @@
 //! A hostile client against the real middleware on a real server: path spellings, invented API
 //! keys, forged X-Forwarded-For lines, and the answers it gets (calendar windows, RateLimit
 //! fields that agree with Retry-After).
+// Tests and benchmarks wait and measure in real time; the library reads time only through
+// its injected Clock (clippy.toml).
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

@@ -1,6 +1,9 @@
 //! End to end, in compressed time: the demo app (real servers on loopback) under about twice
 //! its capacity with all four tiers. Test traffic must be shed first, then GETs, then POSTs,
 //! critical never; and shedding must return to zero once the load stops.
+// Tests and benchmarks wait and measure in real time; the library reads time only through
+// its injected Clock (clippy.toml).
+#![allow(clippy::disallowed_methods)]
 
 use brownout::config::HumanDuration;
 use brownout::demo::Demo;

@@ -4,6 +4,9 @@
 //! Alert expressions (and the annotation) are evaluated without their final threshold
 //! comparison: a quiet alert returns nothing by design, but the series under it must exist.
 //! Also runs `promtool check rules` and `promtool test rules`.
+// Tests and benchmarks wait and measure in real time; the library reads time only through
+// its injected Clock (clippy.toml).
+#![allow(clippy::disallowed_methods)]
 
 use brownout::config::HumanDuration;
 use brownout::demo::Demo;

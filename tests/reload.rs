@@ -1,4 +1,7 @@
 //! Reload of the config file on SIGHUP (its own test binary: the signal is process-wide).
+// Tests and benchmarks wait and measure in real time; the library reads time only through
+// its injected Clock (clippy.toml).
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

@@ -14,10 +14,9 @@ use crate::limiter::LimiterName;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 /// Messages to the operator.
 pub(crate) enum OpsMsg {
@@ -27,13 +26,17 @@ pub(crate) enum OpsMsg {
         source: String,
         reply: oneshot::Sender<Result<Applied, ChangeError>>,
     },
+    /// Revert what is due on the brownout clock now, and say when done.
+    RevertDue(oneshot::Sender<()>),
 }
 
 /// A time-limited mode change waiting to be undone.
 #[derive(Clone)]
 struct Revert {
-    deadline: Instant,
-    wall: SystemTime,
+    /// When, on the brownout clock.
+    deadline: Duration,
+    /// When, as time since the Unix epoch (what the overrides file keeps).
+    wall: Duration,
     limiter: LimiterName,
     /// The mode to go back to.
     to: Mode,
@@ -103,16 +106,17 @@ pub(crate) fn spawn(
         pending,
     } = setup;
     let (tx, rx) = mpsc::channel(16);
-    let now_wall = SystemTime::now();
+    let now = shared.clock.now();
+    let now_wall = shared.clock.unix_origin() + now;
     let reverts = pending
         .into_iter()
         .filter_map(|p| {
             let limiter = LimiterName::parse(&p.limiter)?;
-            let wall = UNIX_EPOCH + Duration::from_millis(p.at_unix_ms);
-            let left = wall.duration_since(now_wall).unwrap_or(Duration::ZERO);
+            let wall = Duration::from_millis(p.at_unix_ms);
+            let left = wall.saturating_sub(now_wall);
             let set = mode_of(&shared.settings.load().limiters, limiter);
             Some(Revert {
-                deadline: Instant::now() + left,
+                deadline: now + left,
                 wall,
                 limiter,
                 to: p.mode,
@@ -194,10 +198,13 @@ fn check_restart_only(old: &LimitersConfig, new: &LimitersConfig) -> Result<(), 
 impl Operator {
     async fn run(mut self, mut inbox: mpsc::Receiver<OpsMsg>, mut shutdown: watch::Receiver<bool>) {
         loop {
+            // Deadlines are on the brownout clock; the wait for the next one is in real time
+            // (the same thing with the system clock; tests with a manual clock ask instead).
             let next = self.reverts.iter().map(|r| r.deadline).min();
+            let now = self.shared.clock.now();
             let due = async {
                 match next {
-                    Some(at) => tokio::time::sleep_until(at).await,
+                    Some(at) => tokio::time::sleep(at.saturating_sub(now)).await,
                     None => std::future::pending().await,
                 }
             };
@@ -205,6 +212,10 @@ impl Operator {
                 msg = inbox.recv() => match msg {
                     Some(OpsMsg::Apply { change, source, reply }) => {
                         let _ = reply.send(self.apply(change, &source));
+                    }
+                    Some(OpsMsg::RevertDue(reply)) => {
+                        self.revert_due();
+                        let _ = reply.send(());
                     }
                     None => break,
                 },
@@ -215,7 +226,7 @@ impl Operator {
     }
 
     fn revert_due(&mut self) {
-        let now = Instant::now();
+        let now = self.shared.clock.now();
         let (due, later): (Vec<_>, Vec<_>) =
             self.reverts.drain(..).partition(|r| r.deadline <= now);
         self.reverts = later;
@@ -259,9 +270,10 @@ impl Operator {
                 let first = reverts.iter().find(|r| r.limiter == limiter).map(|r| r.to);
                 reverts.retain(|r| r.limiter != limiter);
                 if let Some(ttl) = ttl {
+                    let now = self.shared.clock.now();
                     reverts.push(Revert {
-                        deadline: Instant::now() + ttl,
-                        wall: SystemTime::now() + ttl,
+                        deadline: now + ttl,
+                        wall: self.shared.clock.unix_origin() + now + ttl,
                         limiter,
                         to: first.unwrap_or(was),
                         set: mode,
@@ -376,7 +388,7 @@ impl Operator {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(AuditEntry {
-                time: rfc3339(SystemTime::now()),
+                time: rfc3339(UNIX_EPOCH + shared.clock.unix_origin() + shared.clock.now()),
                 action,
                 before,
                 after,
@@ -405,10 +417,7 @@ impl Operator {
                 .map(|r| PendingRevert {
                     limiter: r.limiter.as_str().to_owned(),
                     mode: r.to,
-                    at_unix_ms: r
-                        .wall
-                        .duration_since(UNIX_EPOCH)
-                        .map_or(0, |d| d.as_millis() as u64),
+                    at_unix_ms: r.wall.as_millis() as u64,
                 })
                 .collect(),
         };

@@ -27,6 +27,27 @@ impl Brownout {
         crate::ops::reload(file, &operator, "api").await
     }
 
+    /// Reverts the time-limited mode changes whose ttl has run out on the brownout clock. The
+    /// operator does this by itself when the time comes; a test driving a `ManualClock` calls
+    /// it after advancing the clock, instead of waiting. Does nothing when not started.
+    ///
+    /// # Cancel safety
+    /// Dropping the future before it completes may leave the reverts to be made a moment later
+    /// by the operator itself; nothing is lost.
+    pub async fn revert_due_now(&self) {
+        let Some(operator) = self.operator() else {
+            return;
+        };
+        let (reply, done) = tokio::sync::oneshot::channel();
+        if operator
+            .send(crate::ops::OpsMsg::RevertDue(reply))
+            .await
+            .is_ok()
+        {
+            let _ = done.await;
+        }
+    }
+
     /// The last 256 changes, oldest first.
     pub fn audit(&self) -> Vec<AuditEntry> {
         self.inner
