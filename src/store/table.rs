@@ -295,7 +295,7 @@ impl KeyTable {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, brownout_loom))]
 impl KeyTable {
     /// Every value stored for `key`, in any slot (a duplicate claim shows as two).
     fn values_of(&self, key: u64) -> Vec<u64> {
