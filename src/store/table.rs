@@ -22,17 +22,17 @@
 //! lands on the other key — one request's charge counted against another client. Rare and
 //! bounded (one update), but known.
 
-#[cfg(brownout_loom)]
+#[cfg(all(test, brownout_loom))]
 use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-#[cfg(not(brownout_loom))]
+#[cfg(not(all(test, brownout_loom)))]
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Waits a moment before retrying a compare-and-swap (under the model checker: lets the other
 /// thread run).
 fn backoff() {
-    #[cfg(brownout_loom)]
+    #[cfg(all(test, brownout_loom))]
     loom::thread::yield_now();
-    #[cfg(not(brownout_loom))]
+    #[cfg(not(all(test, brownout_loom)))]
     std::hint::spin_loop();
 }
 
