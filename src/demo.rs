@@ -116,6 +116,9 @@ impl Demo {
     }
 
     /// Stops both servers gracefully, then the actors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future early leaves the servers and actors stopping on their own.
     pub async fn stop(self) {
         self.app.stop(true).await;
         self.admin.stop(true).await;

@@ -44,6 +44,9 @@ pub struct Config {
 impl Config {
     /// Parses and validates YAML text. A type error, an unknown or a duplicate key names the
     /// dotted key, what was expected and where (line and column), on one line.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the key (and line) of the first problem; an empty text too.
     pub fn from_yaml_str(text: &str) -> Result<Self, ConfigError> {
         let config = parse::yaml(text)?;
         config.validate()?;
@@ -51,6 +54,10 @@ impl Config {
     }
 
     /// Reads, parses and validates a YAML file.
+    ///
+    /// # Errors
+    /// As for [`from_yaml_str`](Self::from_yaml_str), with the file's name in front; or the
+    /// file cannot be read.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {

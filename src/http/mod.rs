@@ -6,7 +6,7 @@ mod middleware;
 mod ratelimit;
 mod response;
 
-pub use admin::{AdminError, AdminServer};
+pub use admin::{AdminError, AdminServer, MAX_BODY, MIN_TOKEN_LEN};
 pub use body::TrackedBody;
 pub use middleware::{BrownoutMiddleware, BrownoutService, ResponseFuture};
 pub use response::{problem, rejection_response, retry_after_secs};

@@ -124,6 +124,11 @@ impl BrownoutBuilder {
     }
 
     /// Validates everything and builds the handle (actors are started by [`Brownout::start`]).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for settings that do not validate (naming the key), including an
+    /// `admin.overrides_file` whose directory is missing or unwritable; [`Error::Source`] when
+    /// a utilization source cannot be set up (or `custom` was chosen without one).
     pub fn build(self) -> Result<Brownout, Error> {
         self.config.validate()?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));

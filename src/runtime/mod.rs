@@ -149,6 +149,11 @@ impl Brownout {
 
     /// Loads, validates and builds from a YAML file, with defaults for every injection.
     /// SIGHUP and [`reload_config`](Self::reload_config) read the same file again.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the file cannot be read or does not validate (the message names
+    /// the file, the key and what was expected); [`Error::Source`] when a utilization source
+    /// cannot be set up.
     pub fn from_config_file(path: impl AsRef<std::path::Path>) -> Result<Self, Error> {
         let path = path.as_ref();
         Self::builder(Config::load(path)?).config_file(path).build()
@@ -159,6 +164,12 @@ impl Brownout {
     /// a SIGHUP listener that reloads the configuration file; from then on SIGHUP never ends
     /// the process. Calling it again does nothing; it never blocks or panics on a concurrent
     /// call.
+    ///
+    /// # Errors
+    /// [`Error::NoRuntime`] outside a tokio (or actix) runtime.
+    ///
+    /// # Panics
+    /// Never: a concurrent `start`, change or sample only waits for the slot an instant.
     pub fn start(&self) -> Result<(), Error> {
         tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
         let inner = &self.inner;
@@ -205,6 +216,10 @@ impl Brownout {
 
     /// Stops the actors and waits for them. The middleware keeps working (it fails open once
     /// the last plan goes stale).
+    ///
+    /// # Cancel safety
+    /// The actors are told to stop before the first await: dropping the future early leaves
+    /// them stopping on their own.
     pub async fn shutdown(&self) {
         let actors = self.actors_slot().take();
         if let Some(actors) = actors {
@@ -249,6 +264,10 @@ impl Brownout {
 
     /// Samples utilization now (outside the regular interval) and returns the plan that
     /// results; `None` if the actors are not running.
+    ///
+    /// # Cancel safety
+    /// Dropping the future may still let the sample happen (the plan is then published as
+    /// usual); nothing is left half done.
     pub async fn sample_now(&self) -> Option<ShedPlan> {
         let sampler = self.actors_slot().as_ref()?.sampler.clone();
         let (reply, answer) = tokio::sync::oneshot::channel();

@@ -7,6 +7,14 @@ use serde_json::Value;
 
 impl Brownout {
     /// Applies `change`, asked for by `source` (an address, `timer`, `signal`...).
+    ///
+    /// # Errors
+    /// [`ChangeError`] says why nothing changed: invalid settings (naming the key), a stale
+    /// `If-Match`, a change that could not be persisted, or actors not started.
+    ///
+    /// # Cancel safety
+    /// The operator applies a change it has received whether or not the caller still waits:
+    /// dropping the future after it was sent leaves the change made (and audited).
     pub async fn change(
         &self,
         change: Change,
@@ -21,6 +29,12 @@ impl Brownout {
     /// at once; a file that does not validate, or that changes a section that is only read
     /// at start (binds, store, demo, `max_keys`, the number of quotas, the utilization
     /// source), changes nothing and names the key.
+    ///
+    /// # Errors
+    /// As for [`change`](Self::change), plus [`ChangeError::NoFile`] when built without a file.
+    ///
+    /// # Cancel safety
+    /// As for [`change`](Self::change).
     pub async fn reload_config(&self) -> Result<Applied, ChangeError> {
         let operator = self.operator().ok_or(ChangeError::NotRunning)?;
         let file = self.inner.config_path.as_deref();

@@ -37,6 +37,10 @@ impl Brownout {
     ///
     /// Refuses a non-loopback address unless a token was configured explicitly: a generated
     /// token is only logged, which is fine on one machine, not on a network.
+    ///
+    /// # Errors
+    /// [`Error::Admin`] when `admin.bind` is not an address, cannot be bound, or is not on
+    /// loopback while the token is generated or shorter than [`MIN_TOKEN_LEN`].
     pub fn admin_server(&self) -> Result<AdminServer, Error> {
         let bind: SocketAddr = self.config().admin.bind.parse().map_err(|_| {
             Error::Admin(format!(
@@ -53,6 +57,9 @@ impl Brownout {
     /// `admin.token_file` (mode 0600) when set, else printed once to stderr. A token shorter
     /// than [`MIN_TOKEN_LEN`] is refused on a non-loopback address and warned about on
     /// loopback.
+    ///
+    /// # Errors
+    /// As for [`admin_server`](Self::admin_server).
     pub fn admin_server_on(&self, bind: SocketAddr) -> Result<AdminServer, Error> {
         self.check_admin_token(bind)?;
         let brownout = self.clone();
