@@ -86,7 +86,7 @@ pub(crate) fn rejected(
             (rules.quotas.get(usize::from(i))?.name.as_str(), left)
         }
     };
-    HeaderValue::from_str(&format!("\"{name}\";r={remaining};t={t}")).ok()
+    header_value(format!("\"{name}\";r={remaining};t={t}"))
 }
 
 /// The bucket and the quotas whose effective window ends within `max_t` seconds.
@@ -104,9 +104,12 @@ fn service_limits(rules: &RateRules, status: &RateStatus, max_t: u32) -> Option<
         let sep = if value.is_empty() { "" } else { ", " };
         let _ = write!(value, "{sep}\"{name}\";r={remaining};t={reset}");
     }
-    (!value.is_empty())
-        .then(|| HeaderValue::from_str(&value).ok())
-        .flatten()
+    (!value.is_empty()).then(|| header_value(value)).flatten()
+}
+
+/// A header value that takes over `text`'s buffer (one allocation per field, not two).
+fn header_value(text: String) -> Option<HeaderValue> {
+    HeaderValue::from_maybe_shared(actix_web::web::Bytes::from(text)).ok()
 }
 
 #[cfg(test)]
