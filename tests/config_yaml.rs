@@ -99,19 +99,27 @@ fn every_unmarked_value_is_the_default_and_every_demo_value_is_not() {
     );
 }
 
+/// `brownout check --config <path>`: its exit code and stderr.
+fn check(path: &std::path::Path) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_brownout"))
+        .args(["check", "--config"])
+        .arg(path)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn the_check_command_refuses_an_empty_file_by_name() {
     let dir = std::env::temp_dir().join(format!("brownout-empty-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("empty.yaml");
     std::fs::write(&path, "# nothing here\n").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_brownout"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let (code, err) = check(&path);
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("empty.yaml") && err.contains("the file is empty"),
         "{err}"
