@@ -12,6 +12,9 @@ enum Segment {
 pub struct RoutePattern {
     method: Option<String>,
     segments: Vec<Segment>,
+    /// For a pattern without `{param}`: its path after the leading slash, which a request's
+    /// path (after its own) must equal exactly — one comparison instead of a walk.
+    literal: Option<String>,
 }
 
 impl RoutePattern {
@@ -39,8 +42,16 @@ impl RoutePattern {
                     Segment::Literal(s.to_owned())
                 }
             })
-            .collect();
-        Ok(Self { method, segments })
+            .collect::<Vec<_>>();
+        let literal = segments
+            .iter()
+            .all(|s| matches!(s, Segment::Literal(_)))
+            .then(|| path.strip_prefix('/').unwrap_or(path).to_owned());
+        Ok(Self {
+            method,
+            segments,
+            literal,
+        })
     }
 
     /// How specific the pattern is: literal segments first, then a named method. Among
@@ -60,6 +71,9 @@ impl RoutePattern {
             if !m.eq_ignore_ascii_case(method) {
                 return false;
             }
+        }
+        if let Some(literal) = &self.literal {
+            return path.strip_prefix('/').unwrap_or(path) == literal;
         }
         let mut want = self.segments.iter();
         for got in split(path) {
@@ -101,6 +115,47 @@ mod tests {
         assert!(!p.matches("GET", "/v1/charges/ch_123/capture"));
         assert!(!p.matches("POST", "/v1/charges/ch_123"));
         assert!(!p.matches("POST", "/v1/charges/ch_123/capture/more"));
+    }
+
+    #[test]
+    fn a_literal_pattern_matches_exactly_what_the_segment_walk_would() {
+        let cases = [
+            "/",
+            "/v1",
+            "/v1/charges",
+            "/v1/charges/",
+            "/v1//charges",
+            "/a/./b",
+        ];
+        let paths = [
+            "/",
+            "",
+            "/v1",
+            "v1",
+            "/v1/",
+            "/v1/charges",
+            "/v1/charges/",
+            "/v1//charges",
+            "//v1/charges",
+            "/a/./b",
+            "/a/b",
+            "/v1/chargesx",
+        ];
+        for pattern in cases {
+            let p = RoutePattern::parse(&format!("GET {pattern}")).unwrap();
+            assert!(p.literal.is_some());
+            let walk = RoutePattern {
+                literal: None,
+                ..p.clone()
+            };
+            for path in paths {
+                assert_eq!(
+                    p.matches("GET", path),
+                    walk.matches("GET", path),
+                    "{pattern} {path}"
+                );
+            }
+        }
     }
 
     #[test]

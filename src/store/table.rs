@@ -1,8 +1,10 @@
-//! A fixed-capacity, lock-free table of per-key state: 16 bytes a slot, allocated once.
+//! A bounded, lock-free table of per-key state: 16 bytes a slot, allocated once for
+//! `max_keys`, of which only an active prefix is used, grown with the keys (`grow.rs`), so a
+//! hundred thousand keys sit in a few MiB of cache-friendly buckets whatever the cap.
 //!
 //! Keys are 64-bit hashes. A key lives in one of two buckets of [`WAYS`] slots, chosen by its
-//! low and its middle bits (two-choice hashing keeps early evictions rare up to a full table);
-//! each slot is a key word and a state word. The state word carries a 16-bit tag of its key in
+//! low and its middle bits under the active mask (two-choice hashing keeps early evictions
+//! rare); each slot is a key word and a state word. The state word carries a 16-bit tag of its key in
 //! its top bits and a 48-bit value below, so an update that raced with the slot being given to
 //! another key fails its compare-and-swap instead of corrupting the other key's state.
 //!
@@ -34,6 +36,18 @@ fn backoff() {
     loom::thread::yield_now();
     #[cfg(not(all(test, brownout_loom)))]
     std::hint::spin_loop();
+}
+
+/// Waits longer: the slot is held by a thread that may have lost its core (a move or an
+/// eviction under way); give it the processor rather than spin.
+fn wait_turn(attempt: usize) {
+    #[cfg(not(all(test, brownout_loom)))]
+    if attempt >= ATTEMPTS / 4 {
+        std::thread::yield_now();
+        return;
+    }
+    let _ = attempt;
+    backoff();
 }
 
 /// Slots per bucket (two cache lines).
@@ -82,11 +96,21 @@ pub enum Update<R> {
     Remove(R),
 }
 
+mod grow;
+
 /// The table. See the module docs for the protocol.
 #[derive(Debug)]
 pub struct KeyTable {
     buckets: Box<[Bucket]>,
-    bucket_mask: usize,
+    /// The mask of every bucket: the table's cap.
+    max_mask: usize,
+    /// The active bucket mask (low half) and, while the keys placed under the previous one are
+    /// being moved, that mask (high half; equal to the active one otherwise).
+    masks: AtomicU64,
+    /// Growth progress, each tagged with the previous mask in its high half: the next bucket
+    /// of the previous prefix to hand out, and how many of them are done.
+    cursor: AtomicU64,
+    moved: AtomicU64,
     live: AtomicUsize,
 }
 
@@ -111,13 +135,33 @@ fn pack(key: u64, value: u64) -> u64 {
     (tag(key) << 48) | value.min(MAX_VALUE)
 }
 
+/// A slot a claim took, and its bucket.
+#[derive(Clone, Copy)]
+struct Claimed<'a> {
+    slot: Slot<'a>,
+    bucket: usize,
+}
+
+/// Buckets a table starts with (or all of them, if fewer): 512 slots, 8 KiB.
+const INITIAL_BUCKETS: usize = 64;
+
 impl KeyTable {
     /// A table with room for at least `max_keys` keys (rounded up to a power of two).
     pub fn new(max_keys: usize) -> Self {
+        Self::with_initial(max_keys, INITIAL_BUCKETS)
+    }
+
+    /// A table for `max_keys` keys that starts with `initial` buckets (a power of two) in use.
+    fn with_initial(max_keys: usize, initial: usize) -> Self {
         let slots = max_keys.max(2 * WAYS).next_power_of_two();
+        let buckets = slots / WAYS;
+        let active = initial.clamp(1, buckets) as u64 - 1;
         Self {
-            buckets: (0..slots / WAYS).map(|_| Bucket::default()).collect(),
-            bucket_mask: slots / WAYS - 1,
+            buckets: (0..buckets).map(|_| Bucket::default()).collect(),
+            max_mask: buckets - 1,
+            masks: AtomicU64::new(grow::masks(active, active)),
+            cursor: AtomicU64::new(0),
+            moved: AtomicU64::new(0),
             live: AtomicUsize::new(0),
         }
     }
@@ -137,26 +181,47 @@ impl KeyTable {
         std::mem::size_of_val(&*self.buckets) + std::mem::size_of::<Self>()
     }
 
-    /// The slots of the key's two buckets (first choice first).
-    fn candidates(&self, key: u64) -> impl Iterator<Item = Slot<'_>> + Clone {
-        let first = key as usize & self.bucket_mask;
-        let mut second = (key >> 32) as usize & self.bucket_mask;
+    /// The key's two buckets under `mask` (first choice first).
+    fn buckets_of(key: u64, mask: usize) -> [usize; 2] {
+        let first = key as usize & mask;
+        let mut second = (key >> 32) as usize & mask;
         if second == first {
-            second = (first + 1) & self.bucket_mask;
+            second = (first + 1) & mask;
         }
+        [first, second]
+    }
+
+    /// The slots of the key's two buckets under `mask` (first choice first).
+    fn candidates(&self, key: u64, mask: usize) -> impl Iterator<Item = Slot<'_>> + Clone {
+        let [first, second] = Self::buckets_of(key, mask);
         self.buckets[first]
             .slots()
             .chain(self.buckets[second].slots())
     }
 
+    /// The slot `key` owns among its candidates under `mask`.
+    fn find(&self, key: u64, mask: usize) -> Option<Slot<'_>> {
+        self.candidates(key, mask)
+            .find(|s| s.key.load(Ordering::Acquire) == key)
+    }
+
+    /// The slot `key` owns: under the active mask, or while a growth moves keys, under the
+    /// previous one (and then the active one again: the key may have moved in between).
+    fn find_anywhere(&self, key: u64, (mask, old): (usize, usize)) -> Option<Slot<'_>> {
+        self.find(key, mask).or_else(|| {
+            (old != mask)
+                .then(|| self.find(key, old).or_else(|| self.find(key, mask)))
+                .flatten()
+        })
+    }
+
     /// The value of `key`, if it is tracked.
     pub fn peek(&self, key: u64) -> Option<u64> {
         let key = stored(key);
-        self.candidates(key).find_map(|slot| {
-            let word = slot.word.load(Ordering::Acquire);
-            (slot.key.load(Ordering::Acquire) == key && word != BUSY && word >> 48 == tag(key))
-                .then_some(word & VALUE_MASK)
-        })
+        let slot = self.find_anywhere(key, self.masks())?;
+        let word = slot.word.load(Ordering::Acquire);
+        (slot.key.load(Ordering::Acquire) == key && word != BUSY && word >> 48 == tag(key))
+            .then_some(word & VALUE_MASK)
     }
 
     /// Reads and maybe rewrites the value of `key` (0 for a key not tracked yet).
@@ -171,14 +236,15 @@ impl KeyTable {
         mut f: impl FnMut(u64) -> Update<R>,
     ) -> Option<R> {
         let key = stored(key);
-        for _ in 0..ATTEMPTS {
+        self.help_grow(&victim);
+        for attempt in 0..ATTEMPTS {
             let Some(slot) = self.locate(key, &victim) else {
                 backoff();
                 continue;
             };
             let word = slot.word.load(Ordering::Acquire);
             if word == BUSY || word >> 48 != tag(key) {
-                backoff();
+                wait_turn(attempt);
                 continue;
             }
             match f(word & VALUE_MASK) {
@@ -206,25 +272,56 @@ impl KeyTable {
     /// The slot of `key`: found, claimed empty (in the emptier of its two buckets), or taken
     /// from the best victim.
     fn locate(&self, key: u64, victim: &impl Fn(u64) -> Option<u64>) -> Option<Slot<'_>> {
-        let slots = self.candidates(key);
+        let masks = self.masks();
+        if let Some(slot) = self.find_anywhere(key, masks) {
+            return Some(slot);
+        }
+        let claimed = self.claim(key, 0, masks.0, victim, true)?;
+        // A growth that began after the masks were read may already have moved the bucket
+        // the key went to: place it under the new mask too (the update then retries and
+        // finds it there).
+        let now = self.masks().0;
+        if now != masks.0 {
+            self.move_if_misplaced(claimed.slot, claimed.bucket, now, victim);
+        }
+        self.maybe_grow(masks);
+        Some(claimed.slot)
+    }
+
+    /// A slot for `key` among its candidates under `mask`, starting at `value`: an empty one
+    /// (in the emptier bucket) or the best victim's. With `join`, a slot the key already has
+    /// there is returned instead (claimed a moment ago by another thread).
+    fn claim(
+        &self,
+        key: u64,
+        value: u64,
+        mask: usize,
+        victim: &impl Fn(u64) -> Option<u64>,
+        join: bool,
+    ) -> Option<Claimed<'_>> {
+        let which = Self::buckets_of(key, mask);
+        let slots = move || {
+            which
+                .into_iter()
+                .flat_map(move |b| self.buckets[b].slots().map(move |s| (b, s)))
+        };
         let mut empty = [0usize; 2];
-        for (i, slot) in slots.clone().enumerate() {
+        for (i, (bucket, slot)) in slots().enumerate() {
             match slot.key.load(Ordering::Acquire) {
-                owner if owner == key => return Some(slot),
+                owner if owner == key && join => return Some(Claimed { slot, bucket }),
                 0 => empty[i / WAYS] += 1,
                 _ => {}
             }
         }
         let emptier = usize::from(empty[1] > empty[0]);
-        let order = slots
-            .clone()
+        let order = slots()
             .skip(emptier * WAYS)
-            .chain(slots.clone().take(emptier * WAYS));
-        for slot in order {
+            .chain(slots().take(emptier * WAYS));
+        for (bucket, slot) in order {
             let owner = slot.key.load(Ordering::Acquire);
-            if owner == key {
+            if owner == key && join {
                 // Another thread claimed it for this key a moment ago.
-                return Some(slot);
+                return Some(Claimed { slot, bucket });
             }
             if owner != 0 {
                 continue;
@@ -234,31 +331,31 @@ impl KeyTable {
                 .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
-                    slot.word.store(pack(key, 0), Ordering::Release);
+                    slot.word.store(pack(key, value), Ordering::Release);
                     self.live.fetch_add(1, Ordering::Relaxed);
-                    return Some(slot);
+                    return Some(Claimed { slot, bucket });
                 }
-                Err(owner) if owner == key => return Some(slot),
+                Err(owner) if owner == key && join => return Some(Claimed { slot, bucket }),
                 Err(_) => {}
             }
         }
-        let (slot, word) = slots
-            .filter_map(|s| {
+        let (bucket, slot, word) = slots()
+            .filter_map(|(b, s)| {
                 let word = s.word.load(Ordering::Acquire);
                 let owner = s.key.load(Ordering::Acquire);
                 if word == BUSY || owner == 0 || word >> 48 != tag(owner) {
                     return None;
                 }
-                victim(word & VALUE_MASK).map(|rank| (rank, s, word))
+                victim(word & VALUE_MASK).map(|rank| (rank, b, s, word))
             })
-            .min_by_key(|&(rank, _, _)| rank)
-            .map(|(_, s, w)| (s, w))?;
+            .min_by_key(|&(rank, ..)| rank)
+            .map(|(_, b, s, w)| (b, s, w))?;
         slot.word
             .compare_exchange(word, BUSY, Ordering::AcqRel, Ordering::Acquire)
             .ok()?;
         slot.key.store(key, Ordering::Release);
-        slot.word.store(pack(key, 0), Ordering::Release);
-        Some(slot)
+        slot.word.store(pack(key, value), Ordering::Release);
+        Some(Claimed { slot, bucket })
     }
 
     /// Gives `slot` up if its state word is still `word`: the word goes `BUSY` (so racing
@@ -367,6 +464,81 @@ mod tests {
         // The slot is reused, and the key starts from zero again.
         assert_eq!(add(&t, 3, 2), Some(2));
         assert_eq!(t.live(), 1);
+    }
+
+    /// Sum of the values of every slot (a key in two slots counts twice).
+    fn total(t: &KeyTable) -> u64 {
+        t.buckets
+            .iter()
+            .flat_map(Bucket::slots)
+            .filter(|s| s.key.load(Ordering::Acquire) != 0)
+            .map(|s| s.word.load(Ordering::Acquire))
+            .filter(|&w| w != BUSY)
+            .map(|w| w & VALUE_MASK)
+            .sum()
+    }
+
+    #[test]
+    fn the_active_prefix_grows_with_the_keys_and_keeps_every_value() {
+        let t = KeyTable::new(1 << 20);
+        assert_eq!(t.active_capacity(), INITIAL_BUCKETS * WAYS);
+        let keys: Vec<u64> = (1..=50_000u64).map(crate::rng::mix).collect();
+        for (i, &k) in keys.iter().enumerate() {
+            assert_eq!(add(&t, k, i as u64 + 1), Some(i as u64 + 1));
+        }
+        assert_eq!(t.live(), keys.len());
+        // Doubled at half load: more than twice the keys, far below the cap.
+        let active = t.active_capacity();
+        assert!(
+            active >= 2 * keys.len() && active <= 4 * keys.len(),
+            "{active}"
+        );
+        assert_eq!(t.capacity(), 1 << 20);
+        for (i, &k) in keys.iter().enumerate() {
+            assert_eq!(t.peek(k), Some(i as u64 + 1), "key {i}");
+        }
+        // Updates go on finding them (and finish any move under way).
+        for &k in &keys {
+            assert_eq!(add(&t, k, 1).map(|_| ()), Some(()));
+        }
+        assert_eq!(t.masks().0, t.masks().1, "the last move is done");
+        assert_eq!(total(&t), (1..=50_000).sum::<u64>() + 50_000);
+    }
+
+    #[test]
+    fn concurrent_updates_across_growths_lose_nothing() {
+        // Room for the 43,000 keys at any load: what is tested is the growth, not eviction.
+        let t = Arc::new(KeyTable::new(1 << 18));
+        let threads: Vec<_> = (0..4)
+            .map(|n| {
+                let t = t.clone();
+                std::thread::spawn(move || {
+                    let mut counted = 0;
+                    for i in 0..20_000u64 {
+                        // Each thread brings new keys (forcing growths) and updates shared ones.
+                        let key = if i % 2 == 0 {
+                            1 + i % 3_000
+                        } else {
+                            1_000_000 * (n + 1) + i
+                        };
+                        // Nothing is evicted (so every count must survive); an update that finds
+                        // no slot is one the limiter fails open on.
+                        let added =
+                            t.update(crate::rng::mix(key), |_| None, |v| Update::Write(v + 1, ()));
+                        counted += u64::from(added.is_some());
+                    }
+                    counted
+                })
+            })
+            .collect();
+        let counted: u64 = threads.into_iter().map(|th| th.join().unwrap()).sum();
+        assert!(t.active_capacity() > INITIAL_BUCKETS * WAYS);
+        assert!(
+            counted >= 79_990,
+            "{} updates failed open",
+            80_000 - counted
+        );
+        assert_eq!(total(&t), counted);
     }
 
     #[test]

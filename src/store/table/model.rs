@@ -16,6 +16,8 @@ fn add(table: &KeyTable, key: u64, n: u64) {
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(3);
+    // A growth's setup and its moves are long paths of atomic operations.
+    b.max_branches = 100_000;
     b.check(f);
 }
 
@@ -93,6 +95,37 @@ fn an_update_never_lands_in_a_slot_given_to_another_key() {
         assert_eq!(t.values_of(nine), [5]);
         let left = t.values_of(seven);
         assert!(left.is_empty() || left == [1], "{left:?}");
+    });
+}
+
+#[test]
+fn a_move_racing_updates_loses_nothing_and_completes() {
+    // Four buckets, two in use: the ninth key grows the prefix to four. `moving` sits in
+    // bucket 0 or 1 and belongs in 2 or 3 under the new mask; the fillers stay where they are.
+    let moving = 2 | 3 << 32 | 9 << 48;
+    let fillers: Vec<u64> = (1..=8u64)
+        .map(|i| i * 4 | 1 << 32 | (10 + i) << 48)
+        .collect();
+    model(move || {
+        let t = Arc::new(KeyTable::with_initial(32, 2));
+        add(&t, moving, 5);
+        for &f in &fillers {
+            add(&t, f, 1);
+        }
+        assert_eq!(t.masks(), (3, 1), "the growth began");
+        let other = t.clone();
+        let filler = fillers[0];
+        let h = thread::spawn(move || add(&other, filler, 1));
+        add(&t, moving, 1);
+        h.join().unwrap();
+        assert_eq!(t.values_of(moving), [6]);
+        assert_eq!(t.values_of(filler), [2]);
+        assert_eq!(
+            t.masks(),
+            (3, 3),
+            "both old buckets moved: one place to search again"
+        );
+        assert_eq!(t.peek(moving), Some(6));
     });
 }
 
