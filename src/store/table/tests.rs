@@ -1,0 +1,171 @@
+//! Unit tests of the key table and its growth.
+
+use super::*;
+use std::sync::Arc;
+
+fn add(table: &KeyTable, key: u64, n: u64) -> Option<u64> {
+    table.update(key, Some, |v| Update::Write(v + n, v + n))
+}
+
+#[test]
+fn keys_start_at_zero_and_keep_their_values() {
+    let t = KeyTable::new(64);
+    assert_eq!(t.peek(5), None);
+    assert_eq!(add(&t, 5, 3), Some(3));
+    assert_eq!(add(&t, 5, 4), Some(7));
+    assert_eq!(add(&t, 6, 1), Some(1));
+    assert_eq!(t.peek(5), Some(7));
+    assert_eq!(t.live(), 2);
+    // Key 0 is stored like any other.
+    assert_eq!(add(&t, 0, 2), Some(2));
+    assert_eq!(t.peek(0), Some(2));
+}
+
+#[test]
+fn sweep_drops_idle_keys_only() {
+    let t = KeyTable::new(64);
+    add(&t, 1, 0);
+    add(&t, 2, 5);
+    assert_eq!(t.sweep(|v| v == 0), 1);
+    assert_eq!(t.live(), 1);
+    assert_eq!(t.peek(1), None);
+    assert_eq!(t.peek(2), Some(5));
+    // A swept slot is reused.
+    assert_eq!(add(&t, 1, 1), Some(1));
+    assert_eq!(t.live(), 2);
+}
+
+#[test]
+fn a_full_table_evicts_the_best_victim_and_never_an_unrankable_one() {
+    let t = KeyTable::new(2 * WAYS); // two buckets: every key may use both
+    for k in 1..=2 * WAYS as u64 {
+        add(&t, k << 20, k * 10);
+    }
+    assert_eq!(
+        t.live(),
+        2 * WAYS,
+        "two-choice fills the table before evicting"
+    );
+    // Lowest value ranks first: key 1 goes.
+    assert_eq!(add(&t, 99 << 20, 1), Some(1));
+    assert_eq!(t.peek(1 << 20), None);
+    assert_eq!(t.peek(2 << 20), Some(20));
+    assert_eq!(t.live(), 2 * WAYS);
+    // Nothing rankable: no slot, the caller fails open.
+    let none = t.update(1234 << 20, |_| None, |v| Update::Write(v + 1, ()));
+    assert_eq!(none, None);
+}
+
+#[test]
+fn a_removed_key_gives_its_slot_up_at_once() {
+    let t = KeyTable::new(64);
+    add(&t, 3, 1);
+    assert_eq!(t.live(), 1);
+    assert_eq!(t.update(3, Some, |_| Update::Remove(())), Some(()));
+    assert_eq!((t.live(), t.peek(3)), (0, None));
+    // The slot is reused, and the key starts from zero again.
+    assert_eq!(add(&t, 3, 2), Some(2));
+    assert_eq!(t.live(), 1);
+}
+
+/// Sum of the values of every slot (a key in two slots counts twice).
+fn total(t: &KeyTable) -> u64 {
+    t.buckets
+        .iter()
+        .flat_map(Bucket::slots)
+        .filter(|s| s.key.load(Ordering::Acquire) != 0)
+        .map(|s| s.word.load(Ordering::Acquire))
+        .filter(|&w| w != BUSY)
+        .map(|w| w & VALUE_MASK)
+        .sum()
+}
+
+#[test]
+fn the_active_prefix_grows_with_the_keys_and_keeps_every_value() {
+    let t = KeyTable::new(1 << 20);
+    assert_eq!(t.active_capacity(), INITIAL_BUCKETS * WAYS);
+    let keys: Vec<u64> = (1..=50_000u64).map(crate::rng::mix).collect();
+    for (i, &k) in keys.iter().enumerate() {
+        assert_eq!(add(&t, k, i as u64 + 1), Some(i as u64 + 1));
+    }
+    assert_eq!(t.live(), keys.len());
+    // Doubled at half load: more than twice the keys, far below the cap.
+    let active = t.active_capacity();
+    assert!(
+        active >= 2 * keys.len() && active <= 4 * keys.len(),
+        "{active}"
+    );
+    assert_eq!(t.capacity(), 1 << 20);
+    for (i, &k) in keys.iter().enumerate() {
+        assert_eq!(t.peek(k), Some(i as u64 + 1), "key {i}");
+    }
+    // Updates go on finding them (and finish any move under way).
+    for &k in &keys {
+        assert_eq!(add(&t, k, 1).map(|_| ()), Some(()));
+    }
+    assert_eq!(t.masks().0, t.masks().1, "the last move is done");
+    assert_eq!(total(&t), (1..=50_000).sum::<u64>() + 50_000);
+}
+
+#[test]
+fn concurrent_updates_across_growths_lose_nothing() {
+    // Room for the 43,000 keys at any load: what is tested is the growth, not eviction.
+    let t = Arc::new(KeyTable::new(1 << 18));
+    let threads: Vec<_> = (0..4)
+        .map(|n| {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let mut counted = 0;
+                for i in 0..20_000u64 {
+                    // Each thread brings new keys (forcing growths) and updates shared ones.
+                    let key = if i % 2 == 0 {
+                        1 + i % 3_000
+                    } else {
+                        1_000_000 * (n + 1) + i
+                    };
+                    // Nothing is evicted (so every count must survive); an update that finds
+                    // no slot is one the limiter fails open on.
+                    let added =
+                        t.update(crate::rng::mix(key), |_| None, |v| Update::Write(v + 1, ()));
+                    counted += u64::from(added.is_some());
+                }
+                counted
+            })
+        })
+        .collect();
+    let counted: u64 = threads.into_iter().map(|th| th.join().unwrap()).sum();
+    assert!(t.active_capacity() > INITIAL_BUCKETS * WAYS);
+    assert!(
+        counted >= 79_990,
+        "{} updates failed open",
+        80_000 - counted
+    );
+    assert_eq!(total(&t), counted);
+}
+
+#[test]
+fn memory_is_sixteen_bytes_a_slot() {
+    let t = KeyTable::new(1 << 16);
+    assert_eq!(t.capacity(), 1 << 16);
+    assert!(t.bytes() <= 16 * (1 << 16) + 64);
+}
+
+#[test]
+fn concurrent_updates_lose_nothing() {
+    let t = Arc::new(KeyTable::new(1024));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                for i in 0..20_000u64 {
+                    add(&t, 1 + i % 16, 1).expect("a slot");
+                }
+            })
+        })
+        .collect();
+    for th in threads {
+        th.join().unwrap();
+    }
+    let total: u64 = (1..=16).map(|k| t.peek(k).unwrap()).sum();
+    assert_eq!(total, 80_000);
+}
