@@ -28,7 +28,8 @@ pub enum AdminCommand {
         /// on or off.
         state: String,
     },
-    /// Apply a JSON merge patch to the limiter settings, e.g. '{"request_rate":{"rate":50}}'.
+    /// Apply a JSON merge patch to the settings document (as `admin config` shows it), e.g.
+    /// '{"limiters":{"request_rate":{"rate":50}}}' or '{"kill_switch":true}'.
     Patch {
         /// The patch.
         json: String,
