@@ -40,6 +40,11 @@ impl LogGate {
     }
 }
 
+/// `text` on one line, its whitespace runs collapsed (a parser's message may span several).
+pub(crate) fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Tells the operator about something they asked for (a reload): through `tracing` when the
 /// app installed a subscriber, else on stderr, so an app that set up no logging still shows it.
 pub(crate) fn notice(error: bool, message: &str) {

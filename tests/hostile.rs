@@ -51,20 +51,21 @@ fn guarded() -> Config {
     c
 }
 
-/// Serves the charges and tokens handlers behind `brownout` on a loopback port.
-fn serve(brownout: &Brownout) -> SocketAddr {
+/// The charges, tokens and items handlers.
+fn handlers(cfg: &mut web::ServiceConfig) {
+    cfg.route("/v1/charges", web::post().to(|| async { "charges" }))
+        .route("/v1/tokens", web::post().to(|| async { "tokens" }))
+        .route("/v1/items", web::get().to(|| async { "items" }));
+}
+
+/// Serves `routes` behind `brownout` on a loopback port, one worker.
+fn serve(brownout: &Brownout, routes: fn(&mut web::ServiceConfig)) -> SocketAddr {
     let b = brownout.clone();
-    let server = HttpServer::new(move || {
-        App::new()
-            .wrap(b.middleware())
-            .route("/v1/charges", web::post().to(|| async { "charges" }))
-            .route("/v1/tokens", web::post().to(|| async { "tokens" }))
-            .route("/v1/items", web::get().to(|| async { "items" }))
-    })
-    .workers(1)
-    .disable_signals()
-    .bind("127.0.0.1:0")
-    .unwrap();
+    let server = HttpServer::new(move || App::new().wrap(b.middleware()).configure(routes))
+        .workers(1)
+        .disable_signals()
+        .bind("127.0.0.1:0")
+        .unwrap();
     let addr = server.addrs()[0];
     actix_web::rt::spawn(server.run());
     addr
@@ -73,7 +74,7 @@ fn serve(brownout: &Brownout) -> SocketAddr {
 #[actix_web::test]
 async fn paths_are_classified_as_the_router_routes_them() {
     let rig = Rig::new(guarded());
-    let addr = serve(&rig.brownout);
+    let addr = serve(&rig.brownout, handlers);
     // (request target, the handler actix routes it to)
     let cases = [
         ("/v1/charges", Some("charges")),
@@ -371,23 +372,16 @@ async fn permits_of_aborted_requests_are_released_and_their_keys_forgotten() {
     // No sweep during the test: releasing the last permit must free the key by itself.
     c.limiters.request_rate.eviction_interval = HumanDuration::from_secs(3600);
     let rig = Rig::new(c);
-    let b = rig.brownout.clone();
-    let server = HttpServer::new(move || {
-        App::new().wrap(b.middleware()).route(
+    let addr = serve(&rig.brownout, |cfg| {
+        cfg.route(
             "/slow",
             web::get().to(|| async {
                 // actix finishes a handler whose client went away; the permit goes with it.
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 HttpResponse::Ok().finish()
             }),
-        )
-    })
-    .workers(1)
-    .disable_signals()
-    .bind("127.0.0.1:0")
-    .unwrap();
-    let addr = server.addrs()[0];
-    actix_web::rt::spawn(server.run());
+        );
+    });
     // 300 clients each send a request and hang up before the answer.
     tokio::task::spawn_blocking(move || {
         use std::io::Write;

@@ -2,6 +2,7 @@
 //! expected, and where, on one line.
 
 use super::{Config, ConfigError};
+use crate::logging::one_line;
 use std::cell::RefCell;
 
 /// Parses `text`; an empty file (nothing but comments) is an error, not a default config.
@@ -97,10 +98,6 @@ fn scalar_at(text: &str, line: usize, column: usize) -> Option<String> {
             format!("{value:?}")
         }
     })
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Drops the parser's own location (`line N column M:` before, ` at line N, column M` or

@@ -58,7 +58,7 @@ impl EngineRef for Rc<WorkerEngine> {
 /// in-flight count and its limiter permits. Dropping it leaves the count; the permits give
 /// themselves back as they are dropped with it.
 pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
-    shared: P,
+    engine: P,
     tier: Tier,
     _concurrency: Option<ConcurrencyPermit<P>>,
     _fleet: Option<FleetPermit<P>>,
@@ -76,10 +76,10 @@ impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
 
 impl<P: EngineRef> RequestGuard<P> {
     /// Enters the in-flight count of `tier` and takes over the admission's permits.
-    pub(crate) fn admit(shared: P, tier: Tier, admission: Admission<P>) -> Self {
-        shared.engine().in_flight.enter(tier);
+    pub(crate) fn admit(engine: P, tier: Tier, admission: Admission<P>) -> Self {
+        engine.engine().in_flight.enter(tier);
         Self {
-            shared,
+            engine,
             tier,
             _concurrency: admission.concurrency,
             _fleet: admission.fleet,
@@ -89,6 +89,6 @@ impl<P: EngineRef> RequestGuard<P> {
 
 impl<P: EngineRef> Drop for RequestGuard<P> {
     fn drop(&mut self) {
-        self.shared.engine().in_flight.leave(self.tier);
+        self.engine.engine().in_flight.leave(self.tier);
     }
 }

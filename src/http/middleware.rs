@@ -68,7 +68,7 @@ where
         ready(Ok(BrownoutService {
             service,
             rng: RefCell::new(SplitMix64::new(engine.seed ^ mix(instance + 1))),
-            shared: Rc::new(WorkerEngine(engine)),
+            engine: Rc::new(WorkerEngine(engine)),
             brownout: self.brownout.clone(),
             policies: RefCell::new((0, Vec::new())),
         }))
@@ -79,7 +79,7 @@ where
 pub struct BrownoutService<S> {
     service: S,
     /// This worker's handle on the engine: requests clone the `Rc`, not the `Arc`.
-    shared: Rc<WorkerEngine>,
+    engine: Rc<WorkerEngine>,
     /// The app's hooks.
     brownout: Brownout,
     rng: RefCell<SplitMix64>,
@@ -127,7 +127,7 @@ impl<S> BrownoutService<S> {
             match catch_unwind(AssertUnwindSafe(|| hook(req))) {
                 Ok(Some(tier)) => classified.tier = tier,
                 Ok(None) => {}
-                Err(_) => self.shared.fail_open("classifier", "panic", || {
+                Err(_) => self.engine.fail_open("classifier", "panic", || {
                     "the tier hook panicked; using the built-in rules".to_owned()
                 }),
             }
@@ -140,7 +140,7 @@ impl<S> BrownoutService<S> {
     fn hooked_key(&self, req: &ServiceRequest) -> Option<ClientKey> {
         let hook = self.brownout.inner.key_hook.as_ref()?;
         catch_unwind(AssertUnwindSafe(|| hook(req))).unwrap_or_else(|_| {
-            self.shared.fail_open("classifier", "panic", || {
+            self.engine.fail_open("classifier", "panic", || {
                 "the key hook panicked; using the bearer key or IP".to_owned()
             });
             None
@@ -151,7 +151,7 @@ impl<S> BrownoutService<S> {
     fn hooked_plan(&self, req: &ServiceRequest) -> Option<Arc<str>> {
         let hook = self.brownout.inner.plan_hook.as_ref()?;
         catch_unwind(AssertUnwindSafe(|| hook(req))).unwrap_or_else(|_| {
-            self.shared.fail_open("classifier", "panic", || {
+            self.engine.fail_open("classifier", "panic", || {
                 "the plan hook panicked; using the default plan".to_owned()
             });
             None
@@ -191,36 +191,36 @@ fn rate_headers(
 
 /// Work left for when the app has answered: the RateLimit fields and failure quotas.
 pub struct AfterResponse {
-    shared: Rc<WorkerEngine>,
+    engine: Rc<WorkerEngine>,
     rate: Option<(RateStatus, Option<HeaderValue>)>,
     failures: Option<RateTicket>,
 }
 
 impl AfterResponse {
     fn new(
-        shared: &Rc<WorkerEngine>,
+        engine: &Rc<WorkerEngine>,
         admission: &Admission<Rc<WorkerEngine>>,
         policy: impl FnOnce(&RateStatus) -> Option<HeaderValue>,
     ) -> Option<Self> {
         (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
-            shared: shared.clone(),
+            engine: engine.clone(),
             rate: admission.rate.map(|status| (status, policy(&status))),
             failures: admission.failures,
         })
     }
 
     fn apply<B>(self, response: &mut ServiceResponse<B>) {
-        let settings = self.shared.settings.load();
+        let settings = self.engine.settings.load();
         if let Some((status, policy)) = self.rate {
             rate_headers(&settings, policy, &status, None, response.headers_mut());
         }
         if let Some(ticket) = &self.failures {
             let failed = response.status().is_client_error() || response.status().is_server_error();
             if failed {
-                let at = self.shared.check_time(self.shared.clock.now());
+                let at = self.engine.check_time(self.engine.clock.now());
                 settings
                     .rules
-                    .record_failure(&*self.shared.store, ticket, at.unix);
+                    .record_failure(&*self.engine.store, ticket, at.unix);
             }
         }
     }
@@ -238,8 +238,8 @@ where
     forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let shared = &*self.shared;
-        let settings = shared.settings.load();
+        let engine = &*self.engine;
+        let settings = engine.settings.load();
         let classified = self.classify(&req, &settings);
         let hooked = self.hooked_plan(&req);
         let header_plan = settings
@@ -256,7 +256,7 @@ where
             plan: hooked.as_deref().or(header_plan),
         };
         let verdict = match self.rng.try_borrow_mut() {
-            Ok(mut rng) => judge(&self.shared, &settings, &request, &mut rng),
+            Ok(mut rng) => judge(&self.engine, &settings, &request, &mut rng),
             // Unreachable on a single-threaded worker; never fail the request over it.
             Err(_) => Verdict::Allow(Admission::new(crate::metrics::Outcome::Allowed)),
         };
@@ -288,10 +288,10 @@ where
                 }
             }
             Verdict::Allow(admission) => {
-                let after = AfterResponse::new(&self.shared, &admission, |status| {
+                let after = AfterResponse::new(&self.engine, &admission, |status| {
                     self.policy(&settings, status)
                 });
-                let guard = RequestGuard::admit(self.shared.clone(), tier, admission);
+                let guard = RequestGuard::admit(self.engine.clone(), tier, admission);
                 ResponseFuture::Allowed {
                     fut: self.service.call(req),
                     guard: Some(guard),

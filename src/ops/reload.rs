@@ -4,7 +4,7 @@
 use super::operator::OpsMsg;
 use super::{Applied, Change, ChangeError};
 use crate::config::{Config, ConfigError};
-use crate::logging::notice;
+use crate::logging::{notice, one_line};
 use std::path::{Path, PathBuf};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -87,11 +87,6 @@ pub(crate) fn spawn_reloader(
             }
         }
     }))
-}
-
-/// A message on one line (a parser's message may span several).
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Sections of the configuration file that are read once, at start: a reload that changes one
