@@ -99,6 +99,25 @@ pub(crate) struct Engine {
     pub(crate) settings_changed: tokio::sync::watch::Sender<u64>,
 }
 
+/// One decision in this many is timed for `brownout_decision_duration_seconds`: a second clock
+/// reading on every request cost more than the rest of a worker_utilization-only decision
+/// (25 ns a reading on a 16-core Xeon VM, against about 300 ns for the whole decision).
+pub(crate) const TIMED_ONE_IN: u32 = 16;
+
+thread_local! {
+    /// Decisions made on this thread, modulo [`TIMED_ONE_IN`].
+    static DECISIONS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread's next decision is one of the timed ones (its first one is).
+fn timed() -> bool {
+    DECISIONS.with(|n| {
+        let i = n.get();
+        n.set((i + 1) % TIMED_ONE_IN);
+        i == 0
+    })
+}
+
 /// Runs the limiter chain over a classified request and counts the outcome: the decision of
 /// both the middleware and `Brownout::check`. `owner` is the handle the permits keep.
 pub(crate) fn judge<P: EngineRef>(
@@ -110,9 +129,11 @@ pub(crate) fn judge<P: EngineRef>(
     let engine = owner.engine();
     let started = engine.clock.now();
     let verdict = decide(owner, settings, request, started, rng);
-    engine
-        .metrics
-        .decision_time(engine.clock.now().saturating_sub(started));
+    if timed() {
+        engine
+            .metrics
+            .decision_time(engine.clock.now().saturating_sub(started));
+    }
     let outcome = match &verdict {
         Verdict::Reject(..) => Outcome::Rejected,
         Verdict::Allow(admission) => admission.outcome,

@@ -18,6 +18,8 @@ use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use actix_web::Error;
+use arc_swap::cache::Cache;
+use arc_swap::ArcSwap;
 use pin_project_lite::pin_project;
 use std::cell::RefCell;
 use std::future::{ready, Future, Ready};
@@ -68,6 +70,7 @@ where
         ready(Ok(BrownoutService {
             service,
             rng: RefCell::new(SplitMix64::new(engine.seed ^ mix(instance + 1))),
+            settings: RefCell::new(Cache::new(LiveSettings(engine.clone()))),
             engine: Rc::new(WorkerEngine(engine)),
             brownout: self.brownout.clone(),
             policies: RefCell::new((0, Vec::new())),
@@ -83,9 +86,22 @@ pub struct BrownoutService<S> {
     /// The app's hooks.
     brownout: Brownout,
     rng: RefCell<SplitMix64>,
+    /// This worker's copy of the live settings, checked against the shared one with a plain
+    /// load per request (an `ArcSwap` load takes two locked instructions).
+    settings: RefCell<Cache<LiveSettings, Arc<Settings>>>,
     /// `RateLimit-Policy` values of the live settings version, built on this worker: a
     /// response clones its own worker's copy, touching no cache line that other workers use.
     policies: RefCell<(u64, Vec<[HeaderValue; 2]>)>,
+}
+
+/// The engine's live settings, as [`Cache`] wants them.
+struct LiveSettings(Arc<crate::engine::Engine>);
+
+impl std::ops::Deref for LiveSettings {
+    type Target = ArcSwap<Settings>;
+    fn deref(&self) -> &ArcSwap<Settings> {
+        &self.0.settings
+    }
 }
 
 impl<S> BrownoutService<S> {
@@ -189,35 +205,48 @@ fn rate_headers(
     }
 }
 
-/// Work left for when the app has answered: the RateLimit fields and failure quotas.
+/// Work left for when the app has answered: the RateLimit fields (written down at decision
+/// time, from what the limiter saw) and failure quotas.
 pub struct AfterResponse {
     engine: Rc<WorkerEngine>,
-    rate: Option<(RateStatus, Option<HeaderValue>)>,
+    /// `RateLimit-Policy` and `RateLimit`.
+    fields: [Option<HeaderValue>; 2],
     failures: Option<RateTicket>,
 }
 
 impl AfterResponse {
     fn new(
         engine: &Rc<WorkerEngine>,
+        settings: &Settings,
         admission: &Admission<Rc<WorkerEngine>>,
         policy: impl FnOnce(&RateStatus) -> Option<HeaderValue>,
     ) -> Option<Self> {
         (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
             engine: engine.clone(),
-            rate: admission.rate.map(|status| (status, policy(&status))),
+            fields: admission.rate.map_or([None, None], |status| {
+                [
+                    policy(&status),
+                    ratelimit::allowed(&settings.rules, &status),
+                ]
+            }),
             failures: admission.failures,
         })
     }
 
     fn apply<B>(self, response: &mut ServiceResponse<B>) {
-        let settings = self.engine.settings.load();
-        if let Some((status, policy)) = self.rate {
-            rate_headers(&settings, policy, &status, None, response.headers_mut());
+        let [policy, limits] = self.fields;
+        let headers = response.headers_mut();
+        if let Some(policy) = policy {
+            headers.insert(RATELIMIT_POLICY, policy);
+        }
+        if let Some(limits) = limits {
+            headers.insert(RATELIMIT, limits);
         }
         if let Some(ticket) = &self.failures {
             let failed = response.status().is_client_error() || response.status().is_server_error();
             if failed {
                 let at = self.engine.check_time(self.engine.clock.now());
+                let settings = self.engine.settings.load();
                 settings
                     .rules
                     .record_failure(&*self.engine.store, ticket, at.unix);
@@ -239,8 +268,20 @@ where
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
         let engine = &*self.engine;
-        let settings = engine.settings.load();
-        let classified = self.classify(&req, &settings);
+        // Held for this call only (the app's service runs inside it, but never re-enters this
+        // worker's middleware).
+        let (mut cached, loaded);
+        let settings: &Settings = match self.settings.try_borrow_mut() {
+            Ok(cache) => {
+                cached = cache;
+                cached.load()
+            }
+            Err(_) => {
+                loaded = engine.settings.load_full();
+                &loaded
+            }
+        };
+        let classified = self.classify(&req, settings);
         let hooked = self.hooked_plan(&req);
         let header_plan = settings
             .classifier
@@ -256,7 +297,7 @@ where
             plan: hooked.as_deref().or(header_plan),
         };
         let verdict = match self.rng.try_borrow_mut() {
-            Ok(mut rng) => judge(&self.engine, &settings, &request, &mut rng),
+            Ok(mut rng) => judge(&self.engine, settings, &request, &mut rng),
             // Unreachable on a single-threaded worker; never fail the request over it.
             Err(_) => Verdict::Allow(Admission::new(crate::metrics::Outcome::Allowed)),
         };
@@ -276,8 +317,8 @@ where
                 if let Some(status) = &rate {
                     let secs = retry_after_secs(rejection.retry_after);
                     rate_headers(
-                        &settings,
-                        self.policy(&settings, status),
+                        settings,
+                        self.policy(settings, status),
                         status,
                         Some((&rejection, secs)),
                         response.headers_mut(),
@@ -288,8 +329,8 @@ where
                 }
             }
             Verdict::Allow(admission) => {
-                let after = AfterResponse::new(&self.engine, &admission, |status| {
-                    self.policy(&settings, status)
+                let after = AfterResponse::new(&self.engine, settings, &admission, |status| {
+                    self.policy(settings, status)
                 });
                 let guard = RequestGuard::admit(self.engine.clone(), tier, admission);
                 ResponseFuture::Allowed {

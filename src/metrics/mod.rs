@@ -52,7 +52,8 @@ const FAIL_OPEN_SERIES: [(&str, &str); 9] = [
 ];
 
 const DECISION: &str = "brownout_decision_duration_seconds";
-const DECISION_HELP: &str = "Time the middleware spent deciding about a request, in seconds.";
+const DECISION_HELP: &str =
+    "Time the middleware spent deciding about a request, in seconds (one decision in 16 per thread is timed).";
 
 /// Decision-time histogram buckets, in seconds (100 ns .. 10 ms).
 static DECISION_BUCKETS: [f64; 12] = [

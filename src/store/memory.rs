@@ -5,6 +5,7 @@ use super::table::{KeyTable, Update};
 use super::{Store, StoreError};
 use crate::math::gcra::{self, Charge};
 use crate::math::window::{WindowCheck, WindowRule};
+use crate::shard::Sharded;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Per-key state in this process.
@@ -12,7 +13,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct MemoryStore {
     rate: KeyTable,
     quotas: Vec<KeyTable>,
+    /// Permits in flight per key. A key whose last permit comes back keeps its slot at zero
+    /// (the next request of that client finds it without claiming a slot again); zero slots
+    /// are the first victims when a bucket is full, and the evictor drops them.
     concurrency: KeyTable,
+    /// Keys with at least one permit out (counted per thread on each 0 → 1 and 1 → 0 step):
+    /// what `tracked_keys` reports for the concurrency limiter.
+    holders: Sharded<1>,
     /// Non-critical requests in flight. Shared by every worker on purpose: admission against
     /// `(1 - reserved) × capacity` must be exact, which a sharded count cannot decide without
     /// summing every shard (more shared reads than this one read-modify-write). It costs a
@@ -30,6 +37,7 @@ impl MemoryStore {
             rate: KeyTable::new(rate_keys),
             quotas: (0..quotas).map(|_| KeyTable::new(rate_keys)).collect(),
             concurrency: KeyTable::new(concurrency_keys),
+            holders: Sharded::default(),
             fleet: AtomicU64::new(0),
         }
     }
@@ -121,27 +129,33 @@ impl Store for MemoryStore {
     }
 
     fn concurrency_acquire(&self, key: u64, max: u64) -> Result<bool, StoreError> {
-        self.concurrency
+        let (acquired, first) = self
+            .concurrency
             .update(key, concurrency_victim, |count| {
                 if count < max {
-                    Update::Write(count + 1, true)
+                    Update::Write(count + 1, (true, count == 0))
                 } else {
-                    Update::Keep(false)
+                    Update::Keep((false, false))
                 }
             })
-            .ok_or(StoreError::Full("concurrent_requests"))
+            .ok_or(StoreError::Full("concurrent_requests"))?;
+        if first {
+            self.holders.add(0, 1);
+        }
+        Ok(acquired)
     }
 
     fn concurrency_release(&self, key: u64) {
         // The slot cannot be evicted while its count is above zero, so it is found. The last
-        // permit gives the slot up at once: a key with nothing in flight is no state at all.
-        let _ = self.concurrency.update(key, concurrency_victim, |count| {
-            if count <= 1 {
-                Update::Remove(())
-            } else {
-                Update::Write(count - 1, ())
-            }
+        // permit leaves the slot at zero rather than giving it up: taking a slot back is a scan
+        // of two buckets and two more writes, on every request of a client that sends one at
+        // a time.
+        let last = self.concurrency.update(key, concurrency_victim, |count| {
+            Update::Write(count.saturating_sub(1), count == 1)
         });
+        if last == Some(true) {
+            self.holders.add(0, -1);
+        }
     }
 
     fn fleet_acquire(&self, limit: u64) -> Result<bool, StoreError> {
@@ -169,7 +183,7 @@ impl Store for MemoryStore {
 
     fn tracked_keys(&self) -> (usize, usize) {
         let rate = self.rate.live() + self.quotas.iter().map(KeyTable::live).sum::<usize>();
-        (rate, self.concurrency.live())
+        (rate, self.holders.sum(0).max(0) as usize)
     }
 }
 

@@ -111,7 +111,21 @@ pub struct KeyTable {
     /// of the previous prefix to hand out, and how many of them are done.
     cursor: AtomicU64,
     moved: AtomicU64,
-    live: AtomicUsize,
+    /// Keys held, written by every claim and release: on a cache line of its own, so that
+    /// claims do not invalidate the line every lookup reads (`buckets`, `masks`).
+    live: Padded,
+}
+
+/// A counter alone on its cache line (two, for adjacent-line prefetch).
+#[derive(Debug)]
+#[repr(align(128))]
+struct Padded(AtomicUsize);
+
+impl std::ops::Deref for Padded {
+    type Target = AtomicUsize;
+    fn deref(&self) -> &AtomicUsize {
+        &self.0
+    }
 }
 
 /// Keys are stored as non-zero words: zero marks an empty slot.
@@ -162,7 +176,7 @@ impl KeyTable {
             masks: AtomicU64::new(grow::masks(active, active)),
             cursor: AtomicU64::new(0),
             moved: AtomicU64::new(0),
-            live: AtomicUsize::new(0),
+            live: Padded(AtomicUsize::new(0)),
         }
     }
 

@@ -149,7 +149,8 @@ fn concurrent_updates_across_growths_lose_nothing() {
 fn memory_is_sixteen_bytes_a_slot() {
     let t = KeyTable::new(1 << 16);
     assert_eq!(t.capacity(), 1 << 16);
-    assert!(t.bytes() <= 16 * (1 << 16) + 64);
+    // Plus the table's own fields: two cache lines, its claim counter padded onto its own.
+    assert!(t.bytes() <= 16 * (1 << 16) + 256);
 }
 
 #[test]
