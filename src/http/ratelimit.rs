@@ -86,7 +86,7 @@ pub(crate) fn rejected(
             (rules.quotas.get(usize::from(i))?.name.as_str(), left)
         }
     };
-    let mut field = Field::with_capacity(name.len() + 24);
+    let mut field = Field::new();
     field.item(name, remaining, t);
     field.value()
 }
@@ -94,8 +94,7 @@ pub(crate) fn rejected(
 /// The bucket and the quotas whose effective window ends within `max_t` seconds.
 fn service_limits(rules: &RateRules, status: &RateStatus, max_t: u32) -> Option<HeaderValue> {
     let (remaining, reset) = rules.bucket_reading(status);
-    // Room for the bucket and a couple of quotas: one allocation, no regrowth.
-    let mut field = Field::with_capacity(96);
+    let mut field = Field::new();
     if reset <= max_t {
         field.item("request_rate", remaining, reset);
     }
@@ -110,23 +109,47 @@ fn service_limits(rules: &RateRules, status: &RateStatus, max_t: u32) -> Option<
 }
 
 /// A list of `"name";r=R;t=T` items, written without the formatting machinery (this runs on
-/// every response of an enforced request_rate limiter).
-struct Field(Vec<u8>);
+/// every response of an enforced request_rate limiter) into a stack buffer, then copied into
+/// one exactly sized allocation; long quota names spill to the heap.
+struct Field {
+    inline: [u8; INLINE],
+    len: usize,
+    spill: Vec<u8>,
+}
+
+/// Bytes a field holds on the stack: the bucket and two or three quotas.
+const INLINE: usize = 128;
 
 impl Field {
-    fn with_capacity(bytes: usize) -> Self {
-        Self(Vec::with_capacity(bytes))
+    fn new() -> Self {
+        Self {
+            inline: [0; INLINE],
+            len: 0,
+            spill: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        if self.spill.is_empty() && self.len + bytes.len() <= INLINE {
+            self.inline[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+            self.len += bytes.len();
+            return;
+        }
+        if self.spill.is_empty() {
+            self.spill.extend_from_slice(&self.inline[..self.len]);
+        }
+        self.spill.extend_from_slice(bytes);
     }
 
     fn item(&mut self, name: &str, remaining: u32, reset: u32) {
-        if !self.0.is_empty() {
-            self.0.extend_from_slice(b", ");
+        if self.len != 0 {
+            self.push(b", ");
         }
-        self.0.push(b'"');
-        self.0.extend_from_slice(name.as_bytes());
-        self.0.extend_from_slice(b"\";r=");
+        self.push(b"\"");
+        self.push(name.as_bytes());
+        self.push(b"\";r=");
         self.number(remaining);
-        self.0.extend_from_slice(b";t=");
+        self.push(b";t=");
         self.number(reset);
     }
 
@@ -141,15 +164,20 @@ impl Field {
                 break;
             }
         }
-        self.0.extend_from_slice(&digits[at..]);
+        self.push(&digits[at..]);
     }
 
-    /// The field as a header value that takes over the buffer (`None` if it is empty).
+    /// The field as a header value (`None` if it is empty).
     fn value(self) -> Option<HeaderValue> {
-        if self.0.is_empty() {
-            return None;
-        }
-        HeaderValue::from_maybe_shared(actix_web::web::Bytes::from(self.0)).ok()
+        let bytes = if self.spill.is_empty() {
+            if self.len == 0 {
+                return None;
+            }
+            actix_web::web::Bytes::copy_from_slice(&self.inline[..self.len])
+        } else {
+            actix_web::web::Bytes::from(self.spill)
+        };
+        HeaderValue::from_maybe_shared(bytes).ok()
     }
 }
 
@@ -207,10 +235,17 @@ mod tests {
 
     #[test]
     fn field_numbers_and_separators() {
-        let mut f = Field::with_capacity(0);
+        let mut f = Field::new();
         f.item("a", 0, 9);
         f.item("b", 10, u32::MAX);
         assert_eq!(f.value().unwrap(), "\"a\";r=0;t=9, \"b\";r=10;t=4294967295");
-        assert!(Field::with_capacity(8).value().is_none());
+        assert!(Field::new().value().is_none());
+        // Past the stack buffer, the field goes on in a heap one.
+        let mut long = Field::new();
+        let name = "q".repeat(100);
+        long.item(&name, 1, 2);
+        long.item(&name, 3, 4);
+        let want = format!("\"{name}\";r=1;t=2, \"{name}\";r=3;t=4");
+        assert_eq!(long.value().unwrap(), want.as_str());
     }
 }
