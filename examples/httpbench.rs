@@ -2,11 +2,12 @@
 //! for the overhead measurements of `../shared/perfkit` (see its README).
 //!
 //! ```sh
-//! httpbench serve --mode bare|brownout|brownout-wu|governor --port 8080 --workers 4
+//! httpbench serve --mode bare|brownout|brownout-nohdr|brownout-wu|governor --port 8080 --workers 4
 //! ```
 //!
 //! `GET /` answers 200 `ok`. `brownout`: all four limiters enforcing, every threshold out of
-//! reach; `brownout-wu`: only worker_utilization (the defaults); `governor`: actix-governor keyed
+//! reach; `brownout-nohdr`: the same without the RateLimit fields (`request_rate.headers: false`,
+//! as actix-governor sends none by default); `brownout-wu`: only worker_utilization (the defaults); `governor`: actix-governor keyed
 //! by peer IP, with a quota out of reach. On SIGTERM or SIGINT the brownout modes print one
 //! stderr line, `httpbench: brownout counters: …`, with the request outcomes, rejections and
 //! fail-opens (all but `allowed` must be 0 for the run to count).
@@ -20,6 +21,7 @@ use brownout::{Brownout, Config, Mode};
 enum Bench {
     Bare,
     Brownout,
+    BrownoutNoHeaders,
     BrownoutWu,
     Governor,
 }
@@ -32,7 +34,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: httpbench serve --mode bare|brownout|brownout-wu|governor --port P --workers N"
+        "usage: httpbench serve --mode bare|brownout|brownout-nohdr|brownout-wu|governor --port P --workers N"
     );
     std::process::exit(2)
 }
@@ -54,6 +56,7 @@ fn args() -> Args {
                 a.mode = match value.as_str() {
                     "bare" => Bench::Bare,
                     "brownout" => Bench::Brownout,
+                    "brownout-nohdr" => Bench::BrownoutNoHeaders,
                     "brownout-wu" => Bench::BrownoutWu,
                     "governor" => Bench::Governor,
                     _ => usage(),
@@ -68,7 +71,8 @@ fn args() -> Args {
 }
 
 /// The configuration of a brownout mode: every limiter that is on can never say no here.
-fn config(all_four: bool) -> Config {
+fn config(mode: Bench) -> Config {
+    let all_four = matches!(mode, Bench::Brownout | Bench::BrownoutNoHeaders);
     let mut c = Config::default();
     let l = &mut c.limiters;
     let wu = &mut l.worker_utilization;
@@ -78,6 +82,7 @@ fn config(all_four: bool) -> Config {
         l.request_rate.mode = Mode::Enforce;
         l.request_rate.rate = 1e6;
         l.request_rate.burst = 1_000_000;
+        l.request_rate.headers = mode != Bench::BrownoutNoHeaders;
         l.concurrent_requests.mode = Mode::Enforce;
         l.concurrent_requests.max_in_flight = 1_000_000;
         l.fleet_usage.mode = Mode::Enforce;
@@ -138,8 +143,8 @@ fn main() -> std::io::Result<()> {
                 .run()
                 .await
             }
-            Bench::Brownout | Bench::BrownoutWu => {
-                let brownout = Brownout::builder(config(a.mode == Bench::Brownout))
+            Bench::Brownout | Bench::BrownoutNoHeaders | Bench::BrownoutWu => {
+                let brownout = Brownout::builder(config(a.mode))
                     .admin_token("httpbench-admin-token")
                     .build()
                     .map_err(std::io::Error::other)?;
