@@ -222,7 +222,13 @@ fn httpbench_serves_ok_in_every_mode_and_reports_brownouts_counters() {
         "{} is missing: `cargo test` builds the examples",
         exe.display()
     );
-    for mode in ["bare", "brownout", "brownout-nohdr", "brownout-wu", "governor"] {
+    for mode in [
+        "bare",
+        "brownout",
+        "brownout-nohdr",
+        "brownout-wu",
+        "governor",
+    ] {
         let addr = free_port();
         let child = Command::new(&exe)
             .args([
