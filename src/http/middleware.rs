@@ -183,23 +183,28 @@ fn routed_path(req: &ServiceRequest) -> &str {
     req.match_info().as_str()
 }
 
-/// Adds the RateLimit fields for `status`; for a rejected response, the ones consistent with
-/// its `Retry-After` (`rejected`: the rejection and its Retry-After in seconds).
-fn rate_headers(
+/// The RateLimit fields for `status`: `RateLimit-Policy` and `RateLimit`; for a rejected
+/// response, the ones consistent with its `Retry-After` (`rejected`: the rejection and its
+/// Retry-After in seconds).
+fn rate_fields(
     settings: &Settings,
     policy: Option<HeaderValue>,
     status: &RateStatus,
     rejected: Option<(&Rejection, u64)>,
-    headers: &mut HeaderMap,
-) {
+) -> [Option<HeaderValue>; 2] {
     let rules = &settings.rules;
-    if let Some(policy) = policy {
-        headers.insert(RATELIMIT_POLICY, policy);
-    }
     let value = match rejected {
         None => ratelimit::allowed(rules, status),
         Some((rejection, secs)) => ratelimit::rejected(rules, status, rejection, secs),
     };
+    [policy, value]
+}
+
+/// Adds the fields that [`rate_fields`] wrote.
+fn insert_rate_fields(headers: &mut HeaderMap, [policy, value]: [Option<HeaderValue>; 2]) {
+    if let Some(policy) = policy {
+        headers.insert(RATELIMIT_POLICY, policy);
+    }
     if let Some(value) = value {
         headers.insert(RATELIMIT, value);
     }
@@ -224,24 +229,14 @@ impl AfterResponse {
         (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
             engine: engine.clone(),
             fields: admission.rate.map_or([None, None], |status| {
-                [
-                    policy(&status),
-                    ratelimit::allowed(&settings.rules, &status),
-                ]
+                rate_fields(settings, policy(&status), &status, None)
             }),
             failures: admission.failures,
         })
     }
 
     fn apply<B>(self, response: &mut ServiceResponse<B>) {
-        let [policy, limits] = self.fields;
-        let headers = response.headers_mut();
-        if let Some(policy) = policy {
-            headers.insert(RATELIMIT_POLICY, policy);
-        }
-        if let Some(limits) = limits {
-            headers.insert(RATELIMIT, limits);
-        }
+        insert_rate_fields(response.headers_mut(), self.fields);
         if let Some(ticket) = &self.failures {
             let failed = response.status().is_client_error() || response.status().is_server_error();
             if failed {
@@ -316,13 +311,9 @@ where
                 let mut response = rejection_response(&rejection, policy);
                 if let Some(status) = &rate {
                     let secs = retry_after_secs(rejection.retry_after);
-                    rate_headers(
-                        settings,
-                        self.policy(settings, status),
-                        status,
-                        Some((&rejection, secs)),
-                        response.headers_mut(),
-                    );
+                    let policy = self.policy(settings, status);
+                    let fields = rate_fields(settings, policy, status, Some((&rejection, secs)));
+                    insert_rate_fields(response.headers_mut(), fields);
                 }
                 ResponseFuture::Rejected {
                     response: Some(req.into_response(response)),

@@ -24,6 +24,7 @@
 //! lands on the other key — one request's charge counted against another client. Rare and
 //! bounded (one update), but known.
 
+use crate::shard::CachePadded;
 #[cfg(all(test, brownout_loom))]
 use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(all(test, brownout_loom)))]
@@ -113,19 +114,7 @@ pub struct KeyTable {
     moved: AtomicU64,
     /// Keys held, written by every claim and release: on a cache line of its own, so that
     /// claims do not invalidate the line every lookup reads (`buckets`, `masks`).
-    live: Padded,
-}
-
-/// A counter alone on its cache line (two, for adjacent-line prefetch).
-#[derive(Debug)]
-#[repr(align(128))]
-struct Padded(AtomicUsize);
-
-impl std::ops::Deref for Padded {
-    type Target = AtomicUsize;
-    fn deref(&self) -> &AtomicUsize {
-        &self.0
-    }
+    live: CachePadded<AtomicUsize>,
 }
 
 /// Keys are stored as non-zero words: zero marks an empty slot.
@@ -176,7 +165,7 @@ impl KeyTable {
             masks: AtomicU64::new(grow::masks(active, active)),
             cursor: AtomicU64::new(0),
             moved: AtomicU64::new(0),
-            live: Padded(AtomicUsize::new(0)),
+            live: CachePadded(AtomicUsize::new(0)),
         }
     }
 
