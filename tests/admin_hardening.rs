@@ -255,16 +255,18 @@ async fn a_change_that_cannot_be_persisted_is_refused_and_not_made() {
     c.admin.overrides_file = Some(path.clone());
     let rig = Rig::new(c);
     let addr = serve(&rig.brownout);
+    let engage = || {
+        send(
+            addr,
+            "PUT",
+            "/v1/kill-switch",
+            json!({"engaged": true}),
+            &[],
+        )
+    };
     // The file's place is taken by a directory (with something in it): no write can land.
     std::fs::create_dir_all(path.join("in-the-way")).unwrap();
-    let (status, answer) = send(
-        addr,
-        "PUT",
-        "/v1/kill-switch",
-        json!({"engaged": true}),
-        &[],
-    )
-    .await;
+    let (status, answer) = engage().await;
     assert_eq!(status, 503, "{answer}");
     assert_eq!(answer["type"], "urn:brownout:problem:not-persisted");
     assert_eq!(answer["file"], path.display().to_string());
@@ -280,14 +282,7 @@ async fn a_change_that_cannot_be_persisted_is_refused_and_not_made() {
     assert!(rig.brownout.audit().is_empty());
     // Once the file can be written again, the same change is made and durable.
     std::fs::remove_dir_all(&path).unwrap();
-    let (status, _) = send(
-        addr,
-        "PUT",
-        "/v1/kill-switch",
-        json!({"engaged": true}),
-        &[],
-    )
-    .await;
+    let (status, _) = engage().await;
     assert_eq!(status, 200);
     let saved: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(saved["kill_switch"], true);
