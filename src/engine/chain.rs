@@ -15,20 +15,21 @@ use crate::tier::Tier;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-/// What an admitted request carries until its response is done; its permits go back to the
-/// store when it is dropped (`P` is how they reach it).
+/// What the chain admitted a request with: its permits go back to the store if it is dropped
+/// (a later step refused the request), or pass to the request's guard (`P` is how they reach
+/// the store).
 #[derive(Debug)]
-pub(crate) struct Admission<P: EngineRef> {
+pub(crate) struct Admission<'a, P: EngineRef> {
     pub(crate) outcome: Outcome,
     /// For the RateLimit fields (request_rate enforced and headers on).
     pub(crate) rate: Option<RateStatus>,
     /// Failure quotas to charge if the app answers with an error.
     pub(crate) failures: Option<RateTicket>,
-    pub(crate) concurrency: Option<ConcurrencyPermit<P>>,
-    pub(crate) fleet: Option<FleetPermit<P>>,
+    pub(crate) concurrency: Option<ConcurrencyPermit<'a, P>>,
+    pub(crate) fleet: Option<FleetPermit<'a, P>>,
 }
 
-impl<P: EngineRef> Admission<P> {
+impl<P: EngineRef> Admission<'_, P> {
     /// An admission that holds nothing.
     pub(crate) fn new(outcome: Outcome) -> Self {
         Self {
@@ -43,9 +44,9 @@ impl<P: EngineRef> Admission<P> {
 
 /// The chain's answer for one request.
 #[derive(Debug)]
-pub(crate) enum Verdict<P: EngineRef> {
+pub(crate) enum Verdict<'a, P: EngineRef> {
     /// Let it through.
-    Allow(Admission<P>),
+    Allow(Admission<'a, P>),
     /// Answer with this rejection (and the RateLimit fields, if any).
     Reject(Rejection, Option<RateStatus>),
 }
@@ -55,13 +56,13 @@ pub(crate) enum Verdict<P: EngineRef> {
 /// One `catch_unwind` guards the whole chain: a panic in any limiter releases what earlier
 /// limiters took (their permits unwind), is counted against the limiter that was running, and
 /// lets the request through.
-pub(crate) fn decide<P: EngineRef>(
-    owner: &P,
+pub(crate) fn decide<'a, P: EngineRef>(
+    owner: &'a P,
     settings: &Settings,
     req: &Request<'_>,
     now: Duration,
     rng: &mut SplitMix64,
-) -> Verdict<P> {
+) -> Verdict<'a, P> {
     let mut running = None;
     let chain = AssertUnwindSafe(|| run(owner, settings, req, now, rng, &mut running));
     catch_unwind(chain).unwrap_or_else(|_| {
@@ -73,14 +74,14 @@ pub(crate) fn decide<P: EngineRef>(
     })
 }
 
-fn run<P: EngineRef>(
-    owner: &P,
+fn run<'a, P: EngineRef>(
+    owner: &'a P,
     settings: &Settings,
     req: &Request<'_>,
     now: Duration,
     rng: &mut SplitMix64,
     running: &mut Option<LimiterName>,
-) -> Verdict<P> {
+) -> Verdict<'a, P> {
     let shared = owner.engine();
     if settings.kill_switch {
         return Verdict::Allow(Admission::new(Outcome::Allowed));

@@ -2,8 +2,6 @@
 //! count and its limiter permits, all released when it is dropped.
 
 use super::{Admission, Engine};
-use crate::limiter::concurrent_requests::ConcurrencyPermit;
-use crate::limiter::fleet_usage::FleetPermit;
 use crate::store::{Store, StoreHandle};
 use crate::tier::Tier;
 use std::rc::Rc;
@@ -55,40 +53,52 @@ impl EngineRef for Rc<WorkerEngine> {
 }
 
 /// Everything an admitted request holds until its response is done: its place in the
-/// in-flight count and its limiter permits. Dropping it leaves the count; the permits give
-/// themselves back as they are dropped with it.
+/// in-flight count and the permits its admission kept. Dropping it leaves the count and gives
+/// the permits back, through the one handle it holds.
 pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     engine: P,
     tier: Tier,
-    _concurrency: Option<ConcurrencyPermit<P>>,
-    _fleet: Option<FleetPermit<P>>,
+    /// The key of a concurrency permit kept.
+    concurrency: Option<u64>,
+    /// Whether a fleet slot was kept.
+    fleet: bool,
 }
 
 impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RequestGuard")
             .field("tier", &self.tier)
-            .field("concurrency", &self._concurrency.is_some())
-            .field("fleet", &self._fleet.is_some())
+            .field("concurrency", &self.concurrency.is_some())
+            .field("fleet", &self.fleet)
             .finish()
     }
 }
 
 impl<P: EngineRef> RequestGuard<P> {
     /// Enters the in-flight count of `tier` and takes over the admission's permits.
-    pub(crate) fn admit(engine: P, tier: Tier, admission: Admission<P>) -> Self {
+    pub(crate) fn admit(engine: P, tier: Tier, admission: Admission<'_, P>) -> Self {
         engine.engine().in_flight.enter(tier);
+        let concurrency = admission.concurrency.map(|p| p.keep());
+        let fleet = admission.fleet.map(|p| p.keep()).is_some();
         Self {
             engine,
             tier,
-            _concurrency: admission.concurrency,
-            _fleet: admission.fleet,
+            concurrency,
+            fleet,
         }
     }
 }
 
 impl<P: EngineRef> Drop for RequestGuard<P> {
     fn drop(&mut self) {
-        self.engine.engine().in_flight.leave(self.tier);
+        let engine = self.engine.engine();
+        engine.in_flight.leave(self.tier);
+        let store = self.engine.store();
+        if let Some(key) = self.concurrency {
+            store.concurrency_release(key);
+        }
+        if self.fleet {
+            store.fleet_release();
+        }
     }
 }

@@ -120,12 +120,12 @@ fn timed() -> bool {
 
 /// Runs the limiter chain over a classified request and counts the outcome: the decision of
 /// both the middleware and `Brownout::check`. `owner` is the handle the permits keep.
-pub(crate) fn judge<P: EngineRef>(
-    owner: &P,
+pub(crate) fn judge<'a, P: EngineRef>(
+    owner: &'a P,
     settings: &Settings,
     request: &Request<'_>,
     rng: &mut SplitMix64,
-) -> Verdict<P> {
+) -> Verdict<'a, P> {
     let engine = owner.engine();
     let started = engine.clock.now();
     let verdict = decide(owner, settings, request, started, rng);

@@ -223,7 +223,7 @@ impl AfterResponse {
     fn new(
         engine: &Rc<WorkerEngine>,
         settings: &Settings,
-        admission: &Admission<Rc<WorkerEngine>>,
+        admission: &Admission<'_, Rc<WorkerEngine>>,
         policy: impl FnOnce(&RateStatus) -> Option<HeaderValue>,
     ) -> Option<Self> {
         (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {

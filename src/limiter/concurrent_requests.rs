@@ -1,19 +1,22 @@
 //! The concurrent-requests limiter: at most `max_in_flight` requests per key in progress. The
-//! permit owns its return: it goes back when it is dropped (the response body ended, failed or
-//! was dropped because the client went away, or a later limiter refused the request).
+//! permit owns its return: it goes back when it is dropped (a later limiter refused the
+//! request), or, once the request is admitted, when the request's guard that kept it is
+//! dropped (the response body ended, failed or was dropped because the client went away).
 
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
 use crate::config::ConcurrentRequestsConfig;
 use crate::store::StoreHandle;
 use crate::tier::Tier;
 
-/// One of a key's in-flight permits, returned to the store when dropped.
-pub struct ConcurrencyPermit<S: StoreHandle> {
-    owner: S,
+/// One of a key's in-flight permits, returned to the store when dropped, unless
+/// [`keep`](Self::keep) handed it over to the request's guard first.
+pub struct ConcurrencyPermit<'a, S: StoreHandle> {
+    /// Whose store gets the permit back; `None` once it is handed over.
+    owner: Option<&'a S>,
     key: u64,
 }
 
-impl<S: StoreHandle> std::fmt::Debug for ConcurrencyPermit<S> {
+impl<S: StoreHandle> std::fmt::Debug for ConcurrencyPermit<'_, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConcurrencyPermit")
             .field("key", &self.key)
@@ -21,25 +24,37 @@ impl<S: StoreHandle> std::fmt::Debug for ConcurrencyPermit<S> {
     }
 }
 
-impl<S: StoreHandle> Drop for ConcurrencyPermit<S> {
+impl<S: StoreHandle> ConcurrencyPermit<'_, S> {
+    /// Hands the permit over to whoever keeps the returned key: it must give the permit back
+    /// (`Store::concurrency_release`) when its request is done. The request's guard does, so
+    /// that a permit needs no handle of its own on the store while the request runs.
+    pub fn keep(mut self) -> u64 {
+        self.owner = None;
+        self.key
+    }
+}
+
+impl<S: StoreHandle> Drop for ConcurrencyPermit<'_, S> {
     fn drop(&mut self) {
-        self.owner.store().concurrency_release(self.key);
+        if let Some(owner) = self.owner {
+            owner.store().concurrency_release(self.key);
+        }
     }
 }
 
 /// Takes a permit for `key` from `owner`'s store, or says when to retry.
-pub fn acquire<S: StoreHandle>(
+pub fn acquire<'a, S: StoreHandle>(
     c: &ConcurrentRequestsConfig,
-    owner: &S,
+    owner: &'a S,
     key: u64,
     tier: Tier,
-) -> Checked<ConcurrencyPermit<S>> {
+) -> Checked<ConcurrencyPermit<'a, S>> {
     if owner
         .store()
         .concurrency_acquire(key, u64::from(c.max_in_flight))?
     {
         return Ok(Check::Allowed(ConcurrencyPermit {
-            owner: owner.clone(),
+            owner: Some(owner),
             key,
         }));
     }

@@ -7,36 +7,46 @@ use crate::config::FleetUsageConfig;
 use crate::store::StoreHandle;
 use crate::tier::Tier;
 
-/// A non-critical request's fleet slot, returned to the store when dropped.
-pub struct FleetPermit<S: StoreHandle> {
-    owner: S,
+/// A non-critical request's fleet slot, returned to the store when dropped, unless
+/// [`keep`](Self::keep) handed it over to the request's guard first.
+pub struct FleetPermit<'a, S: StoreHandle> {
+    /// Whose store gets the slot back; `None` once it is handed over.
+    owner: Option<&'a S>,
 }
 
-impl<S: StoreHandle> std::fmt::Debug for FleetPermit<S> {
+impl<S: StoreHandle> std::fmt::Debug for FleetPermit<'_, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("FleetPermit")
     }
 }
 
-impl<S: StoreHandle> Drop for FleetPermit<S> {
+impl<S: StoreHandle> FleetPermit<'_, S> {
+    /// Hands the slot over to its keeper, which must give it back (`Store::fleet_release`)
+    /// when the request is done: the request's guard does.
+    pub fn keep(mut self) {
+        self.owner = None;
+    }
+}
+
+impl<S: StoreHandle> Drop for FleetPermit<'_, S> {
     fn drop(&mut self) {
-        self.owner.store().fleet_release();
+        if let Some(owner) = self.owner {
+            owner.store().fleet_release();
+        }
     }
 }
 
 /// Takes a slot for a non-critical request (`None` for a critical one), or says when to retry.
-pub fn acquire<S: StoreHandle>(
+pub fn acquire<'a, S: StoreHandle>(
     c: &FleetUsageConfig,
-    owner: &S,
+    owner: &'a S,
     tier: Tier,
-) -> Checked<Option<FleetPermit<S>>> {
+) -> Checked<Option<FleetPermit<'a, S>>> {
     if tier == Tier::Critical {
         return Ok(Check::Allowed(None));
     }
     if owner.store().fleet_acquire(c.non_critical_limit())? {
-        return Ok(Check::Allowed(Some(FleetPermit {
-            owner: owner.clone(),
-        })));
+        return Ok(Check::Allowed(Some(FleetPermit { owner: Some(owner) })));
     }
     let rejection = Rejection {
         limiter: LimiterName::FleetUsage,
