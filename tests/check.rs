@@ -5,7 +5,7 @@ mod common;
 
 use brownout::classify::RequestFacts;
 use brownout::ops::Change;
-use brownout::{Decision, Mode};
+use brownout::Decision;
 use common::Rig;
 
 fn facts(key: &str) -> RequestFacts<'_> {
@@ -23,13 +23,7 @@ fn allowed(d: &Decision) -> bool {
 
 #[actix_web::test]
 async fn check_reads_every_change_at_once_and_keeps_two_instances_apart() {
-    let mut c = common::config();
-    c.limiters.worker_utilization.mode = Mode::Off;
-    let rr = &mut c.limiters.request_rate;
-    rr.mode = Mode::Enforce;
-    rr.rate = 0.001;
-    rr.burst = 1;
-    let strict = Rig::new(c);
+    let strict = Rig::new(common::slow_bucket(1));
     let open = Rig::new(common::config());
     let key = "Bearer sk_test_check";
 

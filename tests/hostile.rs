@@ -30,13 +30,9 @@ fn h<B>(res: &actix_web::dev::ServiceResponse<B>, name: &str) -> String {
 /// Request rate on (100 credits, no regeneration to speak of), two critical routes that cost 5,
 /// and a quota counting every POST /v1/charges.
 fn guarded() -> Config {
-    let mut c = common::config();
-    c.limiters.worker_utilization.mode = Mode::Off;
+    let mut c = common::slow_bucket(100);
     c.classifier.critical = vec!["POST /v1/charges".into(), "POST /v1/tokens".into()];
     let rr = &mut c.limiters.request_rate;
-    rr.mode = Mode::Enforce;
-    rr.rate = 0.001;
-    rr.burst = 100;
     rr.costs.insert("POST /v1/charges".into(), 5);
     rr.costs.insert("POST /v1/tokens".into(), 5);
     rr.quotas.push(QuotaConfig {
@@ -204,12 +200,7 @@ struct Customer(String);
 
 #[actix_web::test]
 async fn the_key_hook_counts_the_verified_customer_whatever_key_is_sent() {
-    let mut c = common::config();
-    c.limiters.worker_utilization.mode = Mode::Off;
-    let rr = &mut c.limiters.request_rate;
-    rr.mode = Mode::Enforce;
-    rr.rate = 0.001;
-    rr.burst = 3;
+    let c = common::slow_bucket(3);
     let rig = Rig::with(c, |b| {
         b.key_hook(|req| {
             let customer = req.extensions().get::<Customer>().cloned()?;
@@ -264,13 +255,8 @@ async fn the_key_hook_counts_the_verified_customer_whatever_key_is_sent() {
 
 #[actix_web::test]
 async fn forwarded_for_lines_are_joined_and_the_proxys_entry_keys_the_client() {
-    let mut c = common::config();
-    c.limiters.worker_utilization.mode = Mode::Off;
+    let mut c = common::slow_bucket(2);
     c.classifier.trust_forwarded_for = true;
-    let rr = &mut c.limiters.request_rate;
-    rr.mode = Mode::Enforce;
-    rr.rate = 0.001;
-    rr.burst = 2;
     let rig = Rig::new(c);
     let app = test::init_service(
         App::new()

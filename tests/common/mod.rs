@@ -39,6 +39,18 @@ pub fn config() -> Config {
     c
 }
 
+/// [`config`] with only request_rate on, enforcing a bucket of `burst` credits that
+/// practically never refills (0.001 a second).
+pub fn slow_bucket(burst: u32) -> Config {
+    let mut c = config();
+    c.limiters.worker_utilization.mode = brownout::Mode::Off;
+    let rr = &mut c.limiters.request_rate;
+    rr.mode = brownout::Mode::Enforce;
+    rr.rate = 0.001;
+    rr.burst = burst;
+    c
+}
+
 /// A started brownout on a manual clock with a hand-set gauge.
 pub struct Rig {
     pub brownout: Brownout,
