@@ -6,6 +6,7 @@
 
 use crate::control::{
     combine, probabilities, Controller, ControllerParams, ShedPlan, UtilizationSource,
+    OBSERVE_EVERY,
 };
 use crate::engine::Engine;
 use crate::limiter::LimiterName;
@@ -25,8 +26,9 @@ pub(crate) enum SamplerMsg {
 
 /// Messages to the controller.
 struct Sample {
-    /// `None` when no source could answer: the plan is left to go stale.
-    utilization: Option<f64>,
+    /// The sources' demand (not capped at 1); `None` when no source could answer: the plan
+    /// is left to go stale.
+    demand: Option<f64>,
     at: Duration,
     reply: Option<oneshot::Sender<ShedPlan>>,
 }
@@ -121,9 +123,15 @@ async fn sampler(
 ) {
     let mut period = interval_of(&shared);
     let mut tick = ticker(period);
+    // Between samples the sources take readings to average over the interval.
+    let mut observe = ticker(OBSERVE_EVERY);
     let mut changes = shared.settings_changed.subscribe();
     loop {
         let reply = tokio::select! {
+            _ = observe.tick() => {
+                observe_all(&shared, &mut sources);
+                continue;
+            }
             _ = tick.tick() => None,
             msg = mailbox.recv() => match msg {
                 Some(SamplerMsg::SampleNow(reply)) => Some(reply),
@@ -137,12 +145,8 @@ async fn sampler(
             _ = shutdown.changed() => break,
         };
         let at = shared.clock.now();
-        let utilization = sample_all(&shared, &mut sources, at);
-        let sample = Sample {
-            utilization,
-            at,
-            reply,
-        };
+        let demand = sample_all(&shared, &mut sources, at);
+        let sample = Sample { demand, at, reply };
         if controller.send(sample).await.is_err() {
             break;
         }
@@ -156,6 +160,25 @@ fn rearm(period: &mut Duration, tick: &mut tokio::time::Interval, wanted: Durati
     if wanted != *period {
         *period = wanted;
         *tick = ticker(wanted);
+    }
+}
+
+/// Lets every source take a reading between samples; one that panics is counted and logged.
+fn observe_all(shared: &Engine, sources: &mut [Box<dyn UtilizationSource>]) {
+    let at = shared.clock.now();
+    for source in sources {
+        if catch_unwind(AssertUnwindSafe(|| source.observe(at))).is_err() {
+            shared.fail_open(
+                LimiterName::WorkerUtilization.as_str(),
+                "source_panic",
+                || {
+                    format!(
+                        "utilization source {} panicked taking a reading",
+                        source.name()
+                    )
+                },
+            );
+        }
     }
 }
 
@@ -188,7 +211,7 @@ fn new_controller(shared: &Engine) -> Controller {
 
 async fn controller(shared: Arc<Engine>, mut state: Controller, mut inbox: mpsc::Receiver<Sample>) {
     while let Some(sample) = inbox.recv().await {
-        let plan = step(&shared, &mut state, sample.utilization, sample.at);
+        let plan = step(&shared, &mut state, sample.demand, sample.at);
         if let Some(reply) = sample.reply {
             let _ = reply.send(plan);
         }
@@ -196,12 +219,8 @@ async fn controller(shared: Arc<Engine>, mut state: Controller, mut inbox: mpsc:
 }
 
 /// One control step: update the amount and publish the plan (live thresholds apply at once).
-fn step(
-    shared: &Engine,
-    state: &mut Controller,
-    utilization: Option<f64>,
-    at: Duration,
-) -> ShedPlan {
+/// The controller reads the demand capped at 1, as Stripe's does; the plan keeps both.
+fn step(shared: &Engine, state: &mut Controller, demand: Option<f64>, at: Duration) -> ShedPlan {
     let settings = shared.settings.load();
     let config = &settings.limiters.worker_utilization;
     let params = ControllerParams::from_config(config);
@@ -209,12 +228,14 @@ fn step(
         state.set_params(params);
     }
     let previous = shared.plan.load();
-    let Some(utilization) = utilization else {
+    let Some(demand) = demand else {
         return previous;
     };
+    let utilization = demand.min(1.0);
     let amount = state.update(utilization, at);
     let plan = ShedPlan {
         utilization,
+        demand,
         amount,
         probability: probabilities(amount, config),
         at,

@@ -2,10 +2,12 @@
 //! ([`Controller`], [`probabilities`], pure and clock-injected) and the published
 //! [`ShedPlan`]. The actors that drive them live in `crate::actors`.
 
+mod average;
 mod controller;
 mod plan;
 mod source;
 
+pub use average::{TimeAverage, OBSERVE_EVERY};
 pub use controller::{Controller, ControllerParams};
 pub use plan::{cohort_epoch, cohort_score, probabilities, should_drop, PublishedPlan, ShedPlan};
 pub use source::{

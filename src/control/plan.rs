@@ -13,6 +13,9 @@ use std::time::Duration;
 pub struct ShedPlan {
     /// The utilization the controller last saw, in `[0, 1]`.
     pub utilization: f64,
+    /// The same reading before it was capped at 1 (the controller's input is capped): how far
+    /// over capacity the server runs, e.g. 2.5 for two and a half times what `capacity` says.
+    pub demand: f64,
     /// The controller's amount, in `[resting, 1]`.
     pub amount: f64,
     /// Drop probability per tier.
@@ -29,6 +32,7 @@ impl ShedPlan {
     pub fn idle(amount: f64, at: Duration) -> Self {
         Self {
             utilization: 0.0,
+            demand: 0.0,
             amount,
             probability: PerTier::splat(0.0),
             at,
@@ -46,6 +50,7 @@ impl ShedPlan {
 #[derive(Debug)]
 pub struct PublishedPlan {
     utilization: AtomicU64,
+    demand: AtomicU64,
     amount: AtomicU64,
     probability: [AtomicU64; 4],
     at: AtomicU64,
@@ -57,6 +62,7 @@ impl PublishedPlan {
     pub fn new(plan: &ShedPlan) -> Self {
         let published = Self {
             utilization: AtomicU64::new(0),
+            demand: AtomicU64::new(0),
             amount: AtomicU64::new(0),
             probability: Default::default(),
             at: AtomicU64::new(0),
@@ -70,6 +76,7 @@ impl PublishedPlan {
     pub fn store(&self, plan: &ShedPlan) {
         let put = |a: &AtomicU64, v: f64| a.store(v.to_bits(), Ordering::Release);
         put(&self.utilization, plan.utilization);
+        put(&self.demand, plan.demand);
         put(&self.amount, plan.amount);
         for t in Tier::ALL {
             put(&self.probability[t.index()], plan.probability.get(t));
@@ -84,6 +91,7 @@ impl PublishedPlan {
         let get = |a: &AtomicU64| f64::from_bits(a.load(Ordering::Acquire));
         ShedPlan {
             utilization: get(&self.utilization),
+            demand: get(&self.demand),
             amount: get(&self.amount),
             probability: PerTier::from_fn(|t| get(&self.probability[t.index()])),
             at: Duration::from_nanos(self.at.load(Ordering::Acquire)),
@@ -160,6 +168,7 @@ mod tests {
     fn a_published_plan_reads_back_whole() {
         let plan = ShedPlan {
             utilization: 0.9,
+            demand: 1.7,
             amount: 0.5,
             probability: PerTier {
                 critical: 0.0,

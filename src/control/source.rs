@@ -1,9 +1,12 @@
-//! Utilization sources: what the sampler reads every `sample_interval`.
+//! Utilization sources: what the sampler reads every `sample_interval`. Each reports the
+//! time-average over the interval: `in_flight` and closures integrate readings taken every
+//! [`OBSERVE_EVERY`](super::OBSERVE_EVERY) between samples; `cpu` and `runtime` measure time over time already.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::ThreadId;
 use std::time::Duration;
 
+use super::average::TimeAverage;
 use crate::shard::Sharded;
 use crate::tier::{PerTier, Tier};
 
@@ -12,25 +15,40 @@ use crate::tier::{PerTier, Tier};
 #[error("{0}")]
 pub struct SourceError(pub String);
 
-/// A gauge of how busy this process is, in `[0, 1]` (values above 1 are read as 1).
+/// A gauge of how busy this process is: 1 means at capacity. Above 1 it says how far over
+/// (shown in `/v1/state` as the controller's `demand`); the controller itself reads at most 1.
 ///
 /// Implement it for your own signal (a DB pool's usage, a queue's depth) and register it with
 /// [`BrownoutBuilder::custom_source`](crate::BrownoutBuilder::custom_source). A source that
 /// errors or panics is counted in `brownout_fail_open_total` and its sample is skipped.
+///
+/// `sample` should report the average since the previous sample, not an instantaneous
+/// reading: one reading every few seconds of a gauge that moves within a second is mostly
+/// noise. A source that can only read the gauge now implements `observe` (called every
+/// [`OBSERVE_EVERY`](super::OBSERVE_EVERY) between samples) and averages its readings, as [`source_fn`] does.
 pub trait UtilizationSource: Send + 'static {
     /// A short name for logs.
     fn name(&self) -> &str;
-    /// Reads the gauge; `now` is the injected clock's time.
+    /// Reports the utilization over the interval since the previous sample; `now` is the
+    /// injected clock's time.
     fn sample(&mut self, now: Duration) -> Result<f64, SourceError>;
+    /// Takes a reading between samples (every [`OBSERVE_EVERY`](super::OBSERVE_EVERY)); by default nothing.
+    fn observe(&mut self, now: Duration) {
+        let _ = now;
+    }
 }
 
 /// A source made of a name and a closure.
 pub struct FnSource<F> {
     name: String,
     f: F,
+    average: TimeAverage,
 }
 
-/// Wraps a closure as a [`UtilizationSource`].
+/// Wraps a gauge closure as a [`UtilizationSource`] that reports the time-average of its
+/// readings: the closure is called every [`OBSERVE_EVERY`](super::OBSERVE_EVERY), so keep it cheap (an atomic
+/// load, a pool's counters). A reading that errors is left out of the average; an error at
+/// the sample skips that sample.
 ///
 /// ```
 /// let source = brownout::control::source_fn("db_pool", || Ok(0.25));
@@ -42,6 +60,7 @@ where
     FnSource {
         name: name.into(),
         f,
+        average: TimeAverage::default(),
     }
 }
 
@@ -52,8 +71,14 @@ where
     fn name(&self) -> &str {
         &self.name
     }
-    fn sample(&mut self, _now: Duration) -> Result<f64, SourceError> {
-        (self.f)()
+    fn sample(&mut self, now: Duration) -> Result<f64, SourceError> {
+        let reading = (self.f)()?;
+        Ok(self.average.take(now, reading))
+    }
+    fn observe(&mut self, now: Duration) {
+        if let Ok(reading) = (self.f)() {
+            self.average.observe(now, reading);
+        }
     }
 }
 
@@ -85,10 +110,14 @@ impl InFlight {
     }
 }
 
-/// `in_flight`: requests in progress divided by the configured capacity.
+/// `in_flight`: requests in progress divided by the configured capacity, averaged over the
+/// sample interval (read every [`OBSERVE_EVERY`](super::OBSERVE_EVERY)). `capacity` is the in-flight count that
+/// means "full": the app's workers when each request holds one, or workers ÷ `start_of_bad`
+/// when requests wait in a queue inside the app (the queue then counts as over capacity).
 pub struct InFlightSource {
     in_flight: Arc<InFlight>,
     capacity: Box<dyn Fn() -> u32 + Send>,
+    average: TimeAverage,
 }
 
 impl InFlightSource {
@@ -97,7 +126,13 @@ impl InFlightSource {
         Self {
             in_flight,
             capacity: Box::new(capacity),
+            average: TimeAverage::default(),
         }
+    }
+
+    fn reading(&self) -> f64 {
+        let capacity = (self.capacity)().max(1);
+        self.in_flight.total() as f64 / f64::from(capacity)
     }
 }
 
@@ -105,9 +140,13 @@ impl UtilizationSource for InFlightSource {
     fn name(&self) -> &str {
         "in_flight"
     }
-    fn sample(&mut self, _now: Duration) -> Result<f64, SourceError> {
-        let capacity = (self.capacity)().max(1);
-        Ok(self.in_flight.total() as f64 / f64::from(capacity))
+    fn sample(&mut self, now: Duration) -> Result<f64, SourceError> {
+        let reading = self.reading();
+        Ok(self.average.take(now, reading))
+    }
+    fn observe(&mut self, now: Duration) {
+        let reading = self.reading();
+        self.average.observe(now, reading);
     }
 }
 
@@ -245,13 +284,14 @@ impl UtilizationSource for RuntimeSource {
     }
 }
 
-/// The utilization the controller sees: the largest answer of the sources that answered, in
-/// `[0, 1]`; `None` if none did.
+/// The demand the sources report: the largest finite answer of those that answered, at least
+/// 0 and not capped at 1 (the controller reads it capped: [`ShedPlan`](super::ShedPlan)
+/// keeps both); `None` if none did.
 pub fn combine(samples: impl IntoIterator<Item = f64>) -> Option<f64> {
     samples
         .into_iter()
         .filter(|u| u.is_finite())
-        .map(|u| u.clamp(0.0, 1.0))
+        .map(|u| u.max(0.0))
         .reduce(f64::max)
 }
 
@@ -280,10 +320,51 @@ mod tests {
     }
 
     #[test]
+    fn in_flight_reports_the_average_over_the_interval() {
+        let in_flight = Arc::new(InFlight::default());
+        let mut s = InFlightSource::new(in_flight.clone(), || 8);
+        let at = |ms: u64| Duration::from_millis(ms);
+        assert_eq!(s.sample(at(0)), Ok(0.0));
+        // 8 requests (full) for the first quarter of an 8 s interval, then none.
+        for _ in 0..8 {
+            in_flight.enter(Tier::Get);
+        }
+        s.observe(at(10));
+        for step in 1..200 {
+            s.observe(at(10 * step));
+        }
+        for _ in 0..8 {
+            in_flight.leave(Tier::Get);
+        }
+        for step in 200..800 {
+            s.observe(at(10 * step));
+        }
+        let u = s.sample(at(8_000)).unwrap();
+        assert!((u - 0.25).abs() < 0.01, "{u}");
+    }
+
+    #[test]
+    fn a_closure_source_averages_its_readings_and_skips_errors() {
+        let reading = Arc::new(std::sync::Mutex::new(Ok(1.0)));
+        let r = reading.clone();
+        let mut s = source_fn("pool", move || r.lock().unwrap().clone());
+        let at = Duration::from_secs;
+        assert_eq!(s.sample(at(0)), Ok(1.0));
+        s.observe(at(1));
+        *reading.lock().unwrap() = Err(SourceError("pool closed".into()));
+        s.observe(at(2)); // left out
+        assert!(s.sample(at(3)).is_err());
+        *reading.lock().unwrap() = Ok(0.0);
+        s.observe(at(4));
+        // 1 for the first second, then 0 (the error left no reading in between).
+        assert_eq!(s.sample(at(4)), Ok(0.25));
+    }
+
+    #[test]
     fn combine_takes_the_max_of_finite_answers() {
         assert_eq!(combine([0.2, 0.9, 0.5]), Some(0.9));
         assert_eq!(combine([0.2, f64::NAN]), Some(0.2));
-        assert_eq!(combine([3.0]), Some(1.0));
+        assert_eq!(combine([3.0]), Some(3.0), "how far over capacity");
         assert_eq!(combine([-1.0]), Some(0.0));
         assert_eq!(combine(std::iter::empty()), None);
     }

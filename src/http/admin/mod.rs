@@ -8,6 +8,7 @@ mod write;
 
 pub use error::AdminError;
 
+use crate::config::Mode;
 use crate::limiter::LimiterName;
 use crate::runtime::{Brownout, Error};
 use crate::tier::Tier;
@@ -210,6 +211,21 @@ async fn state(brownout: web::Data<Brownout>) -> HttpResponse {
     HttpResponse::Ok().json(state_json(&brownout))
 }
 
+/// Whether the controller's plan drops requests, and if not, why, in plain words: the
+/// controller keeps sampling and publishing a plan (its amount and probabilities move) even
+/// when nothing enforces it.
+fn controller_effect(kill_switch: bool, mode: Mode) -> (bool, Option<&'static str>) {
+    let note = match (kill_switch, mode) {
+        (true, _) => "the kill switch is engaged: the controller runs, but nothing is shed",
+        (false, Mode::Dark) => {
+            "worker_utilization is dark: the controller runs and would-be drops are only counted"
+        }
+        (false, Mode::Off) => "worker_utilization is off: the controller runs, but nothing is shed",
+        (false, Mode::Enforce) => return (true, None),
+    };
+    (false, Some(note))
+}
+
 /// The body of `GET /v1/state`.
 pub(crate) fn state_json(brownout: &Brownout) -> Value {
     let settings = brownout.settings();
@@ -226,12 +242,16 @@ pub(crate) fn state_json(brownout: &Brownout) -> Value {
         }
     }
     let now = brownout.engine().clock.now();
+    let (enforced, note) = controller_effect(settings.kill_switch, wu.mode);
     json!({
         "version": settings.version,
         "kill_switch": settings.kill_switch,
         "limiters": limiters,
         "controller": {
             "utilization": plan.utilization,
+            "demand": plan.demand,
+            "enforced": enforced,
+            "note": note,
             "amount": plan.amount,
             "resting": crate::control::ControllerParams::from_config(wu).resting(),
             "probability": plan.probability,
