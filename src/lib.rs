@@ -61,6 +61,7 @@ pub mod ops;
 pub mod rng;
 mod runtime;
 mod shard;
+pub mod simulate;
 pub mod store;
 pub mod tier;
 

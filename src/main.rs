@@ -2,6 +2,7 @@
 //! admin API (`brownout admin …`).
 
 mod admin_cli;
+mod simulate_cli;
 
 use brownout::demo::Demo;
 use brownout::Config;
@@ -28,6 +29,8 @@ enum Command {
     Run,
     /// Validate the configuration file and exit.
     Check,
+    /// Run the worker-utilization controller against a model of the server in virtual time.
+    Simulate(simulate_cli::SimulateArgs),
     /// Talk to a running admin API (token from the variable named by admin.token_env).
     Admin {
         /// The admin API (default: http://<admin.bind>).
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
     };
     match command {
         Command::Admin { url, command } => admin_cli::run(&config, url, command),
+        Command::Simulate(args) => simulate_cli::run(config, args),
         Command::Check => {
             println!("{}: ok", cli.config.display());
             ExitCode::SUCCESS

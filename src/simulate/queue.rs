@@ -1,0 +1,205 @@
+//! A fluid model of the protected server: `workers` slots, each holding a request for
+//! `service_time` on average, fed first come first served from one queue of admitted
+//! requests. Amounts are real numbers (a flow of requests, not single ones), so a run costs
+//! the same at 10 or 10,000 requests a second.
+
+use std::collections::VecDeque;
+
+/// Requests of each tier (in `Tier::ALL` order) that arrived in one tick.
+#[derive(Debug, Clone)]
+struct Chunk {
+    arrived: f64,
+    amount: [f64; 4],
+}
+
+/// How clients and the app treat a request whose client gave up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Deadline {
+    /// Seconds after which a client stops waiting for its answer.
+    pub seconds: f64,
+    /// Whether the app keeps a request whose client is gone (actix-web runs its handler to the
+    /// end) instead of dropping it from the queue.
+    pub keep_abandoned: bool,
+}
+
+/// What one tick did, by tier.
+#[derive(Debug, Default, Clone)]
+pub struct Tick {
+    /// Requests that started service within their client's deadline (they will succeed).
+    pub succeeded: [f64; 4],
+    /// Requests whose client gave up (dropped from the queue or started too late).
+    pub timed_out: [f64; 4],
+}
+
+/// The server.
+#[derive(Debug)]
+pub struct Server {
+    workers: f64,
+    service_time: f64,
+    waiting: VecDeque<Chunk>,
+    running: [f64; 4],
+}
+
+/// Amounts below this are rounding dust.
+const DUST: f64 = 1e-9;
+
+impl Server {
+    /// An idle server.
+    pub fn new(workers: u32, service_time: f64) -> Self {
+        Self {
+            workers: f64::from(workers),
+            service_time,
+            waiting: VecDeque::new(),
+            running: [0.0; 4],
+        }
+    }
+
+    /// Requests inside the app (waiting for a worker or being served): what the in-flight
+    /// count of the middleware sees.
+    pub fn in_flight(&self) -> f64 {
+        let waiting: f64 = self
+            .waiting
+            .iter()
+            .map(|c| c.amount.iter().sum::<f64>())
+            .sum();
+        waiting + self.running.iter().sum::<f64>()
+    }
+
+    /// Advances `dt` seconds to `now`: finishes work (service time × `slowdown`), queues
+    /// `admitted`, lets clients give up, and starts what the free workers can take; calls
+    /// `latency(tier, amount, seconds)` for every request started, with its expected latency.
+    pub fn tick(
+        &mut self,
+        now: f64,
+        dt: f64,
+        admitted: [f64; 4],
+        slowdown: f64,
+        deadline: Option<Deadline>,
+        latency: &mut impl FnMut(usize, f64, f64),
+    ) -> Tick {
+        let mut out = Tick::default();
+        let service = self.service_time * slowdown;
+        let busy: f64 = self.running.iter().sum();
+        if busy > DUST {
+            let done = (busy * dt / service).min(busy);
+            for r in &mut self.running {
+                *r -= *r / busy * done;
+            }
+        }
+        if admitted.iter().sum::<f64>() > DUST {
+            self.waiting.push_back(Chunk {
+                arrived: now,
+                amount: admitted,
+            });
+        }
+        if let Some(d) = deadline.filter(|d| !d.keep_abandoned) {
+            while let Some(front) = self.waiting.front() {
+                if now - front.arrived < d.seconds {
+                    break;
+                }
+                for (t, a) in front.amount.iter().enumerate() {
+                    out.timed_out[t] += a;
+                }
+                self.waiting.pop_front();
+            }
+        }
+        let mut free = self.workers - self.running.iter().sum::<f64>();
+        while free > DUST {
+            let Some(front) = self.waiting.front_mut() else {
+                break;
+            };
+            let total: f64 = front.amount.iter().sum();
+            let share = (free / total).min(1.0);
+            let wait = now - front.arrived;
+            for t in 0..4 {
+                let started = front.amount[t] * share;
+                if started <= 0.0 {
+                    continue;
+                }
+                front.amount[t] -= started;
+                self.running[t] += started;
+                let late = deadline.is_some_and(|d| wait + service > d.seconds);
+                let slot = if late {
+                    &mut out.timed_out
+                } else {
+                    &mut out.succeeded
+                };
+                slot[t] += started;
+                latency(t, started, wait + service);
+            }
+            free -= total * share;
+            if share >= 1.0 || front.amount.iter().sum::<f64>() <= DUST {
+                self.waiting.pop_front();
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DT: f64 = 0.01;
+
+    /// Runs `seconds` of a constant admitted load (all one tier); returns the ticks.
+    fn run(server: &mut Server, rate: f64, seconds: f64, deadline: Option<Deadline>) -> Tick {
+        let mut sum = Tick::default();
+        let steps = (seconds / DT).round() as u64;
+        for i in 0..steps {
+            let t = server.tick(
+                i as f64 * DT,
+                DT,
+                [0.0, 0.0, rate * DT, 0.0],
+                1.0,
+                deadline,
+                &mut |_, _, _| {},
+            );
+            sum.succeeded[2] += t.succeeded[2];
+            sum.timed_out[2] += t.timed_out[2];
+        }
+        sum
+    }
+
+    #[test]
+    fn under_capacity_everything_is_served_and_in_flight_follows_littles_law() {
+        // 8 workers × 50 ms = 160/s; at 80/s, 80 × 0.05 = 4 in flight.
+        let mut s = Server::new(8, 0.05);
+        let t = run(&mut s, 80.0, 20.0, None);
+        assert!((t.succeeded[2] - 1600.0).abs() < 1e-6, "{t:?}");
+        assert!((s.in_flight() - 4.0).abs() < 0.2, "{}", s.in_flight());
+    }
+
+    #[test]
+    fn over_capacity_the_queue_grows_by_the_excess_and_clients_give_up() {
+        let mut s = Server::new(8, 0.05);
+        let t = run(&mut s, 320.0, 10.0, None);
+        // Served at the capacity, 160/s; the other 160/s wait.
+        assert!((t.succeeded[2] - 1600.0).abs() < 20.0, "{t:?}");
+        assert!((s.in_flight() - 1600.0).abs() < 20.0, "{}", s.in_flight());
+
+        let mut s = Server::new(8, 0.05);
+        let deadline = Deadline {
+            seconds: 1.0,
+            keep_abandoned: false,
+        };
+        let t = run(&mut s, 320.0, 10.0, Some(deadline));
+        // At most about a second of backlog is kept; the rest is dropped as timed out.
+        assert!(s.in_flight() < 320.0 + 8.0, "{}", s.in_flight());
+        assert!(t.timed_out[2] > 1300.0, "{t:?}");
+    }
+
+    #[test]
+    fn kept_abandoned_work_still_occupies_the_workers() {
+        let mut s = Server::new(8, 0.05);
+        let deadline = Deadline {
+            seconds: 1.0,
+            keep_abandoned: true,
+        };
+        let t = run(&mut s, 320.0, 10.0, Some(deadline));
+        assert!(s.in_flight() > 1500.0, "{}", s.in_flight());
+        // The wait grows by half a second a second: only what starts in the first ~1.9 s
+        // (at 160/s) is in time; everything after is late.
+        assert!(t.succeeded[2] < 330.0 && t.timed_out[2] > 1250.0, "{t:?}");
+    }
+}

@@ -1,0 +1,144 @@
+//! The simulator against the controller's known timings and the model's invariants.
+
+use super::profile::{built_in, Phase};
+use super::queue::Deadline;
+use super::*;
+
+fn demo(load: Load) -> Scenario {
+    Scenario {
+        workers: 8,
+        service_time: 0.05,
+        mix: [0.1, 0.2, 0.5, 0.2],
+        load,
+        deadline: Some(Deadline {
+            seconds: 1.0,
+            keep_abandoned: false,
+        }),
+    }
+}
+
+fn wu() -> WorkerUtilizationConfig {
+    WorkerUtilizationConfig {
+        capacity: 8,
+        ..WorkerUtilizationConfig::default()
+    }
+}
+
+/// The first second in which a tier had requests shed, and the first in which all were.
+fn onsets(o: &Outcome, tier: Tier) -> (Option<f64>, Option<f64>) {
+    let i = tier.index();
+    let first = o.seconds.iter().find(|s| s.shed[i] > 0.0).map(|s| s.t);
+    let all = o
+        .seconds
+        .iter()
+        .find(|s| s.offered[i] > 0.0 && s.shed[i] >= s.offered[i]);
+    (first, all.map(|s| s.t))
+}
+
+#[test]
+fn a_saturated_server_sheds_on_the_controllers_schedule() {
+    // 10C from the start: critical traffic alone (10%) fills the server, so utilization stays
+    // at 1 whatever is shed. With the defaults (8 s samples, 28 s before shedding, 120 s to
+    // shed all, bands of thirds) the amount is -28/120 + t/120 at the sample at t, so:
+    // test from the sample at 32 s (amount 0.033), fully at 72 s (0.367 ≥ 1/3);
+    // get from 72 s, fully at 112 s (0.7 ≥ 2/3); post from 112 s, fully at 152 s (1.0).
+    let o = run(
+        &wu(),
+        false,
+        &demo(Load::Phases(vec![Phase {
+            name: "10C".into(),
+            seconds: 200.0,
+            from: 10.0,
+            to: 10.0,
+            slowdown: 1.0,
+        }])),
+    );
+    assert_eq!(onsets(&o, Tier::Test), (Some(32.0), Some(72.0)));
+    assert_eq!(onsets(&o, Tier::Get), (Some(72.0), Some(112.0)));
+    assert_eq!(onsets(&o, Tier::Post), (Some(112.0), Some(152.0)));
+    assert_eq!(onsets(&o, Tier::Critical), (None, None), "never critical");
+    let last = o.seconds.last().unwrap();
+    assert_eq!(last.amount, 1.0);
+    assert!(last.demand > 10.0, "uncapped: {}", last.demand);
+    assert_eq!(last.utilization, 1.0);
+}
+
+#[test]
+fn a_dark_controller_moves_but_sheds_nothing() {
+    let mut c = wu();
+    c.mode = Mode::Dark;
+    let o = run(&c, false, &demo(Load::Phases(built_in("spike").unwrap())));
+    assert!(
+        o.seconds.iter().any(|s| s.amount > 0.0),
+        "the controller runs"
+    );
+    assert!(o.seconds.iter().all(|s| s.shed == [0.0; 4]));
+    let killed = run(&wu(), true, &demo(Load::Phases(built_in("spike").unwrap())));
+    assert!(killed.seconds.iter().all(|s| s.shed == [0.0; 4]));
+}
+
+#[test]
+fn the_scorecard_profile_keeps_the_tier_order_and_recovers() {
+    let o = run(
+        &wu(),
+        false,
+        &demo(Load::Phases(built_in("scorecard").unwrap())),
+    );
+    let names: Vec<&str> = o.phases.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["0.5C", "0.75C", "2C", "4C", "0.3C"]);
+    let calm = &o.phases[0];
+    assert_eq!(calm.shed, [0.0; 4], "nothing shed at 0.5C");
+    assert!(
+        calm.success.iter().all(|&s| s > 0.999),
+        "{:?}",
+        calm.success
+    );
+    assert!((calm.offered.iter().sum::<f64>() - 80.0).abs() < 1e-6);
+    for p in &o.phases {
+        assert_eq!(p.shed[Tier::Critical.index()], 0.0, "{}", p.name);
+        // Test is shed before get, get before post.
+        let first = p.first_shed;
+        let order = |a: Tier, b: Tier| match (first[a.index()], first[b.index()]) {
+            (Some(x), Some(y)) => x <= y,
+            (None, Some(_)) => false,
+            _ => true,
+        };
+        assert!(
+            order(Tier::Test, Tier::Get) && order(Tier::Get, Tier::Post),
+            "{}: {first:?}",
+            p.name
+        );
+    }
+    assert!(o.phases[2].shed[Tier::Test.index()] > 0.0, "2C sheds");
+    assert!(o.phases[4].back_to_zero.is_some(), "recovers at 0.3C");
+    let csv = csv(&o);
+    assert_eq!(csv.lines().count(), 1 + 720);
+    assert!(summary(&o).contains("| 2C | critical |"));
+}
+
+#[test]
+fn a_trace_gives_the_load_second_by_second() {
+    let rows = vec![[1.0, 2.0, 3.0, 4.0], [0.0, 0.0, 100.0, 0.0]];
+    let o = run(&wu(), false, &demo(Load::Trace(rows)));
+    assert_eq!(o.seconds.len(), 2);
+    let offered: Vec<f64> = o
+        .seconds
+        .iter()
+        .map(|s| s.offered.iter().sum::<f64>())
+        .collect();
+    assert!(
+        (offered[0] - 10.0).abs() < 1e-9 && (offered[1] - 100.0).abs() < 1e-9,
+        "{offered:?}"
+    );
+}
+
+#[test]
+fn latency_quantiles_come_from_the_queue() {
+    let o = run(&wu(), false, &demo(Load::Phases(built_in("step").unwrap())));
+    let calm = &o.phases[0];
+    // At 0.5C nobody waits: a request takes its service time (50 ms; 2% buckets).
+    let p50 = calm.p50[Tier::Get.index()].unwrap();
+    assert!((0.05..0.052).contains(&p50), "{p50}");
+    let busy = &o.phases[1];
+    assert!(busy.p99[Tier::Get.index()].unwrap() > 0.5, "a queue at 2C");
+}

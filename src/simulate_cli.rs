@@ -1,0 +1,264 @@
+//! `brownout simulate`: runs the worker-utilization controller against a model of the server
+//! in virtual time, prints a summary, and writes a CSV of every second and an SVG chart.
+
+use brownout::clock::{Clock, SystemClock};
+use brownout::config::HumanDuration;
+use brownout::simulate::profile::{self, BUILT_IN};
+use brownout::simulate::queue::Deadline;
+use brownout::simulate::{self, Load, Outcome, Scenario};
+use brownout::tier::Tier;
+use brownout::Config;
+use clap::Args;
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct SimulateArgs {
+    /// A built-in load profile: step, ramp, spike, scorecard or capacity_drop.
+    #[arg(long, default_value = "scorecard")]
+    profile: String,
+    /// A CSV trace instead: one line per second, critical,post,get,test requests per second.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Worker slots of the modelled server (default: demo.workers).
+    #[arg(long)]
+    workers: Option<u32>,
+    /// Mean time a request holds a worker (default: demo.service_time).
+    #[arg(long)]
+    service_time: Option<HumanDuration>,
+    /// Share of the load per tier, critical,post,get,test.
+    #[arg(long, default_value = "0.1,0.2,0.5,0.2")]
+    mix: String,
+    /// How long clients wait for an answer; after that they give up.
+    #[arg(long, default_value = "1s")]
+    deadline: HumanDuration,
+    /// The app keeps running requests whose client gave up (as actix-web does).
+    #[arg(long)]
+    keep_abandoned: bool,
+    /// A setting as an operator would PATCH it, e.g.
+    /// limiters.worker_utilization.start_of_bad=0.85 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// Every phase 20 times shorter (for a quick look, or CI).
+    #[arg(long)]
+    quick: bool,
+    /// Where to write simulate.csv and simulate.svg.
+    #[arg(long, default_value = ".")]
+    out: PathBuf,
+}
+
+pub fn run(mut config: Config, args: SimulateArgs) -> ExitCode {
+    let fail = |message: String| {
+        eprintln!("error: {message}");
+        ExitCode::from(2)
+    };
+    let kill_switch = match simulate::settings::apply(&mut config, &args.sets) {
+        Ok(k) => k,
+        Err(e) => return fail(format!("--set {e}")),
+    };
+    let mix: Vec<f64> = args
+        .mix
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let mix: [f64; 4] = match mix[..] {
+        [c, p, g, t] if mix.iter().all(|&s| s >= 0.0) && (c + p + g + t - 1.0).abs() < 1e-6 => {
+            [c, p, g, t]
+        }
+        _ => {
+            return fail(format!(
+                "--mix must be four shares (critical,post,get,test) adding up to 1 (got {:?})",
+                args.mix
+            ))
+        }
+    };
+    let load = match &args.trace {
+        Some(path) => match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| profile::parse_trace(&t))
+        {
+            Ok(rows) => Load::Trace(rows),
+            Err(e) => return fail(format!("--trace {}: {e}", path.display())),
+        },
+        None => match profile::built_in(&args.profile) {
+            Some(mut phases) => {
+                if args.quick {
+                    profile::compress(&mut phases, 20.0);
+                }
+                Load::Phases(phases)
+            }
+            None => {
+                let names: Vec<&str> = BUILT_IN.iter().map(|(n, _)| *n).collect();
+                return fail(format!(
+                    "--profile {:?} is not one of {}",
+                    args.profile,
+                    names.join(", ")
+                ));
+            }
+        },
+    };
+    let service_time = args
+        .service_time
+        .unwrap_or(config.demo.service_time)
+        .get()
+        .as_secs_f64();
+    let workers = args.workers.unwrap_or(config.demo.workers);
+    if workers == 0 || service_time <= 0.0 {
+        return fail("--workers and --service-time must be more than 0".into());
+    }
+    let scenario = Scenario {
+        workers,
+        service_time,
+        mix,
+        load,
+        deadline: Some(Deadline {
+            seconds: args.deadline.get().as_secs_f64(),
+            keep_abandoned: args.keep_abandoned,
+        }),
+    };
+    let clock = SystemClock::new();
+    let started = clock.now();
+    let outcome = simulate::run(&config.limiters.worker_utilization, kill_switch, &scenario);
+    let took = clock.now().saturating_sub(started);
+    println!("{}", simulate::summary(&outcome));
+    let csv = args.out.join("simulate.csv");
+    let svg = args.out.join("simulate.svg");
+    let written = std::fs::create_dir_all(&args.out)
+        .and_then(|()| std::fs::write(&csv, simulate::csv(&outcome)))
+        .map_err(|e| e.to_string())
+        .and_then(|()| chart(&outcome, &svg));
+    if let Err(e) = written {
+        return fail(format!("writing to {}: {e}", args.out.display()));
+    }
+    println!(
+        "{} simulated seconds in {:.0} ms; wrote {} and {}",
+        outcome.seconds.len(),
+        took.as_secs_f64() * 1000.0,
+        csv.display(),
+        svg.display()
+    );
+    ExitCode::SUCCESS
+}
+
+const TIER_COLORS: [RGBColor; 4] = [RED, BLUE, GREEN, RGBColor(160, 160, 160)];
+
+/// Three panels over time, phases marked: utilization (with the thresholds) and demand; the
+/// amount and each tier's drop probability; admitted requests per second by tier.
+fn chart(o: &Outcome, path: &Path) -> Result<(), String> {
+    let root = SVGBackend::new(path, (1200, 900)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let panels = root.split_evenly((3, 1));
+    let end = o.seconds.len() as f64;
+    let phases: Vec<f64> = o.phases.iter().skip(1).map(|p| p.start).collect();
+    let times = || o.seconds.iter().map(|s| s.t);
+    let peak = o
+        .seconds
+        .iter()
+        .map(|s| s.demand)
+        .fold(1.2, f64::max)
+        .min(5.0);
+    let admitted_peak = o
+        .seconds
+        .iter()
+        .map(|s| (0..4).map(|t| s.offered[t] - s.shed[t]).fold(0.0, f64::max))
+        .fold(o.capacity, f64::max);
+    type Series<'a> = Vec<(String, RGBColor, Vec<(f64, f64)>)>;
+    let panel = |area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+                 title: &str,
+                 y: std::ops::Range<f64>,
+                 series: Series|
+     -> Result<(), String> {
+        let mut c = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 18))
+            .margin(8)
+            .x_label_area_size(28)
+            .y_label_area_size(48)
+            .build_cartesian_2d(0.0..end, y.clone())
+            .map_err(|e| e.to_string())?;
+        c.configure_mesh()
+            .x_desc("seconds")
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for &at in &phases {
+            c.draw_series(LineSeries::new(
+                [(at, y.start), (at, y.end)],
+                BLACK.mix(0.3),
+            ))
+            .map_err(|e| e.to_string())?;
+        }
+        for (name, color, points) in series {
+            c.draw_series(LineSeries::new(points, color.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color));
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| e.to_string())
+    };
+    let flat = |v: f64| times().map(|t| (t, v)).collect::<Vec<_>>();
+    panel(
+        &panels[0],
+        "utilization (controller input) and demand",
+        0.0..peak,
+        vec![
+            (
+                "utilization".into(),
+                BLACK,
+                o.seconds.iter().map(|s| (s.t, s.utilization)).collect(),
+            ),
+            (
+                "demand".into(),
+                MAGENTA,
+                o.seconds
+                    .iter()
+                    .map(|s| (s.t, s.demand.min(peak)))
+                    .collect(),
+            ),
+            ("end_of_good".into(), GREEN, flat(o.end_of_good)),
+            ("start_of_bad".into(), RED, flat(o.start_of_bad)),
+        ],
+    )?;
+    let mut shed = vec![(
+        "amount".to_owned(),
+        BLACK,
+        o.seconds.iter().map(|s| (s.t, s.amount)).collect(),
+    )];
+    for t in Tier::ALL {
+        let points = o
+            .seconds
+            .iter()
+            .map(|s| (s.t, s.probability[t.index()]))
+            .collect();
+        shed.push((format!("p({})", t.as_str()), TIER_COLORS[t.index()], points));
+    }
+    panel(
+        &panels[1],
+        "shedding amount and drop probability by tier",
+        -0.3..1.05,
+        shed,
+    )?;
+    let mut admitted = vec![("capacity".to_owned(), BLACK, flat(o.capacity))];
+    for t in Tier::ALL {
+        let points = o
+            .seconds
+            .iter()
+            .map(|s| (s.t, s.offered[t.index()] - s.shed[t.index()]))
+            .collect();
+        admitted.push((
+            format!("admitted {}", t.as_str()),
+            TIER_COLORS[t.index()],
+            points,
+        ));
+    }
+    panel(
+        &panels[2],
+        "admitted requests per second by tier",
+        0.0..admitted_peak * 1.05,
+        admitted,
+    )?;
+    root.present().map_err(|e| e.to_string())
+}
