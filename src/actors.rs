@@ -4,12 +4,14 @@
 //! listener. They own their state and talk through bounded mailboxes; the engine reads what
 //! they publish through `ArcSwap` and atomics, without locks.
 
+use crate::config::Mode;
 use crate::control::{
     combine, probabilities, Controller, ControllerParams, ShedPlan, UtilizationSource,
     OBSERVE_EVERY,
 };
 use crate::engine::Engine;
-use crate::limiter::LimiterName;
+use crate::limiter::{adaptive_concurrency, LimiterName};
+use crate::math::adaptive::AdaptiveLimit;
 use crate::ops::OperatorSetup;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -65,9 +67,11 @@ pub(crate) fn spawn(
     let (operator, operator_task) = crate::ops::spawn(ops, shutdown_rx.clone());
     let mut tasks = vec![
         operator_task,
+        // Like the controller's, the first window starts now.
         tokio::spawn(sampler(
             shared.clone(),
             sources,
+            Adaptive::new(&shared),
             sampler_rx,
             controller_tx,
             shutdown_rx.clone(),
@@ -117,19 +121,22 @@ fn ticker(period: Duration) -> tokio::time::Interval {
 async fn sampler(
     shared: Arc<Engine>,
     mut sources: Vec<Box<dyn UtilizationSource>>,
+    mut adaptive: Adaptive,
     mut mailbox: mpsc::Receiver<SamplerMsg>,
     controller: mpsc::Sender<Sample>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut period = interval_of(&shared);
     let mut tick = ticker(period);
-    // Between samples the sources take readings to average over the interval.
+    // Between samples the sources take readings to average over the interval, and
+    // adaptive_concurrency learns its limit window by window.
     let mut observe = ticker(OBSERVE_EVERY);
     let mut changes = shared.settings_changed.subscribe();
     loop {
         let reply = tokio::select! {
             _ = observe.tick() => {
                 observe_all(&shared, &mut sources);
+                adaptive.tick(&shared);
                 continue;
             }
             _ = tick.tick() => None,
@@ -161,6 +168,51 @@ fn rearm(period: &mut Duration, tick: &mut tokio::time::Interval, wanted: Durati
         *period = wanted;
         *tick = ticker(wanted);
     }
+}
+
+/// adaptive_concurrency's learning: the limit, and when the current window ends (clock time).
+struct Adaptive {
+    limit: AdaptiveLimit,
+    window_end: Duration,
+}
+
+impl Adaptive {
+    fn new(shared: &Engine) -> Self {
+        let c = &shared.settings.load().limiters.adaptive_concurrency;
+        let now = shared.clock.now();
+        let params = adaptive_concurrency::params(c);
+        Self {
+            limit: AdaptiveLimit::new(params, shared.adaptive.limit(), micros(now)),
+            window_end: now + c.window.get(),
+        }
+    }
+
+    /// Closes the window if it is over: learns from it and publishes the new limit.
+    fn tick(&mut self, shared: &Engine) {
+        let now = shared.clock.now();
+        if now < self.window_end {
+            return;
+        }
+        let settings = shared.settings.load();
+        let c = &settings.limiters.adaptive_concurrency;
+        self.window_end = now + c.window.get();
+        let window = shared.adaptive.take_window(micros(now));
+        if c.mode == Mode::Off {
+            return;
+        }
+        let params = adaptive_concurrency::params(c);
+        if params != self.limit.params() {
+            self.limit.set_params(params);
+        }
+        let limit = self.limit.update(window);
+        let floor = self.limit.floor().map(Duration::from_micros);
+        shared.adaptive.publish(limit, floor);
+        shared.metrics.publish_concurrency_limit(limit);
+    }
+}
+
+fn micros(t: Duration) -> u64 {
+    u64::try_from(t.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// Lets every source take a reading between samples; one that panics is counted and logged.

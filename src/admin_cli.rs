@@ -15,7 +15,7 @@ pub enum AdminCommand {
     Config,
     /// Set a limiter's mode: enforce, dark or off (optionally for --ttl seconds).
     Mode {
-        /// request_rate, concurrent_requests, fleet_usage or worker_utilization.
+        /// request_rate, concurrent_requests, fleet_usage, adaptive_concurrency or worker_utilization.
         limiter: String,
         /// enforce, dark or off.
         mode: String,

@@ -1,11 +1,13 @@
 //! # brownout
 //!
-//! Stripe's four limiters for an actix-web service, in one middleware:
+//! Stripe's four limiters for an actix-web service, and a fast guard, in one middleware:
 //!
 //! 1. **request_rate** — a per-key token bucket with weighted endpoint costs (429);
 //! 2. **concurrent_requests** — a per-key cap on requests in progress (429);
 //! 3. **fleet_usage** — capacity reserved for critical traffic (503);
-//! 4. **worker_utilization** — a derivative controller that slowly sheds test traffic, then
+//! 4. **adaptive_concurrency** — a limit on non-critical requests in flight learned from
+//!    their latency, refusing in tier order within about a second of a step (503);
+//! 5. **worker_utilization** — a derivative controller that slowly sheds test traffic, then
 //!    GETs, then POSTs, never critical requests, and slowly brings them back (503).
 //!
 //! ## Architecture

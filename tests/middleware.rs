@@ -6,7 +6,7 @@ use actix_web::http::StatusCode;
 use actix_web::{test, web, App, HttpResponse};
 use brownout::config::Selection;
 use brownout::Mode;
-use common::{config, Rig};
+use common::{charge, config, get, post, Rig};
 use std::time::Duration;
 
 macro_rules! app {
@@ -31,15 +31,6 @@ macro_rules! app {
     };
 }
 
-fn get() -> test::TestRequest {
-    test::TestRequest::get().uri("/v1/items")
-}
-fn post() -> test::TestRequest {
-    test::TestRequest::post().uri("/v1/items")
-}
-fn charge() -> test::TestRequest {
-    test::TestRequest::post().uri("/v1/charges")
-}
 fn test_mode() -> test::TestRequest {
     get().insert_header(("Authorization", "Bearer sk_test_123"))
 }

@@ -3,6 +3,7 @@
 //! Every section rejects unknown keys, durations are human strings (`8s`), and
 //! [`Config::validate`] refuses impossible settings with a message that names the key.
 
+mod adaptive;
 mod duration;
 mod limits;
 mod limits_check;
@@ -10,6 +11,7 @@ mod parse;
 mod route;
 mod validate;
 
+pub use adaptive::AdaptiveConcurrencyConfig;
 pub use duration::{DurationParseError, HumanDuration};
 pub use limits::{
     ConcurrentRequestsConfig, FleetUsageConfig, PerIpConfig, PlanConfig, QuotaAlgorithm,
@@ -168,6 +170,8 @@ pub struct LimitersConfig {
     pub concurrent_requests: ConcurrentRequestsConfig,
     /// Capacity reserved for critical traffic.
     pub fleet_usage: FleetUsageConfig,
+    /// The fast guard: a learned limit on non-critical requests in flight.
+    pub adaptive_concurrency: AdaptiveConcurrencyConfig,
     /// The derivative controller that sheds by tier.
     pub worker_utilization: WorkerUtilizationConfig,
 }

@@ -164,6 +164,7 @@ impl super::LimitersConfig {
         self.request_rate.validate()?;
         self.concurrent_requests.validate()?;
         self.fleet_usage.validate()?;
+        self.adaptive_concurrency.validate()?;
         validate_worker_utilization(&self.worker_utilization)
     }
 }

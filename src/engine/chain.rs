@@ -3,6 +3,7 @@
 
 use super::{EngineRef, Settings};
 use crate::config::Mode;
+use crate::limiter::adaptive_concurrency::{self, AdaptivePermit};
 use crate::limiter::concurrent_requests::{self, ConcurrencyPermit};
 use crate::limiter::fleet_usage::{self, FleetPermit};
 use crate::limiter::request_rate::{RateStatus, RateTicket};
@@ -27,6 +28,7 @@ pub(crate) struct Admission<'a, P: EngineRef> {
     pub(crate) failures: Option<RateTicket>,
     pub(crate) concurrency: Option<ConcurrencyPermit<'a, P>>,
     pub(crate) fleet: Option<FleetPermit<'a, P>>,
+    pub(crate) adaptive: Option<AdaptivePermit<'a>>,
 }
 
 impl<P: EngineRef> Admission<'_, P> {
@@ -38,6 +40,7 @@ impl<P: EngineRef> Admission<'_, P> {
             failures: None,
             concurrency: None,
             fleet: None,
+            adaptive: None,
         }
     }
 }
@@ -136,6 +139,13 @@ fn run<'a, P: EngineRef>(
         Step::Pass(permit) => permit.flatten(),
         Step::Stop(rejection, ()) => return reject(rejection),
     };
+    let ac = &limiters.adaptive_concurrency;
+    let adaptive = match eval.evaluate(LimiterName::AdaptiveConcurrency, ac.mode, || {
+        adaptive_concurrency::acquire(ac, &shared.adaptive, req.tier, now)
+    }) {
+        Step::Pass(permit) => permit.flatten(),
+        Step::Stop(rejection, ()) => return reject(rejection),
+    };
     let wu = &limiters.worker_utilization;
     let shed = eval.evaluate(LimiterName::WorkerUtilization, wu.mode, || {
         worker_utilization::check(wu, &plan, req.tier, req.key, now, rng)
@@ -149,6 +159,7 @@ fn run<'a, P: EngineRef>(
         failures: ticket.filter(|t| t.failures != 0),
         concurrency,
         fleet,
+        adaptive,
     })
 }
 

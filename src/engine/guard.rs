@@ -62,6 +62,8 @@ pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     concurrency: Option<u64>,
     /// Whether a fleet slot was kept.
     fleet: bool,
+    /// When the request was admitted, if it holds an adaptive-concurrency slot.
+    adaptive: Option<std::time::Duration>,
 }
 
 impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
@@ -80,11 +82,13 @@ impl<P: EngineRef> RequestGuard<P> {
         engine.engine().in_flight.enter(tier);
         let concurrency = admission.concurrency.map(|p| p.keep());
         let fleet = admission.fleet.map(|p| p.keep()).is_some();
+        let adaptive = admission.adaptive.map(|p| p.keep());
         Self {
             engine,
             tier,
             concurrency,
             fleet,
+            adaptive,
         }
     }
 }
@@ -99,6 +103,10 @@ impl<P: EngineRef> Drop for RequestGuard<P> {
         }
         if self.fleet {
             store.fleet_release();
+        }
+        if let Some(admitted_at) = self.adaptive {
+            let latency = engine.clock.now().saturating_sub(admitted_at);
+            engine.adaptive.release(Some(latency));
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::classify::Classifier;
 use crate::clock::Clock;
 use crate::config::{ConfigError, LimitersConfig, Mode, QuotaKey};
 use crate::control::{InFlight, PublishedPlan};
+use crate::limiter::adaptive_concurrency::AdaptiveState;
 use crate::limiter::request_rate::{CheckTime, RateRules};
 use crate::limiter::Request;
 use crate::logging::LogGate;
@@ -68,12 +69,13 @@ impl Settings {
     }
 
     /// Each limiter's configured mode, in check order.
-    pub fn modes(&self) -> [Mode; 4] {
+    pub fn modes(&self) -> [Mode; 5] {
         let l = &self.limiters;
         [
             l.request_rate.mode,
             l.concurrent_requests.mode,
             l.fleet_usage.mode,
+            l.adaptive_concurrency.mode,
             l.worker_utilization.mode,
         ]
     }
@@ -88,6 +90,8 @@ pub(crate) struct Engine {
     pub(crate) metrics: Metrics,
     pub(crate) in_flight: Arc<InFlight>,
     pub(crate) store: Arc<dyn Store>,
+    /// adaptive_concurrency's count, latencies and published limit (local to this process).
+    pub(crate) adaptive: AdaptiveState,
     /// Seeds the key hash and every random stream.
     pub(crate) seed: u64,
     /// Hands each middleware instance (and each `check`) its own random stream.

@@ -58,6 +58,13 @@ pub fn rejection_response(r: &Rejection, policy: Option<&str>) -> HttpResponse {
                 r.tier
             ),
         ),
+        LimiterName::AdaptiveConcurrency => (
+            "Service overloaded",
+            format!(
+                "The server is at the number of requests it can serve well and is refusing {} traffic first. Retry in {wait}; critical requests are still being served.",
+                r.tier
+            ),
+        ),
         LimiterName::FleetUsage => (
             "Capacity reserved",
             format!(

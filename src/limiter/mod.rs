@@ -1,6 +1,7 @@
 //! The limiters, checked in DESIGN.md order, and the chain that applies their modes and fails
 //! open on any error or panic.
 
+pub mod adaptive_concurrency;
 pub mod concurrent_requests;
 pub mod fleet_usage;
 pub mod request_rate;
@@ -13,7 +14,7 @@ use crate::tier::Tier;
 use serde::Serialize;
 use std::time::Duration;
 
-/// The four limiters (and the classifier, which can fail open too).
+/// The five limiters, in the order they are checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LimiterName {
@@ -23,16 +24,19 @@ pub enum LimiterName {
     ConcurrentRequests = 1,
     /// Capacity reserved for critical traffic.
     FleetUsage = 2,
+    /// The fast guard: a learned limit on non-critical requests in flight.
+    AdaptiveConcurrency = 3,
     /// The derivative-controller shedder.
-    WorkerUtilization = 3,
+    WorkerUtilization = 4,
 }
 
 impl LimiterName {
     /// Every limiter, in the order they are checked.
-    pub const ALL: [LimiterName; 4] = [
+    pub const ALL: [LimiterName; 5] = [
         LimiterName::RequestRate,
         LimiterName::ConcurrentRequests,
         LimiterName::FleetUsage,
+        LimiterName::AdaptiveConcurrency,
         LimiterName::WorkerUtilization,
     ];
 
@@ -42,6 +46,7 @@ impl LimiterName {
             LimiterName::RequestRate => "request_rate",
             LimiterName::ConcurrentRequests => "concurrent_requests",
             LimiterName::FleetUsage => "fleet_usage",
+            LimiterName::AdaptiveConcurrency => "adaptive_concurrency",
             LimiterName::WorkerUtilization => "worker_utilization",
         }
     }

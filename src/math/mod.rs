@@ -2,5 +2,6 @@
 //! bucket and the fixed and sliding window counters. The stores apply it atomically to their
 //! state; the limiters decide with it.
 
+pub mod adaptive;
 pub mod gcra;
 pub mod window;

@@ -39,12 +39,13 @@ pub enum Outcome {
 }
 
 /// The `limiter` label values that `brownout_fail_open_total` starts with, and their reasons.
-const FAIL_OPEN_SERIES: [(&str, &str); 9] = [
+const FAIL_OPEN_SERIES: [(&str, &str); 10] = [
     ("request_rate", "panic"),
     ("request_rate", "store_full"),
     ("concurrent_requests", "store_full"),
     ("concurrent_requests", "panic"),
     ("fleet_usage", "panic"),
+    ("adaptive_concurrency", "panic"),
     ("worker_utilization", "panic"),
     ("worker_utilization", "stale_plan"),
     ("worker_utilization", "source_error"),
@@ -70,12 +71,13 @@ pub struct Metrics {
     /// these, so they must not share a cache line between workers. Summed into `requests` on
     /// render.
     request_counts: Sharded<16>,
-    rejections: [[[Counter; 2]; 4]; 4],
+    rejections: [[[Counter; 2]; 4]; 5],
     utilization: Gauge,
     amount: Gauge,
     shed_probability: [Gauge; 4],
     in_flight: [Gauge; 4],
-    limiter_mode: [[Gauge; 3]; 4],
+    limiter_mode: [[Gauge; 3]; 5],
+    concurrency_limit: Gauge,
     kill_switch: Gauge,
     decision: AtomicHistogram,
     config_version: Gauge,
@@ -83,7 +85,7 @@ pub struct Metrics {
     admin_changes: [Counter; 5],
     store_errors: [Counter; 3],
     /// Per limiter: rejected, dark_rejected, failed_open (for the admin state).
-    totals: [[AtomicU64; 3]; 4],
+    totals: [[AtomicU64; 3]; 5],
 }
 
 /// One limiter's counts since start, as shown by `GET /v1/state`.
@@ -170,6 +172,7 @@ impl Metrics {
             shed_probability: tier_gauges("brownout_shed_probability"),
             in_flight: tier_gauges("brownout_in_flight_requests"),
             limiter_mode,
+            concurrency_limit: gauge("brownout_concurrency_limit", &[]),
             kill_switch: gauge("brownout_kill_switch_engaged", &[]),
             decision: AtomicHistogram::new(&DECISION_BUCKETS),
             config_version: gauge("brownout_config_version", &[]),
@@ -240,8 +243,13 @@ impl Metrics {
         }
     }
 
+    /// Publishes adaptive_concurrency's limit.
+    pub fn publish_concurrency_limit(&self, limit: f64) {
+        self.concurrency_limit.set(limit);
+    }
+
     /// Publishes modes, the kill switch and the config version.
-    pub fn publish_settings(&self, modes: [Mode; 4], kill_switch: bool, version: u64) {
+    pub fn publish_settings(&self, modes: [Mode; 5], kill_switch: bool, version: u64) {
         for (limiter, mode) in modes.iter().enumerate() {
             for (i, m) in Mode::ALL.iter().enumerate() {
                 self.limiter_mode[limiter][i].set(if m == mode { 1.0 } else { 0.0 });
@@ -328,6 +336,10 @@ fn describe(r: &PrometheusRecorder) {
         (
             "brownout_limiter_mode",
             "1 for each limiter's active mode (enforce, dark, off), 0 otherwise.",
+        ),
+        (
+            "brownout_concurrency_limit",
+            "The limit adaptive_concurrency admits non-critical requests in flight under (learned from their latency).",
         ),
         (
             "brownout_kill_switch_engaged",

@@ -139,6 +139,7 @@ fn mode_of(l: &LimitersConfig, limiter: LimiterName) -> Mode {
         LimiterName::RequestRate => l.request_rate.mode,
         LimiterName::ConcurrentRequests => l.concurrent_requests.mode,
         LimiterName::FleetUsage => l.fleet_usage.mode,
+        LimiterName::AdaptiveConcurrency => l.adaptive_concurrency.mode,
         LimiterName::WorkerUtilization => l.worker_utilization.mode,
     }
 }
@@ -148,6 +149,7 @@ fn set_mode(l: &mut LimitersConfig, limiter: LimiterName, mode: Mode) {
         LimiterName::RequestRate => l.request_rate.mode = mode,
         LimiterName::ConcurrentRequests => l.concurrent_requests.mode = mode,
         LimiterName::FleetUsage => l.fleet_usage.mode = mode,
+        LimiterName::AdaptiveConcurrency => l.adaptive_concurrency.mode = mode,
         LimiterName::WorkerUtilization => l.worker_utilization.mode = mode,
     }
 }

@@ -11,6 +11,7 @@ use crate::control::{
     RuntimeSource, ShedPlan, UtilizationSource,
 };
 use crate::engine::{Engine, Settings};
+use crate::limiter::adaptive_concurrency::AdaptiveState;
 use crate::logging::LogGate;
 use crate::metrics::Metrics;
 use crate::ops::{limiters_from_json, patch, persist, AuditLog, PendingRevert};
@@ -158,6 +159,7 @@ impl BrownoutBuilder {
             ))
         });
         let resting = ControllerParams::from_config(wu).resting();
+        let adaptive = AdaptiveState::new(f64::from(limits.adaptive_concurrency.initial_limit));
         let explicit = self
             .admin_token
             .or_else(|| std::env::var(&self.config.admin.token_env).ok())
@@ -170,6 +172,7 @@ impl BrownoutBuilder {
             metrics: Metrics::new(),
             in_flight,
             store,
+            adaptive,
             seed,
             rng_streams: AtomicU64::new(0),
             fail_open_log: LogGate::new(Duration::from_secs(10)),
@@ -177,6 +180,9 @@ impl BrownoutBuilder {
             settings_changed: tokio::sync::watch::Sender::new(1),
             clock,
         });
+        engine
+            .metrics
+            .publish_concurrency_limit(engine.adaptive.limit());
         let sources = build_sources(&engine, &runtimes, &self.config, self.custom)?;
         let inner = Inner {
             engine,

@@ -9,6 +9,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// `GET /v1/items` (tier get), as the demo routes it.
+pub fn get() -> actix_web::test::TestRequest {
+    actix_web::test::TestRequest::get().uri("/v1/items")
+}
+
+/// `POST /v1/items` (tier post).
+pub fn post() -> actix_web::test::TestRequest {
+    actix_web::test::TestRequest::post().uri("/v1/items")
+}
+
+/// `POST /v1/charges` (critical with the default classifier).
+pub fn charge() -> actix_web::test::TestRequest {
+    actix_web::test::TestRequest::post().uri("/v1/charges")
+}
+
 /// A utilization gauge the test sets by hand.
 #[derive(Clone, Default)]
 pub struct Gauge(Arc<AtomicU64>);

@@ -226,6 +226,16 @@ fn controller_effect(kill_switch: bool, mode: Mode) -> (bool, Option<&'static st
     (false, Some(note))
 }
 
+/// adaptive_concurrency's learned state: the limit it admits under and what it holds.
+fn adaptive_json(brownout: &Brownout) -> Value {
+    let state = &brownout.engine().adaptive;
+    json!({
+        "limit": state.limit(),
+        "in_flight": state.in_flight(),
+        "floor_seconds": state.floor().map(|f| f.as_secs_f64()),
+    })
+}
+
 /// The body of `GET /v1/state`.
 pub(crate) fn state_json(brownout: &Brownout) -> Value {
     let settings = brownout.settings();
@@ -258,6 +268,7 @@ pub(crate) fn state_json(brownout: &Brownout) -> Value {
             "samples": plan.samples,
             "plan_age_seconds": now.saturating_sub(plan.at).as_secs_f64(),
         },
+        "adaptive_concurrency": adaptive_json(brownout),
         "in_flight": brownout.in_flight(),
         "tiers": Tier::ALL.map(Tier::as_str),
     })

@@ -1,0 +1,112 @@
+//! `limiters.adaptive_concurrency:` — the fast guard's settings, and their validation.
+
+use super::validate::{ensure, ratio, Check};
+use super::{HumanDuration, Mode};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// `limiters.adaptive_concurrency:` — a learned limit on non-critical requests in flight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdaptiveConcurrencyConfig {
+    /// enforce | dark | off.
+    pub mode: Mode,
+    /// The limit before anything is learned.
+    pub initial_limit: u32,
+    /// The limit never goes below this (it is also the limit while the floor is measured).
+    pub min_limit: u32,
+    /// The limit never goes above this.
+    pub max_limit: u32,
+    /// How much slower than the floor latency requests may get before the limit shrinks
+    /// (1.25: a quarter slower).
+    pub tolerance: f64,
+    /// How often the limit is updated from the latencies of the requests that finished.
+    pub window: HumanDuration,
+    /// How long a floor (the latency without queueing) is trusted; after that, while the limit
+    /// keeps binding, it is measured again by admitting only `min_limit` for two windows.
+    pub floor_window: HumanDuration,
+    /// Share of the limit that GET requests may use (POST may use all of it); refusals come in
+    /// tier order: test first, then get, then post.
+    pub get_share: f64,
+    /// Share of the limit that test-mode requests may use.
+    pub test_share: f64,
+    /// `Retry-After` of a rejected request.
+    pub retry_after: HumanDuration,
+}
+
+impl Default for AdaptiveConcurrencyConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Off,
+            initial_limit: 20,
+            min_limit: 4,
+            max_limit: 1000,
+            tolerance: 1.25,
+            window: HumanDuration::from_millis(250),
+            floor_window: HumanDuration::from_secs(30),
+            get_share: 0.9,
+            test_share: 0.8,
+            retry_after: HumanDuration::from_secs(1),
+        }
+    }
+}
+
+impl AdaptiveConcurrencyConfig {
+    pub(crate) fn validate(&self) -> Check {
+        let key = |k: &str| format!("limiters.adaptive_concurrency.{k}");
+        ensure(self.min_limit >= 1, &key("min_limit"), "must be at least 1")?;
+        ensure(
+            self.max_limit >= self.min_limit,
+            &key("max_limit"),
+            format!("must be at least min_limit ({})", self.min_limit),
+        )?;
+        ensure(
+            (self.min_limit..=self.max_limit).contains(&self.initial_limit),
+            &key("initial_limit"),
+            format!(
+                "must be between min_limit and max_limit ({} to {}, got {})",
+                self.min_limit, self.max_limit, self.initial_limit
+            ),
+        )?;
+        ensure(
+            self.tolerance.is_finite() && (1.0..=10.0).contains(&self.tolerance),
+            &key("tolerance"),
+            format!("must be between 1 and 10 (got {})", self.tolerance),
+        )?;
+        let window = self.window.get();
+        ensure(
+            (Duration::from_millis(10)..=Duration::from_secs(10)).contains(&window),
+            &key("window"),
+            format!("must be between 10ms and 10s (got {})", self.window),
+        )?;
+        ensure(
+            self.floor_window.get() >= window * 4,
+            &key("floor_window"),
+            format!("must be at least four windows ({window:?} each)"),
+        )?;
+        ratio(self.get_share, &key("get_share"))?;
+        ratio(self.test_share, &key("test_share"))?;
+        ensure(
+            self.test_share <= self.get_share,
+            &key("test_share"),
+            "must not exceed get_share (test traffic is refused before GETs)",
+        )?;
+        ensure(
+            !self.retry_after.get().is_zero(),
+            &key("retry_after"),
+            "must be greater than zero",
+        )
+    }
+
+    /// Requests of a tier's share that may be in flight under `limit`: `None` for critical
+    /// requests, which this limiter neither counts nor refuses.
+    pub fn tier_limit(&self, limit: f64, tier: crate::tier::Tier) -> Option<f64> {
+        use crate::tier::Tier;
+        match tier {
+            Tier::Critical => None,
+            Tier::Post => Some(limit),
+            Tier::Get => Some(limit * self.get_share),
+            Tier::Test => Some(limit * self.test_share),
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The adaptive-concurrency limiter, the fast guard: non-critical requests in flight are kept
+//! under a limit learned from their latency ([`crate::math::adaptive`]), so a load step or a
+//! capacity drop is met within about a second, with no hand-set capacity. Each tier may use
+//! its share of the limit (post all of it, get `get_share`, test `test_share`), so refusals
+//! come in tier order; critical requests are neither counted nor refused, and so never wait
+//! behind more than the limit's worth of non-critical work.
+
+use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
+use crate::config::AdaptiveConcurrencyConfig;
+use crate::math::adaptive::{LimitParams, Window};
+use crate::shard::{CachePadded, Sharded};
+use crate::tier::Tier;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Row of [`AdaptiveState::finished`]: requests finished, and the sum of their latencies (µs).
+const COUNT: usize = 0;
+const SUM: usize = 1;
+
+/// The limiter's shared state.
+///
+/// The in-flight count is one shared atomic, written twice per admitted non-critical request:
+/// the limit must hold exactly across workers, as fleet_usage's count does. The latencies go to
+/// per-thread rows (summed once per window), and the window's minimum is written only when a
+/// request beats it.
+#[derive(Debug)]
+pub struct AdaptiveState {
+    in_flight: CachePadded<AtomicU64>,
+    /// The limit to admit under (`f64` bits), published by the sampler every window.
+    limit: AtomicU64,
+    /// The floor latency learned (µs; 0 before any), published with the limit.
+    floor: AtomicU64,
+    finished: Sharded<2>,
+    window_min: AtomicU64,
+    refused: AtomicU64,
+    /// The sums at the end of the last window.
+    seen: [AtomicU64; 2],
+}
+
+impl AdaptiveState {
+    /// State admitting under `initial`.
+    pub fn new(initial: f64) -> Self {
+        Self {
+            in_flight: CachePadded(AtomicU64::new(0)),
+            limit: AtomicU64::new(initial.to_bits()),
+            floor: AtomicU64::new(0),
+            finished: Sharded::default(),
+            window_min: AtomicU64::new(u64::MAX),
+            refused: AtomicU64::new(0),
+            seen: Default::default(),
+        }
+    }
+
+    /// The limit requests are admitted under.
+    pub fn limit(&self) -> f64 {
+        f64::from_bits(self.limit.load(Ordering::Relaxed))
+    }
+
+    /// Publishes a new limit, and the floor latency it was learned against.
+    pub fn publish(&self, limit: f64, floor: Option<Duration>) {
+        self.limit.store(limit.to_bits(), Ordering::Relaxed);
+        let floor_us = floor.map_or(0, |f| u64::try_from(f.as_micros()).unwrap_or(u64::MAX));
+        self.floor.store(floor_us, Ordering::Relaxed);
+    }
+
+    /// The floor latency the limit was learned against, once one was seen.
+    pub fn floor(&self) -> Option<Duration> {
+        match self.floor.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+
+    /// Non-critical requests admitted by this limiter and not yet finished.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Gives back a slot; `latency` is how long the request took, if it finished (a request
+    /// refused by a later limiter gives its slot back without one).
+    pub fn release(&self, latency: Option<Duration>) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if let Some(latency) = latency {
+            let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+            self.finished.add(COUNT, 1);
+            self.finished
+                .add(SUM, i64::try_from(us).unwrap_or(i64::MAX));
+            if us < self.window_min.load(Ordering::Relaxed) {
+                self.window_min.fetch_min(us, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Closes the window ending at `at` (µs): what finished since the last one.
+    pub fn take_window(&self, at: u64) -> Window {
+        let mut delta = [0u64; 2];
+        for (i, d) in delta.iter_mut().enumerate() {
+            let now = self.finished.sum(i).max(0) as u64;
+            *d = now.saturating_sub(self.seen[i].swap(now, Ordering::Relaxed));
+        }
+        Window {
+            at,
+            count: delta[COUNT],
+            sum: delta[SUM],
+            min: self.window_min.swap(u64::MAX, Ordering::Relaxed),
+            binding: self.refused.swap(0, Ordering::Relaxed) > 0,
+        }
+    }
+}
+
+/// The limit's settings from the config block.
+pub fn params(c: &AdaptiveConcurrencyConfig) -> LimitParams {
+    LimitParams {
+        min: f64::from(c.min_limit),
+        max: f64::from(c.max_limit),
+        tolerance: c.tolerance,
+        floor_window: u64::try_from(c.floor_window.get().as_micros()).unwrap_or(u64::MAX),
+    }
+}
+
+/// A non-critical request's slot: given back when dropped, unless [`keep`](Self::keep)
+/// handed it to the request's guard, which gives it back with the request's latency.
+#[derive(Debug)]
+pub struct AdaptivePermit<'a> {
+    state: Option<&'a AdaptiveState>,
+    admitted_at: Duration,
+}
+
+impl AdaptivePermit<'_> {
+    /// Hands the slot over; returns when the request was admitted, to measure its latency.
+    pub fn keep(mut self) -> Duration {
+        self.state = None;
+        self.admitted_at
+    }
+}
+
+impl Drop for AdaptivePermit<'_> {
+    fn drop(&mut self) {
+        if let Some(state) = self.state {
+            state.release(None);
+        }
+    }
+}
+
+/// Takes a slot for a non-critical request admitted at `now` (`None` for a critical one), or
+/// says when to retry.
+pub fn acquire<'a>(
+    c: &AdaptiveConcurrencyConfig,
+    state: &'a AdaptiveState,
+    tier: Tier,
+    now: Duration,
+) -> Checked<Option<AdaptivePermit<'a>>> {
+    let Some(limit) = c.tier_limit(state.limit(), tier) else {
+        return Ok(Check::Allowed(None));
+    };
+    let before = state.in_flight.fetch_add(1, Ordering::Relaxed);
+    if (before as f64) < limit.floor().max(1.0) {
+        let permit = AdaptivePermit {
+            state: Some(state),
+            admitted_at: now,
+        };
+        return Ok(Check::Allowed(Some(permit)));
+    }
+    state.in_flight.fetch_sub(1, Ordering::Relaxed);
+    state.refused.fetch_add(1, Ordering::Relaxed);
+    let rejection = Rejection {
+        limiter: LimiterName::AdaptiveConcurrency,
+        tier,
+        status: RejectStatus::ServiceUnavailable,
+        retry_after: c.retry_after.get(),
+        policy: None,
+    };
+    Ok(Check::Rejected(rejection, ()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admitted(c: &AdaptiveConcurrencyConfig, s: &AdaptiveState, tier: Tier) -> bool {
+        match acquire(c, s, tier, Duration::ZERO).unwrap() {
+            Check::Allowed(Some(p)) => {
+                p.keep();
+                true
+            }
+            Check::Allowed(None) => true,
+            Check::Rejected(r, ()) => {
+                assert_eq!(r.status.as_u16(), 503);
+                assert_eq!(r.limiter, LimiterName::AdaptiveConcurrency);
+                false
+            }
+        }
+    }
+
+    #[test]
+    fn tiers_are_refused_in_order_and_critical_never() {
+        let c = AdaptiveConcurrencyConfig::default(); // get 0.9, test 0.8
+        let s = AdaptiveState::new(10.0);
+        for _ in 0..8 {
+            assert!(admitted(&c, &s, Tier::Post));
+        }
+        assert!(!admitted(&c, &s, Tier::Test), "test may use 8 of 10");
+        assert!(admitted(&c, &s, Tier::Get));
+        assert!(!admitted(&c, &s, Tier::Get), "get may use 9");
+        assert!(admitted(&c, &s, Tier::Post));
+        assert!(!admitted(&c, &s, Tier::Post), "post may use all 10");
+        for _ in 0..100 {
+            assert!(admitted(&c, &s, Tier::Critical));
+        }
+        assert_eq!(s.in_flight(), 10, "critical requests are not counted");
+        assert!(s.take_window(1).binding);
+    }
+
+    #[test]
+    fn a_dropped_permit_gives_its_slot_back_and_a_kept_one_reports_latency() {
+        let c = AdaptiveConcurrencyConfig::default();
+        let s = AdaptiveState::new(10.0);
+        let Check::Allowed(Some(p)) = acquire(&c, &s, Tier::Get, Duration::ZERO).unwrap() else {
+            panic!("admitted");
+        };
+        assert_eq!(s.in_flight(), 1);
+        drop(p);
+        assert_eq!(s.in_flight(), 0);
+        assert_eq!(
+            s.take_window(1).count,
+            0,
+            "no latency for a request that never ran"
+        );
+        for ms in [30, 10, 20] {
+            let Check::Allowed(Some(p)) = acquire(&c, &s, Tier::Get, Duration::ZERO).unwrap()
+            else {
+                panic!("admitted");
+            };
+            let at = p.keep();
+            s.release(Some(Duration::from_millis(ms) - at));
+        }
+        let w = s.take_window(2);
+        assert_eq!(
+            (w.count, w.sum, w.min, w.binding),
+            (3, 60_000, 10_000, false)
+        );
+        let next = s.take_window(3);
+        assert_eq!((next.count, next.sum, next.min), (0, 0, u64::MAX));
+    }
+}

@@ -1,0 +1,265 @@
+//! The adaptive concurrency limit (pure): a gradient on observed latency against its floor,
+//! in the spirit of Envoy's adaptive concurrency filter and Netflix's concurrency-limits.
+//!
+//! Every window the limit moves to `limit × gradient + headroom`, where
+//! `gradient = clamp(tolerance × floor / mean latency, 0.5, 1)`: while requests are no slower
+//! than `tolerance` times the floor, the limit holds (or grows by `√limit` if it refused
+//! anything, i.e. it was what held the load back); when they queue, it shrinks, by at most half
+//! per window. The floor is the lowest latency seen within `floor_window`. A floor measured
+//! while the limit keeps refusing would include the queue the limit allows, and creep up; so
+//! while the limit binds, every `floor_window` the floor is measured afresh by admitting only
+//! `min_limit` for two windows (the first drains the queue, the second measures).
+
+use std::collections::VecDeque;
+
+/// The limit's settings, in µs where they are times.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LimitParams {
+    /// Bounds of the limit.
+    pub min: f64,
+    /// See `min`.
+    pub max: f64,
+    /// Allowed slowdown over the floor.
+    pub tolerance: f64,
+    /// How long a floor sample is kept.
+    pub floor_window: u64,
+}
+
+/// What one window saw: requests finished, their latencies, and whether the limit refused any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Window {
+    /// The window's end (µs).
+    pub at: u64,
+    /// Requests that finished in it.
+    pub count: u64,
+    /// Sum and minimum of their latencies (µs).
+    pub sum: u64,
+    /// See `sum`.
+    pub min: u64,
+    /// Whether the limit refused a request in it.
+    pub binding: bool,
+}
+
+/// Where the floor measurement stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// Not measuring.
+    Off,
+    /// At `min_limit`, letting the queue drain.
+    Draining,
+    /// At `min_limit`, taking the floor from this window's latencies.
+    Measuring,
+}
+
+/// The learned limit.
+#[derive(Debug, Clone)]
+pub struct AdaptiveLimit {
+    params: LimitParams,
+    limit: f64,
+    /// (time, lowest latency) of recent windows.
+    floors: VecDeque<(u64, u64)>,
+    probe: Probe,
+    last_probe: u64,
+}
+
+impl AdaptiveLimit {
+    /// A limit of `initial`, as of `now` (µs).
+    pub fn new(params: LimitParams, initial: f64, now: u64) -> Self {
+        Self {
+            params,
+            limit: initial.clamp(params.min, params.max),
+            floors: VecDeque::new(),
+            probe: Probe::Off,
+            last_probe: now,
+        }
+    }
+
+    /// Changes the settings (a live update), keeping the limit within the new bounds.
+    pub fn set_params(&mut self, params: LimitParams) {
+        self.params = params;
+        self.limit = self.limit.clamp(params.min, params.max);
+    }
+
+    /// The settings in force.
+    pub fn params(&self) -> LimitParams {
+        self.params
+    }
+
+    /// The limit requests are admitted under: `min` while the floor is measured.
+    pub fn limit(&self) -> f64 {
+        match self.probe {
+            Probe::Off => self.limit,
+            Probe::Draining | Probe::Measuring => self.params.min,
+        }
+    }
+
+    /// The floor latency (µs), once one was seen.
+    pub fn floor(&self) -> Option<u64> {
+        self.floors.iter().map(|&(_, f)| f).min()
+    }
+
+    /// Where the floor measurement stands.
+    pub fn probe(&self) -> Probe {
+        self.probe
+    }
+
+    /// Learns from one window; returns the limit to admit under.
+    pub fn update(&mut self, w: Window) -> f64 {
+        match self.probe {
+            Probe::Draining => {
+                self.probe = Probe::Measuring;
+                return self.limit();
+            }
+            Probe::Measuring => {
+                if w.count > 0 {
+                    self.floors.clear();
+                    self.floors.push_back((w.at, w.min));
+                }
+                self.probe = Probe::Off;
+                self.last_probe = w.at;
+                return self.limit();
+            }
+            Probe::Off => {}
+        }
+        let keep_from = w.at.saturating_sub(self.params.floor_window);
+        while self.floors.front().is_some_and(|&(at, _)| at < keep_from) {
+            self.floors.pop_front();
+        }
+        if w.count > 0 {
+            self.floors.push_back((w.at, w.min));
+            let floor = self.floor().unwrap_or(w.min).max(1) as f64;
+            let mean = (w.sum as f64 / w.count as f64).max(1.0);
+            let gradient = (self.params.tolerance * floor / mean).clamp(0.5, 1.0);
+            let headroom = if w.binding { self.limit.sqrt() } else { 0.0 };
+            self.limit = (self.limit * gradient + headroom).clamp(self.params.min, self.params.max);
+        }
+        if w.binding && w.at.saturating_sub(self.last_probe) >= self.params.floor_window {
+            self.probe = Probe::Draining;
+        }
+        self.limit()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1000;
+
+    fn params() -> LimitParams {
+        LimitParams {
+            min: 4.0,
+            max: 1000.0,
+            tolerance: 1.25,
+            floor_window: 30_000 * MS,
+        }
+    }
+
+    /// A window ending at `at_ms` of `count` requests of `latency_ms` each.
+    fn window(at_ms: u64, count: u64, latency_ms: u64, binding: bool) -> Window {
+        Window {
+            at: at_ms * MS,
+            count,
+            sum: count * latency_ms * MS,
+            min: latency_ms * MS,
+            binding,
+        }
+    }
+
+    #[test]
+    fn within_tolerance_the_limit_holds_and_grows_only_when_it_binds() {
+        let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+        assert_eq!(l.update(window(250, 10, 50, false)), 20.0);
+        assert_eq!(l.floor(), Some(50 * MS));
+        // 60 ms is within 1.25 × 50: the limit refused requests, so it grows by √20.
+        let grown = l.update(window(500, 10, 60, true));
+        assert!((grown - (20.0 + 20f64.sqrt())).abs() < 1e-9, "{grown}");
+    }
+
+    #[test]
+    fn queueing_shrinks_the_limit_by_the_gradient_at_most_halving_it() {
+        let mut l = AdaptiveLimit::new(params(), 40.0, 0);
+        l.update(window(250, 10, 50, false));
+        // 100 ms against 1.25 × 50: gradient 0.625.
+        assert!((l.update(window(500, 10, 100, false)) - 25.0).abs() < 1e-9);
+        // 1 s: the gradient stops at 0.5.
+        assert!((l.update(window(750, 10, 1000, false)) - 12.5).abs() < 1e-9);
+        for i in 0..20 {
+            l.update(window(1000 + 250 * i, 10, 1000, false));
+        }
+        assert_eq!(l.limit(), 4.0, "never below min");
+    }
+
+    #[test]
+    fn it_settles_where_latency_is_the_tolerated_multiple_of_the_floor() {
+        // A server of 8 workers × 50 ms with a FIFO queue: latency 50 ms × max(1, n/8).
+        let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+        l.update(window(250, 10, 50, false));
+        let mut at = 250;
+        for _ in 0..400 {
+            at += 250;
+            let n = l.limit();
+            let latency = (50.0 * (n / 8.0).max(1.0)) as u64;
+            l.update(window(at, 40, latency, true));
+        }
+        // Between probes the limit moves around the point where √L of headroom balances the
+        // gradient: L (1 − 1.25 × 8 / L) = √L, L ≈ 14.
+        let settled = l.limit();
+        assert!(
+            settled == 4.0 || (10.0..=18.0).contains(&settled),
+            "{settled}"
+        );
+    }
+
+    #[test]
+    fn a_binding_limit_measures_its_floor_afresh_every_floor_window() {
+        let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+        l.update(window(250, 10, 50, false));
+        // The server got twice as slow and the limit keeps binding.
+        let mut at = 250;
+        while l.probe() == Probe::Off {
+            at += 250;
+            l.update(window(at, 10, 120, true));
+            assert!(at <= 30_500, "no probe by {at} ms");
+        }
+        assert!(at >= 30_000, "probed at {at} ms");
+        assert_eq!(l.limit(), 4.0, "admits min_limit while measuring");
+        l.update(window(at + 250, 10, 300, true)); // draining: ignored
+        assert_eq!(l.probe(), Probe::Measuring);
+        l.update(window(at + 500, 4, 100, true)); // measured at low concurrency
+        assert_eq!(l.probe(), Probe::Off);
+        assert_eq!(
+            l.floor(),
+            Some(100 * MS),
+            "the new floor replaces the old one"
+        );
+        assert!(l.limit() >= 4.0);
+    }
+
+    #[test]
+    fn a_limit_that_does_not_bind_never_probes_and_quiet_windows_change_nothing() {
+        let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+        for i in 1..=400 {
+            l.update(window(250 * i, 5, 50, false));
+            assert_eq!(l.probe(), Probe::Off);
+        }
+        assert_eq!(l.limit(), 20.0);
+        assert_eq!(
+            l.update(Window {
+                at: 200_000 * MS,
+                ..Window::default()
+            }),
+            20.0
+        );
+    }
+
+    #[test]
+    fn new_bounds_clamp_the_limit() {
+        let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+        l.set_params(LimitParams {
+            max: 10.0,
+            ..params()
+        });
+        assert_eq!(l.limit(), 10.0);
+    }
+}

@@ -1,0 +1,228 @@
+//! adaptive_concurrency through the middleware on a real actix app, with the actors learning
+//! its limit on a manual clock: the floor, a limit that shrinks when requests queue, refusals
+//! in tier order, critical requests never refused, dark mode, and the admin state.
+
+mod common;
+
+use actix_web::dev::ServiceResponse;
+use actix_web::{test, web, App};
+use brownout::config::HumanDuration;
+use brownout::Mode;
+use common::{charge, config, get, post, Rig};
+use std::time::Duration;
+
+fn adaptive(mode: Mode) -> brownout::Config {
+    let mut c = config();
+    c.limiters.worker_utilization.mode = Mode::Off;
+    let a = &mut c.limiters.adaptive_concurrency;
+    a.mode = mode;
+    a.initial_limit = 10;
+    a.min_limit = 2;
+    a.window = HumanDuration::from_millis(100);
+    a.floor_window = HumanDuration::from_secs(10);
+    c
+}
+
+/// Waits (at most 5 s) until the published limit is no longer `from`; returns it.
+async fn limit_after(rig: &Rig, from: f64) -> f64 {
+    for _ in 0..500 {
+        let limit = rig.metric("brownout_concurrency_limit");
+        if limit != from {
+            return limit;
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the limit stayed at {from}");
+}
+
+/// `GET /v1/state` over the admin API.
+async fn state(rig: &Rig) -> serde_json::Value {
+    let admin = rig
+        .brownout
+        .admin_server_on("127.0.0.1:0".parse().unwrap())
+        .unwrap();
+    let url = format!("http://{}/v1/state", admin.local_addr);
+    actix_web::rt::spawn(admin.server);
+    let mut res = awc::Client::new()
+        .get(url)
+        .bearer_auth("test-token")
+        .send()
+        .await
+        .unwrap();
+    res.json().await.unwrap()
+}
+
+macro_rules! app {
+    ($rig:expr) => {
+        test::init_service(
+            App::new()
+                .wrap($rig.brownout.middleware())
+                .route("/v1/items", web::get().to(|| async { "ok" }))
+                .route("/v1/items", web::post().to(|| async { "ok" }))
+                .route("/v1/charges", web::post().to(|| async { "ok" })),
+        )
+        .await
+    };
+}
+
+fn test_mode() -> test::TestRequest {
+    get().insert_header(("brownout-test-mode", "true"))
+}
+
+/// Ends held requests (their bodies read: the guards go, with their latency).
+async fn finish<B: actix_web::body::MessageBody>(held: Vec<ServiceResponse<B>>) {
+    for res in held {
+        assert_eq!(test::read_body(res).await, "ok");
+    }
+}
+
+#[actix_web::test]
+async fn the_limit_learns_from_latency_and_refuses_in_tier_order() {
+    let rig = Rig::new(adaptive(Mode::Enforce));
+    let app = app!(rig);
+    assert_eq!(rig.metric("brownout_concurrency_limit"), 10.0);
+
+    // The floor: four GETs of 50 ms in a window where nothing was refused.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(test::call_service(&app, get().to_request()).await);
+    }
+    rig.clock.advance(Duration::from_millis(50));
+    finish(held).await;
+    rig.clock.advance(Duration::from_millis(60));
+    for _ in 0..500 {
+        if state(&rig).await["adaptive_concurrency"]["floor_seconds"] == 0.05 {
+            break;
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    let s = state(&rig).await;
+    assert_eq!(s["adaptive_concurrency"]["floor_seconds"], 0.05, "{s:#}");
+    assert_eq!(
+        rig.metric("brownout_concurrency_limit"),
+        10.0,
+        "within tolerance"
+    );
+
+    // Limit 10: GET may use 9, test 8, POST 10; critical requests are never refused.
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        held.push(test::call_service(&app, get().to_request()).await);
+    }
+    let refused = test::call_service(&app, test_mode().to_request()).await;
+    assert_eq!(refused.status(), 503, "test traffic goes first");
+    held.push(test::call_service(&app, get().to_request()).await);
+    let refused = test::call_service(&app, get().to_request()).await;
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers().get("retry-after").unwrap(), "1");
+    let body: serde_json::Value = test::read_body_json(refused).await;
+    assert_eq!(body["limiter"], "adaptive_concurrency");
+    assert_eq!(body["tier"], "get");
+    held.push(test::call_service(&app, post().to_request()).await);
+    assert_eq!(
+        test::call_service(&app, post().to_request()).await.status(),
+        503
+    );
+    for _ in 0..3 {
+        held.push(test::call_service(&app, charge().to_request()).await);
+    }
+    assert!(held.iter().all(|r| r.status().is_success()));
+    let s = state(&rig).await;
+    assert_eq!(
+        s["adaptive_concurrency"]["in_flight"], 10,
+        "critical not counted"
+    );
+
+    // They all take 200 ms, four times the floor: the gradient halves the limit, and as it
+    // refused requests it keeps √10 of headroom: 10 × 0.5 + √10.
+    rig.clock.advance(Duration::from_millis(200));
+    finish(held).await;
+    let limit = limit_after(&rig, 10.0).await;
+    assert!((limit - (5.0 + 10f64.sqrt())).abs() < 1e-9, "{limit}");
+
+    // Now POST may use 8, and the rest is refused.
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        held.push(test::call_service(&app, post().to_request()).await);
+    }
+    assert!(held.iter().all(|r| r.status().is_success()));
+    assert_eq!(
+        test::call_service(&app, post().to_request()).await.status(),
+        503
+    );
+    finish(held).await;
+    let rejected = |tier: &str| {
+        rig.metric(&format!(
+            "brownout_rejections_total{{limiter=\"adaptive_concurrency\",tier=\"{tier}\",mode=\"enforce\"}}"
+        ))
+    };
+    assert_eq!(
+        (rejected("test"), rejected("get"), rejected("post")),
+        (1.0, 1.0, 2.0)
+    );
+    assert_eq!(rejected("critical"), 0.0);
+}
+
+/// A rig whose limit stays at 2, in `mode`.
+fn limit_of_two(mode: Mode) -> Rig {
+    let mut c = adaptive(mode);
+    c.limiters.adaptive_concurrency.initial_limit = 2;
+    Rig::new(c)
+}
+
+#[actix_web::test]
+async fn in_dark_mode_the_refusals_are_only_counted() {
+    let rig = limit_of_two(Mode::Dark);
+    let app = app!(rig);
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(test::call_service(&app, post().to_request()).await);
+    }
+    assert!(held.iter().all(|r| r.status().is_success()));
+    finish(held).await;
+    let dark = rig.metric(
+        "brownout_rejections_total{limiter=\"adaptive_concurrency\",tier=\"post\",mode=\"dark\"}",
+    );
+    assert_eq!(dark, 2.0);
+    let s = state(&rig).await;
+    assert_eq!(
+        s["limiters"]["adaptive_concurrency"]["counters"]["dark_rejected"],
+        2
+    );
+    assert_eq!(s["adaptive_concurrency"]["in_flight"], 0);
+}
+
+#[actix_web::test]
+async fn the_kill_switch_of_one_limiter_works_over_the_admin_api() {
+    let rig = limit_of_two(Mode::Enforce);
+    let app = app!(rig);
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(test::call_service(&app, post().to_request()).await);
+    }
+    assert_eq!(
+        test::call_service(&app, post().to_request()).await.status(),
+        503
+    );
+    let admin = rig
+        .brownout
+        .admin_server_on("127.0.0.1:0".parse().unwrap())
+        .unwrap();
+    let url = format!(
+        "http://{}/v1/limiters/adaptive_concurrency/mode",
+        admin.local_addr
+    );
+    actix_web::rt::spawn(admin.server);
+    let res = awc::Client::new()
+        .put(url)
+        .bearer_auth("test-token")
+        .send_json(&serde_json::json!({"mode": "off"}))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let more = test::call_service(&app, post().to_request()).await;
+    assert!(more.status().is_success(), "off: nothing refused");
+    held.push(more);
+    finish(held).await;
+    assert_eq!(state(&rig).await["adaptive_concurrency"]["in_flight"], 0);
+}
