@@ -1,6 +1,8 @@
 //! End to end, in compressed time: the demo app (real servers on loopback) under about twice
-//! its capacity with all four tiers. Test traffic must be shed first, then GETs, then POSTs,
-//! critical never; and shedding must return to zero once the load stops.
+//! its capacity with all four tiers. With worker_utilization, test traffic must be shed first,
+//! then GETs, then POSTs, critical never, and shedding must return to zero once the load
+//! stops; with adaptive_concurrency, the same order, and critical requests no longer wait
+//! behind a queue of everyone else.
 // Tests and benchmarks wait and measure in real time; the library reads time only through
 // its injected Clock (clippy.toml).
 #![allow(clippy::disallowed_methods)]
@@ -40,19 +42,18 @@ struct TierStats {
     ok: u32,
     shed: u32,
     first_shed: Option<Duration>,
+    /// The longest a successful request took.
+    slowest: Duration,
 }
 
-#[actix_web::test]
-async fn overload_sheds_by_tier_and_recovers() {
-    let demo = Demo::start(compressed_config()).expect("demo starts");
+/// Open loop: 400 requests/s (twice the capacity) for 4 s, at most 1,600 requests, with at
+/// most 256 outstanding, the four tiers in turn; what each tier got.
+async fn offer_twice_the_capacity(demo: &Demo) -> HashMap<Tier, TierStats> {
     let base = format!("http://{}", demo.app_addr);
     let client = awc::Client::builder()
         .timeout(Duration::from_secs(5))
         .finish();
     let stats: Rc<std::cell::RefCell<HashMap<Tier, TierStats>>> = Rc::default();
-
-    // Open loop: 400 requests/s (twice the capacity) for 4 s, at most 1,600 requests, with at
-    // most 256 outstanding.
     let started = Instant::now();
     let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(256));
     let mut tick = tokio::time::interval(Duration::from_micros(2500));
@@ -72,6 +73,7 @@ async fn overload_sheds_by_tier_and_recovers() {
         }
         let stats = stats.clone();
         tasks.push(actix_web::rt::spawn(async move {
+            let sent = started.elapsed();
             let status = req.send().await.map(|r| r.status().as_u16());
             let at = started.elapsed();
             drop(permit);
@@ -83,7 +85,10 @@ async fn overload_sheds_by_tier_and_recovers() {
                     s.shed += 1;
                     s.first_shed.get_or_insert(at);
                 }
-                Ok(code) if code < 300 => s.ok += 1,
+                Ok(code) if code < 300 => {
+                    s.ok += 1;
+                    s.slowest = s.slowest.max(at - sent);
+                }
                 other => panic!("unexpected answer for {tier}: {other:?}"),
             }
         }));
@@ -91,8 +96,16 @@ async fn overload_sheds_by_tier_and_recovers() {
     for task in tasks {
         task.await.unwrap();
     }
+    stats.take()
+}
+
+#[actix_web::test]
+async fn overload_sheds_by_tier_and_recovers() {
+    let demo = Demo::start(compressed_config()).expect("demo starts");
+    let base = format!("http://{}", demo.app_addr);
+    let client = awc::Client::default();
+    let stats = offer_twice_the_capacity(&demo).await;
     let peak = demo.brownout.plan();
-    let stats = stats.take();
     let of = |t: Tier| {
         stats
             .get(&t)
@@ -146,5 +159,44 @@ async fn overload_sheds_by_tier_and_recovers() {
         .await
         .unwrap();
     assert_eq!(res.status(), 200, "test traffic is served again");
+    demo.stop().await;
+}
+
+#[actix_web::test]
+async fn adaptive_concurrency_holds_the_queue_short_and_refuses_by_tier() {
+    let mut c = compressed_config();
+    c.limiters.worker_utilization.mode = brownout::Mode::Off;
+    let a = &mut c.limiters.adaptive_concurrency;
+    a.mode = brownout::Mode::Enforce;
+    a.window = HumanDuration::from_millis(100);
+    a.floor_window = HumanDuration::from_secs(2);
+    a.min_limit = 2;
+    let demo = Demo::start(c).expect("demo starts");
+    let stats = offer_twice_the_capacity(&demo).await;
+    println!("stats {stats:#?}");
+    let limit = demo.brownout.render_metrics();
+    let limit: f64 = limit
+        .lines()
+        .find_map(|l| l.strip_prefix("brownout_concurrency_limit "))
+        .expect("the gauge")
+        .parse()
+        .unwrap();
+    println!("limit {limit}");
+    let shed = |t: Tier| stats.get(&t).map_or(0, |s| s.shed);
+    assert_eq!(shed(Tier::Critical), 0, "critical traffic is never refused");
+    assert!(
+        shed(Tier::Test) > 0,
+        "twice the capacity is refused in part"
+    );
+    assert!(
+        shed(Tier::Test) >= shed(Tier::Get) && shed(Tier::Get) >= shed(Tier::Post),
+        "tier order: {stats:?}"
+    );
+    // 4 workers: the limit settles near them (a queue of 20 would be the initial limit).
+    assert!((2.0..20.0).contains(&limit), "{limit}");
+    // Critical requests wait behind at most a limit's worth of work: far from the 5 s that a
+    // queue of twice the capacity reaches (loose: CI machines are slow and shared).
+    let critical = &stats[&Tier::Critical];
+    assert!(critical.slowest < Duration::from_secs(2), "{critical:?}");
     demo.stop().await;
 }
