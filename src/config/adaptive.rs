@@ -1,4 +1,5 @@
-//! `limiters.adaptive_concurrency:` — the fast guard's settings, and their validation.
+//! `limiters.adaptive_concurrency:` — the fast guard's settings — and `limiters.deadline:`,
+//! with their validation.
 
 use super::validate::{ensure, ratio, Check};
 use super::{HumanDuration, Mode};
@@ -108,5 +109,38 @@ impl AdaptiveConcurrencyConfig {
             Tier::Get => Some(limit * self.get_share),
             Tier::Test => Some(limit * self.test_share),
         }
+    }
+}
+
+/// `limiters.deadline:` — what happens to an admitted request whose app has not answered
+/// after a while (its client has usually given up by then; actix-web keeps running the
+/// handler, so without this it would keep counting against every in-flight limit).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeadlineConfig {
+    /// After this long the request stops counting: its place in the in-flight count and its
+    /// limiter permits are given back (counted in `brownout_expired_requests_total`).
+    pub after: HumanDuration,
+    /// Also stop the handler (it is dropped: its work ends at its next await) and answer 503.
+    pub cancel: bool,
+}
+
+impl Default for DeadlineConfig {
+    fn default() -> Self {
+        Self {
+            after: HumanDuration::from_secs(60),
+            cancel: false,
+        }
+    }
+}
+
+impl DeadlineConfig {
+    pub(crate) fn validate(&self) -> Check {
+        let after = self.after.get();
+        ensure(
+            (Duration::from_millis(10)..=Duration::from_secs(3600)).contains(&after),
+            "limiters.deadline.after",
+            format!("must be between 10ms and 1h (got {})", self.after),
+        )
     }
 }

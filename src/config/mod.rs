@@ -11,7 +11,7 @@ mod parse;
 mod route;
 mod validate;
 
-pub use adaptive::AdaptiveConcurrencyConfig;
+pub use adaptive::{AdaptiveConcurrencyConfig, DeadlineConfig};
 pub use duration::{DurationParseError, HumanDuration};
 pub use limits::{
     ConcurrentRequestsConfig, FleetUsageConfig, PerIpConfig, PlanConfig, QuotaAlgorithm,
@@ -174,6 +174,8 @@ pub struct LimitersConfig {
     pub adaptive_concurrency: AdaptiveConcurrencyConfig,
     /// The derivative controller that sheds by tier.
     pub worker_utilization: WorkerUtilizationConfig,
+    /// When an admitted request that is still running stops counting.
+    pub deadline: DeadlineConfig,
 }
 
 /// Where the worker-utilization controller reads utilization from.

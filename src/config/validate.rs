@@ -165,6 +165,7 @@ impl super::LimitersConfig {
         self.concurrent_requests.validate()?;
         self.fleet_usage.validate()?;
         self.adaptive_concurrency.validate()?;
+        self.deadline.validate()?;
         validate_worker_utilization(&self.worker_utilization)
     }
 }

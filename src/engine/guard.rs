@@ -93,6 +93,13 @@ impl<P: EngineRef> RequestGuard<P> {
     }
 }
 
+impl<P: EngineRef> RequestGuard<P> {
+    /// Gives everything back for a request still running past its deadline, and counts it.
+    pub(crate) fn expire(self) {
+        self.engine.engine().metrics.expired(self.tier);
+    }
+}
+
 impl<P: EngineRef> Drop for RequestGuard<P> {
     fn drop(&mut self) {
         let engine = self.engine.engine();

@@ -6,7 +6,7 @@
 
 use super::body::{TrackedBody, WorkerGuard};
 use super::ratelimit;
-use super::response::{rejection_response, retry_after_secs};
+use super::response::{deadline_response, rejection_response, retry_after_secs};
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
 use crate::engine::{judge, Admission, RequestGuard, Settings, Verdict, WorkerEngine};
 use crate::limiter::request_rate::{RateStatus, RateTicket};
@@ -324,13 +324,54 @@ where
                     self.policy(settings, status)
                 });
                 let guard = RequestGuard::admit(self.engine.clone(), tier, admission);
+                let deadline = &settings.limiters.deadline;
+                let expiry = Expiry {
+                    after: deadline.after.get(),
+                    cancel: deadline.cancel,
+                };
                 ResponseFuture::Allowed {
                     fut: self.service.call(req),
                     guard: Some(guard),
                     after,
+                    deadline: None,
+                    expiry: Some(expiry),
+                    tier,
                 }
             }
         }
+    }
+}
+
+/// When an admitted request stops counting (`limiters.deadline`), and whether it is stopped.
+pub struct Expiry {
+    after: std::time::Duration,
+    cancel: bool,
+}
+
+/// A request stopped at its deadline: the error actix answers with (503, problem+json). The
+/// request itself is with the app by then, so brownout answers through the error path.
+#[derive(Debug)]
+struct DeadlinePassed {
+    after: std::time::Duration,
+    tier: crate::tier::Tier,
+}
+
+impl std::fmt::Display for DeadlinePassed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} request stopped after {:?} without an answer",
+            self.tier, self.after
+        )
+    }
+}
+
+impl actix_web::ResponseError for DeadlinePassed {
+    fn status_code(&self) -> actix_web::http::StatusCode {
+        actix_web::http::StatusCode::SERVICE_UNAVAILABLE
+    }
+    fn error_response(&self) -> actix_web::HttpResponse {
+        deadline_response(self.after, self.tier)
     }
 }
 
@@ -347,6 +388,12 @@ pin_project! {
             fut: F,
             guard: Option<WorkerGuard>,
             after: Option<AfterResponse>,
+            // Armed when the app does not answer at once (a fast handler never touches the
+            // timer), inline: no allocation.
+            #[pin]
+            deadline: Option<tokio::time::Sleep>,
+            expiry: Option<Expiry>,
+            tier: crate::tier::Tier,
         },
         /// The request was rejected.
         Rejected {
@@ -364,8 +411,39 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project() {
-            ResponseFutureProj::Allowed { fut, guard, after } => {
-                let mut response = std::task::ready!(fut.poll(cx))?;
+            ResponseFutureProj::Allowed {
+                fut,
+                guard,
+                after,
+                mut deadline,
+                expiry,
+                tier,
+            } => {
+                let Poll::Ready(response) = fut.poll(cx) else {
+                    let Some(due) = expiry.as_ref().map(|e| e.after) else {
+                        return Poll::Pending;
+                    };
+                    if deadline.is_none() {
+                        deadline.set(Some(tokio::time::sleep(due)));
+                    }
+                    let timer = deadline.as_pin_mut().expect("armed above");
+                    std::task::ready!(timer.poll(cx));
+                    // Past the deadline: the request stops counting, once.
+                    let expired = expiry.take().expect("checked above");
+                    if let Some(guard) = guard.take() {
+                        guard.expire();
+                    }
+                    if !expired.cancel {
+                        return Poll::Pending;
+                    }
+                    // Dropping this future (actix does, on the error) stops the handler.
+                    let passed = DeadlinePassed {
+                        after: due,
+                        tier: *tier,
+                    };
+                    return Poll::Ready(Err(passed.into()));
+                };
+                let mut response = response?;
                 if let Some(after) = after.take() {
                     after.apply(&mut response);
                 }

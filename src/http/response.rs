@@ -40,6 +40,23 @@ pub fn problem(status: StatusCode, title: &str, detail: &str, extra: Value) -> H
         .body(body.to_string())
 }
 
+/// The answer for a request stopped at `limiters.deadline.after` (with `deadline.cancel`).
+pub fn deadline_response(after: Duration, tier: crate::tier::Tier) -> HttpResponse {
+    let mut response = problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Request took too long",
+        &format!(
+            "The server stopped this {tier} request after {} ms without an answer: it is overloaded. Retry in 1 second.",
+            after.as_millis()
+        ),
+        json!({"limiter": "deadline", "tier": tier.as_str(), "retry_after_seconds": 1}),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
 /// The response for a rejection: actionable, naming the limiter, the tier, the request-rate
 /// policy other than the client's bucket that was exceeded (`per_ip` or a quota's name), and
 /// when to retry.

@@ -76,6 +76,7 @@ pub struct Metrics {
     amount: Gauge,
     shed_probability: [Gauge; 4],
     in_flight: [Gauge; 4],
+    expired: [Counter; 4],
     limiter_mode: [[Gauge; 3]; 5],
     concurrency_limit: Gauge,
     kill_switch: Gauge,
@@ -171,6 +172,8 @@ impl Metrics {
             amount: gauge("brownout_shedding_amount", &[]),
             shed_probability: tier_gauges("brownout_shed_probability"),
             in_flight: tier_gauges("brownout_in_flight_requests"),
+            expired: Tier::ALL
+                .map(|t| counter("brownout_expired_requests_total", &[("tier", t.as_str())])),
             limiter_mode,
             concurrency_limit: gauge("brownout_concurrency_limit", &[]),
             kill_switch: gauge("brownout_kill_switch_engaged", &[]),
@@ -243,6 +246,11 @@ impl Metrics {
         }
     }
 
+    /// Counts an admitted request that passed `limiters.deadline.after` unanswered.
+    pub fn expired(&self, tier: Tier) {
+        self.expired[tier.index()].increment(1);
+    }
+
     /// Publishes adaptive_concurrency's limit.
     pub fn publish_concurrency_limit(&self, limit: f64) {
         self.concurrency_limit.set(limit);
@@ -312,6 +320,7 @@ fn describe(r: &PrometheusRecorder) {
         ("brownout_store_errors_total", "Failed calls to the keyed-state store (full table, timeout, error), by store and operation."),
         ("brownout_admin_changes_total", "Accepted admin changes, by action (mode, kill_switch, patch, revert, reload)."),
         ("brownout_fail_open_total", "Times a limiter or source failed and the request was let through, by limiter and reason."),
+        ("brownout_expired_requests_total", "Admitted requests still unanswered after limiters.deadline.after, by tier: they stopped counting against in-flight limits (and with deadline.cancel were stopped and answered 503)."),
     ];
     for (name, help) in counters {
         r.describe_counter(KeyName::from(name), None, help.into());

@@ -1,0 +1,149 @@
+//! `limiters.deadline`: a request the app has not answered after `after` stops counting
+//! against the in-flight limits (its client has usually given up, and actix-web keeps running
+//! the handler), and with `cancel` it is stopped and answered 503.
+
+mod common;
+
+use actix_web::{test, web, App};
+use brownout::config::HumanDuration;
+use brownout::Mode;
+use common::{config, get, Rig};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn deadline(cancel: bool) -> brownout::Config {
+    let mut c = config();
+    c.limiters.worker_utilization.mode = Mode::Off;
+    c.limiters.concurrent_requests.mode = Mode::Enforce;
+    c.limiters.concurrent_requests.max_in_flight = 1;
+    c.limiters.deadline.after = HumanDuration::from_millis(50);
+    c.limiters.deadline.cancel = cancel;
+    c
+}
+
+/// Sets its flag when dropped: tells whether a handler was stopped.
+struct Dropped(Arc<AtomicBool>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// An app whose `GET /v1/items?slow` waits until `gate` opens (and notes if it is dropped).
+macro_rules! app {
+    ($rig:expr, $gate:expr, $dropped:expr) => {{
+        let gate = $gate.clone();
+        let dropped = $dropped.clone();
+        test::init_service(App::new().wrap($rig.brownout.middleware()).route(
+            "/v1/items",
+            web::get().to(move |req: actix_web::HttpRequest| {
+                let (gate, dropped) = (gate.clone(), dropped.clone());
+                async move {
+                    if req.query_string() == "slow" {
+                        let _flag = Dropped(dropped);
+                        gate.notified().await;
+                    }
+                    "ok"
+                }
+            }),
+        ))
+        .await
+    }};
+}
+
+#[actix_web::test]
+async fn a_request_past_its_deadline_stops_counting_and_its_handler_goes_on() {
+    let rig = Rig::new(deadline(false));
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let dropped = Arc::new(AtomicBool::new(false));
+    let app = app!(rig, gate, dropped);
+    let slow = test::call_service(&app, get().uri("/v1/items?slow").to_request());
+    tokio::pin!(slow);
+    tokio::select! {
+        _ = &mut slow => panic!("answered before the gate opened"),
+        () = actix_web::rt::time::sleep(Duration::from_millis(300)) => {}
+    }
+    assert_eq!(rig.brownout.in_flight().get, 0, "no longer counted");
+    let expired = rig.metric("brownout_expired_requests_total{tier=\"get\"}");
+    assert_eq!(expired, 1.0);
+    // Its concurrency permit went back: the same client (one request at a time) gets in.
+    let next = test::call_service(&app, get().to_request()).await;
+    assert_eq!(next.status(), 200);
+    assert_eq!(test::read_body(next).await, "ok");
+    // The handler was not stopped, and its answer still reaches the client.
+    assert!(!dropped.load(Ordering::SeqCst));
+    gate.notify_one();
+    let late = slow.await;
+    assert_eq!(late.status(), 200);
+    assert_eq!(test::read_body(late).await, "ok");
+    assert_eq!(rig.brownout.in_flight().get, 0, "released once, not twice");
+}
+
+#[actix_web::test]
+async fn with_cancel_the_handler_is_stopped_and_answered_503() {
+    let rig = Rig::new(deadline(true));
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let dropped = Arc::new(AtomicBool::new(false));
+    let app = app!(rig, gate, dropped);
+    let call = actix_web::dev::Service::call(&app, get().uri("/v1/items?slow").to_request());
+    let answer = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .expect("answered at the deadline");
+    // brownout answers through actix's error path (the request is with the app by then).
+    let Err(error) = answer else {
+        panic!("the request was not stopped")
+    };
+    let res = error.error_response();
+    assert_eq!(res.status(), 503);
+    assert_eq!(res.headers().get("retry-after").unwrap(), "1");
+    let body = actix_web::body::to_bytes(res.into_body()).await.unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["limiter"], "deadline");
+    assert_eq!(body["tier"], "get");
+    assert!(dropped.load(Ordering::SeqCst), "the handler was stopped");
+    assert_eq!(rig.brownout.in_flight().get, 0);
+    assert_eq!(
+        rig.metric("brownout_expired_requests_total{tier=\"get\"}"),
+        1.0
+    );
+    // A request that answers in time is untouched.
+    let fast = test::call_service(&app, get().to_request()).await;
+    assert_eq!(fast.status(), 200);
+}
+
+#[actix_web::test]
+async fn over_http_a_stopped_request_is_a_503_with_its_problem() {
+    let rig = Rig::new(deadline(true));
+    let middleware = rig.brownout.middleware();
+    let server = actix_web::HttpServer::new(move || {
+        App::new().wrap(middleware.clone()).route(
+            "/v1/items",
+            web::get().to(|| async {
+                std::future::pending::<()>().await;
+                "never"
+            }),
+        )
+    })
+    .workers(1)
+    .bind("127.0.0.1:0")
+    .unwrap();
+    let addr = server.addrs()[0];
+    let server = server.run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+    let mut res = awc::Client::new()
+        .get(format!("http://{addr}/v1/items"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 503);
+    assert_eq!(
+        res.headers().get("content-type").unwrap(),
+        "application/problem+json"
+    );
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(body["title"], "Request took too long");
+    handle.stop(true).await;
+}
