@@ -16,7 +16,8 @@ use tokio::sync::Semaphore;
 #[derive(Debug, Clone)]
 pub struct WorkerPool {
     slots: Arc<Semaphore>,
-    service_time: Duration,
+    /// Nanoseconds a request holds a slot: changed at run time by [`Demo::set_service_time`].
+    service_time: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl WorkerPool {
@@ -24,14 +25,15 @@ impl WorkerPool {
     pub fn new(workers: u32, service_time: Duration) -> Self {
         Self {
             slots: Arc::new(Semaphore::new(workers as usize)),
-            service_time,
+            service_time: Arc::new(std::sync::atomic::AtomicU64::new(nanos(service_time))),
         }
     }
 
     async fn work(&self) {
         // The semaphore is never closed, so acquiring only waits.
         if let Ok(_slot) = self.slots.acquire().await {
-            tokio::time::sleep(self.service_time).await;
+            let ns = self.service_time.load(std::sync::atomic::Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_nanos(ns)).await;
         }
     }
 }
@@ -69,6 +71,7 @@ pub struct Demo {
     pub app_addr: SocketAddr,
     /// Where the admin API listens.
     pub admin_addr: SocketAddr,
+    pool: WorkerPool,
     app: ServerHandle,
     admin: ServerHandle,
 }
@@ -91,6 +94,7 @@ impl Demo {
         brownout.start()?;
         let admin = brownout.admin_server()?;
         let b = brownout.clone();
+        let pool_handle = pool.clone();
         let app = HttpServer::new(move || {
             App::new()
                 .wrap(b.middleware())
@@ -103,6 +107,7 @@ impl Demo {
         let app = app.run();
         let demo = Demo {
             brownout,
+            pool: pool_handle,
             app_addr,
             admin_addr: admin.local_addr,
             app: app.handle(),
@@ -115,6 +120,15 @@ impl Demo {
         Ok(demo)
     }
 
+    /// Changes how long each request holds a worker, from now on: a capacity drop (or its
+    /// end) for the overload scorecard. The binary does this on SIGUSR1 (twice the configured
+    /// service time) and SIGUSR2 (back to it).
+    pub fn set_service_time(&self, service_time: Duration) {
+        self.pool
+            .service_time
+            .store(nanos(service_time), std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Stops both servers gracefully, then the actors.
     ///
     /// # Cancel safety
@@ -124,4 +138,8 @@ impl Demo {
         self.admin.stop(true).await;
         self.brownout.shutdown().await;
     }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

@@ -2,6 +2,8 @@
 //! admin API (`brownout admin …`).
 
 mod admin_cli;
+mod chart;
+mod overload;
 mod simulate_cli;
 
 use brownout::demo::Demo;
@@ -31,6 +33,11 @@ enum Command {
     Check,
     /// Run the worker-utilization controller against a model of the server in virtual time.
     Simulate(simulate_cli::SimulateArgs),
+    /// Measure brownout against other approaches (`bench overload`: the overload scorecard).
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
     /// Talk to a running admin API (token from the variable named by admin.token_env).
     Admin {
         /// The admin API (default: http://<admin.bind>).
@@ -39,6 +46,12 @@ enum Command {
         #[command(subcommand)]
         command: admin_cli::AdminCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The overload scorecard: every arm on a fresh demo process, the same open-loop load.
+    Overload(overload::OverloadArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +78,9 @@ fn main() -> ExitCode {
     match command {
         Command::Admin { url, command } => admin_cli::run(&config, url, command),
         Command::Simulate(args) => simulate_cli::run(config, args),
+        Command::Bench {
+            command: BenchCommand::Overload(args),
+        } => overload::run(config, args),
         Command::Check => {
             println!("{}: ok", cli.config.display());
             ExitCode::SUCCESS
@@ -81,7 +97,33 @@ fn main() -> ExitCode {
 
 async fn run(config: Config, path: std::path::PathBuf) -> Result<(), brownout::Error> {
     // SIGHUP reloads `path` (admin.reload_on_sighup), installed by Brownout::start.
+    let service_time = config.demo.service_time.get();
     let demo = Demo::start_with_file(config, Some(&path))?;
+    #[cfg(unix)]
+    {
+        // Demo-only control for the overload scorecard's capacity drop.
+        use tokio::signal::unix::{signal, SignalKind};
+        let drop = signal(SignalKind::user_defined1());
+        let restore = signal(SignalKind::user_defined2());
+        if let (Ok(mut drop), Ok(mut restore)) = (drop, restore) {
+            loop {
+                tokio::select! {
+                    _ = drop.recv() => {
+                        tracing::info!("SIGUSR1: the demo's service time doubles");
+                        demo.set_service_time(service_time * 2);
+                    }
+                    _ = restore.recv() => {
+                        tracing::info!("SIGUSR2: the demo's service time is restored");
+                        demo.set_service_time(service_time);
+                    }
+                    () = wait_for_signal() => break,
+                }
+            }
+            tracing::info!("shutting down");
+            demo.stop().await;
+            return Ok(());
+        }
+    }
     wait_for_signal().await;
     tracing::info!("shutting down");
     demo.stop().await;

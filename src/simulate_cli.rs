@@ -1,6 +1,7 @@
 //! `brownout simulate`: runs the worker-utilization controller against a model of the server
 //! in virtual time, prints a summary, and writes a CSV of every second and an SVG chart.
 
+use crate::chart::{self, Panel, Series, TIER_COLORS};
 use brownout::clock::{Clock, SystemClock};
 use brownout::config::HumanDuration;
 use brownout::simulate::profile::{self, BUILT_IN};
@@ -9,7 +10,7 @@ use brownout::simulate::{self, Load, Outcome, Scenario};
 use brownout::tier::Tier;
 use brownout::Config;
 use clap::Args;
-use plotters::prelude::*;
+use plotters::style::colors::{BLACK, GREEN, MAGENTA, RED};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -141,124 +142,72 @@ pub fn run(mut config: Config, args: SimulateArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-const TIER_COLORS: [RGBColor; 4] = [RED, BLUE, GREEN, RGBColor(160, 160, 160)];
-
 /// Three panels over time, phases marked: utilization (with the thresholds) and demand; the
 /// amount and each tier's drop probability; admitted requests per second by tier.
 fn chart(o: &Outcome, path: &Path) -> Result<(), String> {
-    let root = SVGBackend::new(path, (1200, 900)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let panels = root.split_evenly((3, 1));
     let end = o.seconds.len() as f64;
-    let phases: Vec<f64> = o.phases.iter().skip(1).map(|p| p.start).collect();
-    let times = || o.seconds.iter().map(|s| s.t);
+    let marks: Vec<f64> = o.phases.iter().skip(1).map(|p| p.start).collect();
+    let line = |f: &dyn Fn(&simulate::Second) -> f64| -> Vec<(f64, f64)> {
+        o.seconds.iter().map(|s| (s.t, f(s))).collect()
+    };
     let peak = o
         .seconds
         .iter()
         .map(|s| s.demand)
         .fold(1.2, f64::max)
         .min(5.0);
+    let admitted = |s: &simulate::Second, t: usize| s.offered[t] - s.shed[t];
     let admitted_peak = o
         .seconds
         .iter()
-        .map(|s| (0..4).map(|t| s.offered[t] - s.shed[t]).fold(0.0, f64::max))
+        .map(|s| (0..4).map(|t| admitted(s, t)).fold(0.0, f64::max))
         .fold(o.capacity, f64::max);
-    type Series<'a> = Vec<(String, RGBColor, Vec<(f64, f64)>)>;
-    let panel = |area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
-                 title: &str,
-                 y: std::ops::Range<f64>,
-                 series: Series|
-     -> Result<(), String> {
-        let mut c = ChartBuilder::on(area)
-            .caption(title, ("sans-serif", 18))
-            .margin(8)
-            .x_label_area_size(28)
-            .y_label_area_size(48)
-            .build_cartesian_2d(0.0..end, y.clone())
-            .map_err(|e| e.to_string())?;
-        c.configure_mesh()
-            .x_desc("seconds")
-            .draw()
-            .map_err(|e| e.to_string())?;
-        for &at in &phases {
-            c.draw_series(LineSeries::new(
-                [(at, y.start), (at, y.end)],
-                BLACK.mix(0.3),
-            ))
-            .map_err(|e| e.to_string())?;
-        }
-        for (name, color, points) in series {
-            c.draw_series(LineSeries::new(points, color.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color));
-        }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| e.to_string())
-    };
-    let flat = |v: f64| times().map(|t| (t, v)).collect::<Vec<_>>();
-    panel(
-        &panels[0],
-        "utilization (controller input) and demand",
-        0.0..peak,
-        vec![
-            (
-                "utilization".into(),
-                BLACK,
-                o.seconds.iter().map(|s| (s.t, s.utilization)).collect(),
-            ),
-            (
-                "demand".into(),
-                MAGENTA,
-                o.seconds
-                    .iter()
-                    .map(|s| (s.t, s.demand.min(peak)))
-                    .collect(),
-            ),
-            ("end_of_good".into(), GREEN, flat(o.end_of_good)),
-            ("start_of_bad".into(), RED, flat(o.start_of_bad)),
-        ],
-    )?;
-    let mut shed = vec![(
-        "amount".to_owned(),
-        BLACK,
-        o.seconds.iter().map(|s| (s.t, s.amount)).collect(),
-    )];
+    let utilization = vec![
+        Series::new("utilization", BLACK, line(&|s| s.utilization)),
+        Series::new("demand", MAGENTA, line(&|s| s.demand)),
+        Series::new("end_of_good", GREEN, line(&|_| o.end_of_good)),
+        Series::new("start_of_bad", RED, line(&|_| o.start_of_bad)),
+    ];
+    let mut shed = vec![Series::new("amount", BLACK, line(&|s| s.amount))];
+    let mut load = vec![Series::new("capacity", BLACK, line(&|_| o.capacity))];
     for t in Tier::ALL {
-        let points = o
-            .seconds
-            .iter()
-            .map(|s| (s.t, s.probability[t.index()]))
-            .collect();
-        shed.push((format!("p({})", t.as_str()), TIER_COLORS[t.index()], points));
-    }
-    panel(
-        &panels[1],
-        "shedding amount and drop probability by tier",
-        -0.3..1.05,
-        shed,
-    )?;
-    let mut admitted = vec![("capacity".to_owned(), BLACK, flat(o.capacity))];
-    for t in Tier::ALL {
-        let points = o
-            .seconds
-            .iter()
-            .map(|s| (s.t, s.offered[t.index()] - s.shed[t.index()]))
-            .collect();
-        admitted.push((
-            format!("admitted {}", t.as_str()),
-            TIER_COLORS[t.index()],
-            points,
+        let (i, color) = (t.index(), TIER_COLORS[t.index()]);
+        shed.push(Series::new(
+            format!("p({t})"),
+            color,
+            line(&|s| s.probability[i]),
+        ));
+        load.push(Series::new(
+            format!("admitted {t}"),
+            color,
+            line(&|s| admitted(s, i)),
         ));
     }
-    panel(
-        &panels[2],
-        "admitted requests per second by tier",
-        0.0..admitted_peak * 1.05,
-        admitted,
-    )?;
-    root.present().map_err(|e| e.to_string())
+    let panel = |title: &str, y, series| Panel {
+        title: title.into(),
+        y,
+        series,
+    };
+    chart::draw(
+        path,
+        end,
+        &marks,
+        vec![
+            panel(
+                "utilization (controller input) and demand",
+                0.0..peak,
+                utilization,
+            ),
+            panel(
+                "shedding amount and drop probability by tier",
+                -0.3..1.05,
+                shed,
+            ),
+            panel(
+                "admitted requests per second by tier",
+                0.0..admitted_peak * 1.05,
+                load,
+            ),
+        ],
+    )
 }

@@ -1,7 +1,10 @@
 //! `brownout simulate` as an operator runs it: the binary, config.yaml, a quick profile, and
 //! the files it writes.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::Csv;
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn simulate(args: &[&str]) -> Output {
@@ -20,30 +23,6 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// The CSV's rows as (header → value) lookups.
-fn rows(dir: &Path) -> (Vec<String>, Vec<Vec<String>>) {
-    let text = std::fs::read_to_string(dir.join("simulate.csv")).unwrap();
-    let mut lines = text.lines();
-    let header = lines
-        .next()
-        .unwrap()
-        .split(',')
-        .map(str::to_owned)
-        .collect();
-    let rows = lines
-        .map(|l| l.split(',').map(str::to_owned).collect())
-        .collect();
-    (header, rows)
-}
-
-fn column(header: &[String], rows: &[Vec<String>], name: &str) -> Vec<f64> {
-    let i = header
-        .iter()
-        .position(|h| h == name)
-        .unwrap_or_else(|| panic!("no column {name}"));
-    rows.iter().map(|r| r[i].parse().unwrap()).collect()
-}
-
 #[test]
 fn a_quick_scorecard_sheds_in_tier_order_and_never_critical() {
     let dir = scratch("scorecard");
@@ -57,14 +36,12 @@ fn a_quick_scorecard_sheds_in_tier_order_and_never_critical() {
     assert!(stdout.contains("| 2C | critical |"), "{stdout}");
     let svg = std::fs::read_to_string(dir.join("simulate.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("drop probability by tier"));
-    let (header, rows) = rows(&dir);
+    let csv = Csv::read(&dir.join("simulate.csv"));
     // The scorecard's 720 s, 20 times shorter.
-    assert_eq!(rows.len(), 36);
-    assert!(column(&header, &rows, "shed_critical")
-        .iter()
-        .all(|&s| s == 0.0));
+    assert_eq!(csv.rows.len(), 36);
+    assert!(csv.column("shed_critical").iter().all(|&s| s == 0.0));
     let first = |tier: &str| {
-        column(&header, &rows, &format!("shed_{tier}"))
+        csv.column(&format!("shed_{tier}"))
             .iter()
             .position(|&s| s > 0.0)
     };
@@ -100,10 +77,10 @@ fn settings_and_a_trace_drive_the_run() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (header, rows) = rows(&dir);
-    assert_eq!(rows.len(), 110);
+    let csv = Csv::read(&dir.join("simulate.csv"));
+    assert_eq!(csv.rows.len(), 110);
     // With 8 s before shedding (and 2 s samples), test traffic is shed from about 18 s.
-    let shed_test = column(&header, &rows, "shed_test");
+    let shed_test = csv.column("shed_test");
     let first = shed_test.iter().position(|&s| s > 0.0).unwrap();
     assert!((18..=20).contains(&first), "{first}");
     std::fs::remove_dir_all(dir).unwrap();

@@ -172,3 +172,36 @@ pub async fn raw_http(addr: std::net::SocketAddr, request: String) -> RawRespons
     .await
     .unwrap()
 }
+
+/// A CSV file the binary wrote: its header and rows.
+pub struct Csv {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Csv {
+    pub fn read(path: &std::path::Path) -> Self {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut lines = text.lines();
+        let header = lines
+            .next()
+            .unwrap()
+            .split(',')
+            .map(str::to_owned)
+            .collect();
+        let rows = lines
+            .map(|l| l.split(',').map(str::to_owned).collect())
+            .collect();
+        Self { header, rows }
+    }
+
+    /// The values of column `name`, as numbers.
+    pub fn column(&self, name: &str) -> Vec<f64> {
+        let i = self
+            .header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name}"));
+        self.rows.iter().map(|r| r[i].parse().unwrap()).collect()
+    }
+}

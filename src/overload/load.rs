@@ -1,0 +1,208 @@
+//! The open-loop load: a seeded Poisson schedule of arrivals drawn before the run, and a
+//! dispatcher that sends each at its planned time on a keep-alive pool, whatever the server
+//! does (a slow server never slows the offered load).
+
+use brownout::rng::SplitMix64;
+use brownout::tier::Tier;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// One phase of the scorecard.
+#[derive(Debug, Clone)]
+pub struct Phase {
+    /// Its name in the tables.
+    pub name: &'static str,
+    /// How long it lasts, in seconds.
+    pub seconds: f64,
+    /// Offered load in multiples of the capacity.
+    pub load: f64,
+    /// Whether the demo's service time is doubled (a capacity drop).
+    pub slow: bool,
+}
+
+/// The scorecard's phases (ISSUE: 0.5C, 0.75C, 2C, 4C, 0.3C, then a capacity drop at 1.5C of
+/// the original capacity and its end), each `1 / compress` as long.
+pub fn phases(compress: f64) -> Vec<Phase> {
+    let p = |name, seconds: f64, load, slow| Phase {
+        name,
+        seconds: (seconds / compress).max(2.0),
+        load,
+        slow,
+    };
+    vec![
+        p("0.5C", 60.0, 0.5, false),
+        p("0.75C", 60.0, 0.75, false),
+        p("2C", 240.0, 2.0, false),
+        p("4C", 60.0, 4.0, false),
+        p("0.3C", 300.0, 0.3, false),
+        p("drop 1.5C", 120.0, 1.5, true),
+        p("restored 1.5C", 60.0, 1.5, false),
+    ]
+}
+
+/// The tiers' share of the load and how each is sent: 10% critical (`POST /v1/charges`),
+/// 20% `POST /v1/items`, 50% `GET /v1/items`, 20% test mode (`GET` with a test key).
+pub const MIX: [(Tier, f64); 4] = [
+    (Tier::Critical, 0.1),
+    (Tier::Post, 0.2),
+    (Tier::Get, 0.5),
+    (Tier::Test, 0.2),
+];
+
+/// API keys the load is spread over.
+pub const KEYS: u64 = 1000;
+
+/// One planned request.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival {
+    /// Seconds from the start of the run.
+    pub at: f64,
+    /// Index of its phase.
+    pub phase: usize,
+    /// Its tier.
+    pub tier: Tier,
+    /// Its client.
+    pub key: u64,
+}
+
+/// Draws the whole schedule: Poisson arrivals at each phase's rate (capacity × load).
+pub fn schedule(phases: &[Phase], capacity: f64, seed: u64) -> Vec<Arrival> {
+    let mut rng = SplitMix64::new(seed);
+    let mut out = Vec::new();
+    let mut start = 0.0;
+    for (i, p) in phases.iter().enumerate() {
+        let rate = capacity * p.load;
+        let mut t = start;
+        loop {
+            t += -(1.0 - rng.next_f64()).ln() / rate;
+            if t >= start + p.seconds {
+                break;
+            }
+            let mut pick = rng.next_f64();
+            let tier = MIX
+                .iter()
+                .find(|(_, share)| {
+                    pick -= share;
+                    pick < 0.0
+                })
+                .map_or(Tier::Get, |&(t, _)| t);
+            out.push(Arrival {
+                at: t,
+                phase: i,
+                tier,
+                key: rng.next_u64() % KEYS,
+            });
+        }
+        start += p.seconds;
+    }
+    out
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Result {
+    /// 2xx within the deadline.
+    Ok,
+    /// 429 (a per-client limit).
+    Limited,
+    /// 503 (shed).
+    Shed,
+    /// No answer within the deadline.
+    Timeout,
+    /// Anything else (a connection error, another status).
+    Error,
+}
+
+/// A request's outcome.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome {
+    /// The planned request.
+    pub arrival: Arrival,
+    /// How it ended.
+    pub result: Result,
+    /// Seconds from its planned time to its answer.
+    pub latency: f64,
+}
+
+/// Sends the schedule against `base` with a per-request `deadline`; `at_phase(i)` is called
+/// when phase `i` starts. Returns every request's outcome.
+pub async fn run(
+    base: &str,
+    arrivals: &[Arrival],
+    deadline: Duration,
+    mut at_phase: impl FnMut(usize),
+) -> Vec<Outcome> {
+    let client = awc::Client::builder()
+        .connector(awc::Connector::new().limit(8192))
+        .timeout(deadline)
+        .finish();
+    let outcomes: Rc<RefCell<Vec<Outcome>>> = Rc::default();
+    let start = tokio::time::Instant::now();
+    let mut tasks = Vec::with_capacity(arrivals.len());
+    let mut phase = usize::MAX;
+    for &arrival in arrivals {
+        if arrival.phase != phase {
+            phase = arrival.phase;
+            at_phase(phase);
+        }
+        let planned = start + Duration::from_secs_f64(arrival.at);
+        tokio::time::sleep_until(planned).await;
+        let (method, path, key) = match arrival.tier {
+            Tier::Critical => ("POST", "/v1/charges", "sk_live"),
+            Tier::Post => ("POST", "/v1/items", "sk_live"),
+            Tier::Get => ("GET", "/v1/items", "sk_live"),
+            Tier::Test => ("GET", "/v1/items", "sk_test"),
+        };
+        let request = client
+            .request(method.parse().expect("a method"), format!("{base}{path}"))
+            .insert_header(("Authorization", format!("Bearer {key}_{:04}", arrival.key)));
+        let outcomes = outcomes.clone();
+        tasks.push(actix_web::rt::spawn(async move {
+            let answer = request.send().await;
+            let latency = (tokio::time::Instant::now() - planned).as_secs_f64();
+            let result = match answer.map(|r| r.status().as_u16()) {
+                Ok(code) if (200..300).contains(&code) && latency <= deadline.as_secs_f64() => {
+                    Result::Ok
+                }
+                Ok(429) => Result::Limited,
+                Ok(503) => Result::Shed,
+                Ok(_) => Result::Error,
+                Err(awc::error::SendRequestError::Timeout) => Result::Timeout,
+                Err(_) => Result::Error,
+            };
+            outcomes.borrow_mut().push(Outcome {
+                arrival,
+                result,
+                latency,
+            });
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    let mut all = outcomes.take();
+    all.sort_by(|a, b| a.arrival.at.total_cmp(&b.arrival.at));
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schedule_is_seeded_poisson_at_each_phases_rate_with_the_mix() {
+        let phases = phases(1.0);
+        let a = schedule(&phases, 160.0, 7);
+        let b = schedule(&phases, 160.0, 7);
+        assert_eq!(a.len(), b.len(), "the same seed, the same schedule");
+        let in_phase = |i: usize| a.iter().filter(|x| x.phase == i).count() as f64;
+        // 0.5C for 60 s: 4,800 expected; 4C for 60 s: 38,400.
+        assert!((in_phase(0) - 4800.0).abs() < 300.0, "{}", in_phase(0));
+        assert!((in_phase(3) - 38400.0).abs() < 800.0, "{}", in_phase(3));
+        let critical = a.iter().filter(|x| x.tier == Tier::Critical).count() as f64;
+        assert!((critical / a.len() as f64 - 0.1).abs() < 0.01);
+        assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
+        assert!(a.iter().all(|x| x.key < KEYS));
+    }
+}

@@ -1,0 +1,379 @@
+//! `brownout bench overload`: the overload scorecard. For each arm a fresh demo process (this
+//! binary, `run`) on loopback gets the same seeded open-loop schedule; every request's outcome
+//! and the controller's amount each second become a Markdown table, a CSV and a chart per arm.
+
+mod load;
+mod report;
+
+use crate::chart::{self, Panel, Series, TIER_COLORS};
+use brownout::tier::Tier;
+use brownout::{Config, Mode};
+use clap::Args;
+use load::Phase;
+use report::PhaseReport;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::Duration;
+
+#[derive(Args)]
+pub struct OverloadArgs {
+    /// The arms, in order: off (no shedding: every limiter off), static_cap (fleet_usage alone,
+    /// capacity at the knee), config (the config file as it is), adaptive (the config file with
+    /// adaptive_concurrency enforcing).
+    #[arg(
+        long,
+        default_value = "off,static_cap,config,adaptive",
+        value_delimiter = ','
+    )]
+    arms: Vec<String>,
+    /// Every phase 20 times shorter (for CI: the invariants, not the figures).
+    #[arg(long)]
+    quick: bool,
+    /// The static cap's capacity (fleet_usage.capacity of the static_cap arm).
+    #[arg(long, default_value_t = 10)]
+    cap: u32,
+    /// How long clients wait for an answer.
+    #[arg(long, default_value = "1s")]
+    deadline: brownout::config::HumanDuration,
+    /// Seed of the arrival schedule.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Where to write scorecard.md and each arm's CSV and SVG.
+    #[arg(long, default_value = "scorecard")]
+    out: PathBuf,
+}
+
+/// The config of one arm: the demo on free loopback ports, no overrides file, and no per-IP
+/// ceiling (the whole load comes from one address, 127.0.0.1, standing for a thousand clients).
+fn arm_config(base: &Config, arm: &str, cap: u32) -> Option<Config> {
+    let mut c = base.clone();
+    c.demo.bind = "127.0.0.1:0".into();
+    c.admin.bind = "127.0.0.1:0".into();
+    c.admin.overrides_file = None;
+    c.limiters.request_rate.per_ip = None;
+    let l = &mut c.limiters;
+    let all_off = |l: &mut brownout::config::LimitersConfig| {
+        l.request_rate.mode = Mode::Off;
+        l.concurrent_requests.mode = Mode::Off;
+        l.fleet_usage.mode = Mode::Off;
+        l.adaptive_concurrency.mode = Mode::Off;
+        l.worker_utilization.mode = Mode::Off;
+    };
+    match arm {
+        "off" => all_off(l),
+        "static_cap" => {
+            all_off(l);
+            l.fleet_usage.mode = Mode::Enforce;
+            l.fleet_usage.capacity = cap;
+        }
+        "config" => {}
+        "adaptive" => l.adaptive_concurrency.mode = Mode::Enforce,
+        _ => return None,
+    }
+    Some(c)
+}
+
+/// A demo process of this binary, stopped when dropped.
+struct DemoProcess {
+    child: Child,
+    app: String,
+    admin: String,
+    token: String,
+}
+
+impl Drop for DemoProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl DemoProcess {
+    /// Starts `config` and waits (at most 30 s) for it to say where it listens; its log goes
+    /// to `log`.
+    fn start(config: &Config, file: &Path, log: &Path) -> Result<Self, String> {
+        let json = serde_json::to_string_pretty(config).map_err(|e| e.to_string())?;
+        // JSON is YAML: the demo reads it like config.yaml.
+        std::fs::write(file, json).map_err(|e| format!("{}: {e}", file.display()))?;
+        let token = format!(
+            "{:016x}{:016x}",
+            brownout::rng::os_seed(),
+            brownout::rng::os_seed()
+        );
+        let mut child = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
+            .arg("--config")
+            .arg(file)
+            .arg("run")
+            .env(&config.admin.token_env, &token)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting the demo: {e}"))?;
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log = std::fs::File::create(log).map_err(|e| e.to_string())?;
+        std::thread::spawn(move || {
+            let mut log = std::io::BufWriter::new(log);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                for (what, marker) in [
+                    ("app", "demo app listening on "),
+                    ("admin", "admin API listening on "),
+                ] {
+                    if let Some(i) = line.find(marker) {
+                        let url: String = line[i + marker.len()..]
+                            .split_whitespace()
+                            .take(1)
+                            .collect();
+                        let _ = tx.send((what, url));
+                    }
+                }
+                let _ = std::io::Write::write_all(&mut log, format!("{line}\n").as_bytes());
+            }
+        });
+        let (mut app, mut admin) = (None, None);
+        while app.is_none() || admin.is_none() {
+            match rx.recv_timeout(Duration::from_secs(30)) {
+                Ok(("app", url)) => app = Some(url),
+                Ok((_, url)) => admin = Some(url),
+                Err(_) => return Err("the demo did not start within 30 s (see its log)".into()),
+            }
+        }
+        let strip = |s: String| s.trim_end_matches(|c: char| !c.is_ascii_digit()).to_owned();
+        Ok(Self {
+            child,
+            app: strip(app.expect("set")),
+            admin: strip(admin.expect("set")),
+            token,
+        })
+    }
+
+    /// Sends SIGUSR1 (capacity drop) or SIGUSR2 (restored) to the demo.
+    fn signal(&self, slow: bool) {
+        let sig = if slow { "-USR1" } else { "-USR2" };
+        let _ = Command::new("kill")
+            .arg(sig)
+            .arg(self.child.id().to_string())
+            .status();
+    }
+}
+
+/// The controller's amount, read from `/v1/state` once a second until `stop` is set.
+async fn poll_amounts(
+    admin: String,
+    token: String,
+    stop: std::rc::Rc<std::cell::Cell<bool>>,
+) -> Vec<f64> {
+    let client = awc::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .finish();
+    let mut amounts = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    while !stop.get() {
+        tick.tick().await;
+        let state = client
+            .get(format!("{admin}/v1/state"))
+            .bearer_auth(&token)
+            .send()
+            .await;
+        let amount = match state {
+            Ok(mut res) => res
+                .json::<serde_json::Value>()
+                .await
+                .ok()
+                .and_then(|v| v["controller"]["amount"].as_f64()),
+            Err(_) => None,
+        };
+        amounts.push(amount.unwrap_or(f64::NAN));
+    }
+    amounts
+}
+
+/// What one arm measured: the phase reports, every second by tier, and the controller's
+/// amount each second.
+struct ArmResult {
+    reports: Vec<PhaseReport>,
+    per_second: Vec<[report::SecondTier; 4]>,
+    amounts: Vec<f64>,
+}
+
+/// One arm: a fresh demo, the schedule, and the reports.
+fn run_arm(
+    config: &Config,
+    arm: &str,
+    args: &OverloadArgs,
+    phases: &[Phase],
+    arrivals: &[load::Arrival],
+) -> Result<ArmResult, String> {
+    let demo = DemoProcess::start(
+        config,
+        &args.out.join(format!("{arm}.config.json")),
+        &args.out.join(format!("{arm}.log")),
+    )?;
+    let capacity = f64::from(config.demo.workers) / config.demo.service_time.get().as_secs_f64();
+    let deadline = args.deadline.get();
+    let (outcomes, amounts) = actix_web::rt::System::new().block_on(async {
+        let stop = std::rc::Rc::new(std::cell::Cell::new(false));
+        let poller = actix_web::rt::spawn(poll_amounts(
+            demo.admin.clone(),
+            demo.token.clone(),
+            stop.clone(),
+        ));
+        let mut slow = false;
+        let outcomes = load::run(&demo.app, arrivals, deadline, |i| {
+            if phases[i].slow != slow {
+                slow = phases[i].slow;
+                demo.signal(slow);
+            }
+        })
+        .await;
+        stop.set(true);
+        (outcomes, poller.await.unwrap_or_default())
+    });
+    drop(demo);
+    let total: f64 = phases.iter().map(|p| p.seconds).sum();
+    let per_second = report::seconds(&outcomes, total);
+    let mut start = 0.0;
+    let reports = (0..phases.len())
+        .map(|i| {
+            let (from, to) = (start as usize, (start + phases[i].seconds) as usize);
+            start += phases[i].seconds;
+            let amounts = &amounts[from.min(amounts.len())..to.min(amounts.len())];
+            report::phase(&outcomes, &per_second, phases, i, capacity, amounts)
+        })
+        .collect();
+    Ok(ArmResult {
+        reports,
+        per_second,
+        amounts,
+    })
+}
+
+/// Per arm: successes per second and p99 latency by tier, phases marked.
+fn chart_arm(
+    path: &Path,
+    arm: &str,
+    per_second: &[[report::SecondTier; 4]],
+    phases: &[Phase],
+) -> Result<(), String> {
+    let mut marks = Vec::new();
+    let mut at = 0.0;
+    for p in phases.iter().take(phases.len() - 1) {
+        at += p.seconds;
+        marks.push(at);
+    }
+    let line = |t: usize, f: fn(&report::SecondTier) -> f64| -> Vec<(f64, f64)> {
+        per_second
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i as f64, f(&s[t])))
+            .collect()
+    };
+    let peak = |f: fn(&report::SecondTier) -> f64| {
+        per_second
+            .iter()
+            .flat_map(|s| s.iter().map(f))
+            .fold(1.0, f64::max)
+            * 1.05
+    };
+    let ok = |s: &report::SecondTier| f64::from(s.ok);
+    let p99 = |s: &report::SecondTier| s.p99;
+    let series = |f: fn(&report::SecondTier) -> f64| {
+        Tier::ALL
+            .iter()
+            .map(|t| Series::new(t.as_str(), TIER_COLORS[t.index()], line(t.index(), f)))
+            .collect()
+    };
+    chart::draw(
+        path,
+        per_second.len() as f64,
+        &marks,
+        vec![
+            Panel {
+                title: format!("{arm}: successes per second by tier"),
+                y: 0.0..peak(ok),
+                series: series(ok),
+            },
+            Panel {
+                title: format!("{arm}: p99 latency of successes by tier (s)"),
+                y: 0.0..peak(p99).min(2.0),
+                series: series(p99),
+            },
+        ],
+    )
+}
+
+pub fn run(config: Config, args: OverloadArgs) -> ExitCode {
+    let fail = |m: String| {
+        eprintln!("error: {m}");
+        ExitCode::from(2)
+    };
+    let mut configs = Vec::new();
+    for arm in &args.arms {
+        match arm_config(&config, arm, args.cap) {
+            Some(c) => configs.push((arm.clone(), c)),
+            None => {
+                return fail(format!(
+                    "--arms: {arm:?} is not one of off, static_cap, config, adaptive"
+                ))
+            }
+        }
+    }
+    if let Err(e) = std::fs::create_dir_all(&args.out) {
+        return fail(format!("{}: {e}", args.out.display()));
+    }
+    let phases = load::phases(if args.quick { 20.0 } else { 1.0 });
+    let capacity = f64::from(config.demo.workers) / config.demo.service_time.get().as_secs_f64();
+    let arrivals = load::schedule(&phases, capacity, args.seed);
+    eprintln!(
+        "{} requests per arm over {:.0} s",
+        arrivals.len(),
+        phases.iter().map(|p| p.seconds).sum::<f64>()
+    );
+    let mut results = Vec::new();
+    let mut details = String::new();
+    for (arm, c) in &configs {
+        eprintln!("arm {arm}…");
+        let ArmResult {
+            reports,
+            per_second,
+            amounts,
+        } = match run_arm(c, arm, &args, &phases, &arrivals) {
+            Ok(r) => r,
+            Err(e) => return fail(format!("arm {arm}: {e}")),
+        };
+        let written = std::fs::write(
+            args.out.join(format!("{arm}.csv")),
+            report::csv(&per_second, &amounts),
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            chart_arm(
+                &args.out.join(format!("{arm}.svg")),
+                arm,
+                &per_second,
+                &phases,
+            )
+        });
+        if let Err(e) = written {
+            return fail(format!("writing arm {arm}: {e}"));
+        }
+        details.push_str(&report::detail(arm, &reports, &phases));
+        results.push((arm.clone(), reports));
+    }
+    let summary = report::summary(&results, &phases);
+    println!("{summary}");
+    let doc = format!(
+        "# Overload scorecard\n\ncapacity C = {capacity:.0} req/s ({} workers × {}), deadline {}, seed {}{}\n\n{summary}{details}",
+        config.demo.workers,
+        config.demo.service_time,
+        args.deadline,
+        args.seed,
+        if args.quick { ", quick (phases 20× shorter)" } else { "" },
+    );
+    if let Err(e) = std::fs::write(args.out.join("scorecard.md"), doc) {
+        return fail(format!("writing scorecard.md: {e}"));
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,253 @@
+//! The scorecard's arithmetic: per phase and tier, and per second, from every request's
+//! outcome; the Markdown tables and the CSV.
+
+use super::load::{Outcome, Phase, Result};
+use brownout::tier::Tier;
+use std::fmt::Write;
+
+/// One tier in one phase.
+#[derive(Debug, Clone, Default)]
+pub struct TierPhase {
+    /// Requests offered, and how they ended.
+    pub offered: u64,
+    /// See `offered`.
+    pub ok: u64,
+    /// See `offered`.
+    pub limited: u64,
+    /// See `offered`.
+    pub shed: u64,
+    /// See `offered`.
+    pub timeouts: u64,
+    /// See `offered`.
+    pub errors: u64,
+    /// Latency quantiles of the successes (seconds): p50, p99, p99.9.
+    pub quantiles: Option<[f64; 3]>,
+    /// Seconds from the phase's start to the first 503.
+    pub first_shed: Option<f64>,
+}
+
+impl TierPhase {
+    /// Successes as a share of the offered requests.
+    pub fn success(&self) -> f64 {
+        self.ok as f64 / self.offered.max(1) as f64
+    }
+}
+
+/// One arm in one phase.
+#[derive(Debug, Clone, Default)]
+pub struct PhaseReport {
+    /// Per tier, in `Tier::ALL` order.
+    pub tiers: [TierPhase; 4],
+    /// Successes per second as a share of the (original) capacity.
+    pub goodput: f64,
+    /// Seconds in which a tier had a 503 while a lower tier had a success.
+    pub inversions: u32,
+    /// Seconds from the phase's start to the last second with a 503 (when any).
+    pub last_shed: Option<f64>,
+    /// Turns of the controller's amount (from rising to falling or back), polled each second.
+    pub reversals: u32,
+}
+
+/// Per-second counts of one tier: successes, 503s, timeouts, and the p99 of the successes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SecondTier {
+    /// See the type.
+    pub ok: u32,
+    /// See the type.
+    pub shed: u32,
+    /// See the type.
+    pub timeouts: u32,
+    /// See the type.
+    pub p99: f64,
+}
+
+fn quantiles(mut latencies: Vec<f64>) -> Option<[f64; 3]> {
+    if latencies.is_empty() {
+        return None;
+    }
+    latencies.sort_by(f64::total_cmp);
+    let q = |p: f64| latencies[((latencies.len() - 1) as f64 * p).round() as usize];
+    Some([q(0.5), q(0.99), q(0.999)])
+}
+
+/// Every second of the run, per tier.
+pub fn seconds(outcomes: &[Outcome], total: f64) -> Vec<[SecondTier; 4]> {
+    let n = total.ceil() as usize;
+    let mut latencies = vec![[const { Vec::new() }; 4]; n];
+    let mut out = vec![[SecondTier::default(); 4]; n];
+    for o in outcomes {
+        let s = (o.arrival.at as usize).min(n - 1);
+        let t = o.arrival.tier.index();
+        match o.result {
+            Result::Ok => {
+                out[s][t].ok += 1;
+                latencies[s][t].push(o.latency);
+            }
+            Result::Shed => out[s][t].shed += 1,
+            Result::Timeout => out[s][t].timeouts += 1,
+            Result::Limited | Result::Error => {}
+        }
+    }
+    for (second, lats) in out.iter_mut().zip(latencies) {
+        for (tier, l) in second.iter_mut().zip(lats) {
+            tier.p99 = quantiles(l).map_or(0.0, |q| q[1]);
+        }
+    }
+    out
+}
+
+/// The report of phase `i` (which began at `start`), given the controller's amount polled
+/// once a second during it.
+pub fn phase(
+    outcomes: &[Outcome],
+    per_second: &[[SecondTier; 4]],
+    phases: &[Phase],
+    i: usize,
+    capacity: f64,
+    amounts: &[f64],
+) -> PhaseReport {
+    let start: f64 = phases[..i].iter().map(|p| p.seconds).sum();
+    let p = &phases[i];
+    let mut report = PhaseReport::default();
+    let mut latencies = [const { Vec::new() }; 4];
+    for o in outcomes.iter().filter(|o| o.arrival.phase == i) {
+        let t = &mut report.tiers[o.arrival.tier.index()];
+        t.offered += 1;
+        match o.result {
+            Result::Ok => {
+                t.ok += 1;
+                latencies[o.arrival.tier.index()].push(o.latency);
+            }
+            Result::Limited => t.limited += 1,
+            Result::Shed => {
+                t.shed += 1;
+                let at = o.arrival.at - start;
+                t.first_shed = Some(t.first_shed.map_or(at, |f: f64| f.min(at)));
+                report.last_shed = Some(report.last_shed.map_or(at, |l: f64| l.max(at)));
+            }
+            Result::Timeout => t.timeouts += 1,
+            Result::Error => t.errors += 1,
+        }
+    }
+    for (t, l) in report.tiers.iter_mut().zip(latencies) {
+        t.quantiles = quantiles(l);
+    }
+    let ok: u64 = report.tiers.iter().map(|t| t.ok).sum();
+    report.goodput = ok as f64 / p.seconds / capacity;
+    let first = start as usize;
+    let last = ((start + p.seconds) as usize).min(per_second.len());
+    report.inversions = per_second[first.min(last)..last]
+        .iter()
+        .filter(|s| (0..4).any(|hi| s[hi].shed > 0 && (hi + 1..4).any(|lo| s[lo].ok > 0)))
+        .count() as u32;
+    let deltas: Vec<f64> = amounts
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|d| d.abs() > 1e-9)
+        .collect();
+    report.reversals = deltas
+        .windows(2)
+        .filter(|w| w[0].signum() != w[1].signum())
+        .count() as u32;
+    report
+}
+
+fn ms(s: Option<f64>) -> String {
+    s.map_or_else(|| "–".into(), |s| format!("{:.0} ms", s * 1000.0))
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+/// The comparison: one row per arm and overload phase.
+pub fn summary(arms: &[(String, Vec<PhaseReport>)], phases: &[Phase]) -> String {
+    let mut out = String::from(
+        "| arm | phase | goodput (× C) | critical success | critical p99 | critical p99 ÷ at 0.5C | inversion-s | shed (503) | last 503 after |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (arm, reports) in arms {
+        let calm = reports[0].tiers[Tier::Critical.index()]
+            .quantiles
+            .map(|q| q[1]);
+        for (p, r) in phases.iter().zip(reports) {
+            let critical = &r.tiers[Tier::Critical.index()];
+            let p99 = critical.quantiles.map(|q| q[1]);
+            let ratio = match (p99, calm) {
+                (Some(a), Some(b)) if b > 0.0 => format!("{:.1}×", a / b),
+                _ => "–".into(),
+            };
+            let shed: u64 = r.tiers.iter().map(|t| t.shed).sum();
+            let _ = writeln!(
+                out,
+                "| {arm} | {} | {} | {} | {} | {ratio} | {} | {shed} | {} |",
+                p.name,
+                pct(r.goodput),
+                pct(critical.success()),
+                ms(p99),
+                r.inversions,
+                r.last_shed
+                    .map_or_else(|| "–".into(), |s| format!("{s:.0} s")),
+            );
+        }
+    }
+    out
+}
+
+/// One arm in detail: every phase and tier.
+pub fn detail(arm: &str, reports: &[PhaseReport], phases: &[Phase]) -> String {
+    let mut out = format!(
+        "\n### {arm}\n\n| phase | tier | offered | success | 429 | 503 | timeouts | errors | p50 | p99 | p99.9 | first 503 after |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    );
+    for (p, r) in phases.iter().zip(reports) {
+        for tier in Tier::ALL {
+            let t = &r.tiers[tier.index()];
+            let q = |i: usize| ms(t.quantiles.map(|q| q[i]));
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                p.name,
+                tier.as_str(),
+                t.offered,
+                pct(t.success()),
+                t.limited,
+                t.shed,
+                t.timeouts,
+                t.errors,
+                q(0),
+                q(1),
+                q(2),
+                t.first_shed
+                    .map_or_else(|| "–".into(), |s| format!("{s:.1} s")),
+            );
+        }
+    }
+    out
+}
+
+/// The per-second series of one arm.
+pub fn csv(per_second: &[[SecondTier; 4]], amounts: &[f64]) -> String {
+    let mut out = String::from("second,amount");
+    for what in ["ok", "shed", "timeouts", "p99_seconds"] {
+        for t in Tier::ALL {
+            let _ = write!(out, ",{what}_{}", t.as_str());
+        }
+    }
+    out.push('\n');
+    for (i, s) in per_second.iter().enumerate() {
+        let amount = amounts.get(i).map_or(String::new(), |a| format!("{a:.4}"));
+        let _ = write!(out, "{i},{amount}");
+        for field in 0..4 {
+            for t in s {
+                let v = [
+                    f64::from(t.ok),
+                    f64::from(t.shed),
+                    f64::from(t.timeouts),
+                    t.p99,
+                ][field];
+                let _ = write!(out, ",{v}");
+            }
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,67 @@
+//! `brownout bench overload --quick`: the scorecard runs each arm on a fresh demo process
+//! and writes its files; the invariants hold loosely (never timings): nothing is shed with
+//! every limiter off, and with adaptive_concurrency critical requests are never shed and
+//! test traffic is shed no later than GETs.
+
+mod common;
+
+use common::Csv;
+use std::process::Command;
+
+#[test]
+fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
+    let out = std::env::temp_dir().join(format!("brownout-scorecard-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let run = Command::new(env!("CARGO_BIN_EXE_brownout"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "bench",
+            "overload",
+            "--quick",
+            "--arms",
+            "off,adaptive",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains("| adaptive | 2C |"), "{stdout}");
+    let doc = std::fs::read_to_string(out.join("scorecard.md")).unwrap();
+    assert!(doc.contains("### off") && doc.contains("### adaptive"));
+    for arm in ["off", "adaptive"] {
+        let svg = std::fs::read_to_string(out.join(format!("{arm}.svg"))).unwrap();
+        assert!(svg.contains("successes per second by tier"));
+    }
+
+    let off = Csv::read(&out.join("off.csv"));
+    for tier in ["critical", "post", "get", "test"] {
+        let shed = off.column(&format!("shed_{tier}"));
+        assert!(
+            shed.iter().all(|&s| s == 0.0),
+            "nothing sheds with every limiter off"
+        );
+    }
+
+    let adaptive = Csv::read(&out.join("adaptive.csv"));
+    assert!(adaptive.column("shed_critical").iter().all(|&s| s == 0.0));
+    let first = |tier: &str| {
+        adaptive
+            .column(&format!("shed_{tier}"))
+            .iter()
+            .position(|&s| s > 0.0)
+    };
+    let (test, get) = (first("test"), first("get"));
+    assert!(test.is_some(), "the overload phases shed test traffic");
+    if let Some(get) = get {
+        assert!(test.unwrap() <= get, "test {test:?} before get {get}");
+    }
+    let ok: f64 = adaptive.column("ok_critical").iter().sum();
+    assert!(ok > 0.0, "critical requests are served");
+    std::fs::remove_dir_all(out).unwrap();
+}
