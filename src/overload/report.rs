@@ -163,7 +163,7 @@ fn pct(x: f64) -> String {
 /// The comparison: one row per arm and overload phase.
 pub fn summary(arms: &[(String, Vec<PhaseReport>)], phases: &[Phase]) -> String {
     let mut out = String::from(
-        "| arm | phase | goodput (× C) | critical success | critical p99 | critical p99 ÷ at 0.5C | inversion-s | shed (503) | last 503 after |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| arm | phase | goodput (× C) | critical success | critical p99 | critical p99 ÷ at 0.5C | inversion-s | shed (503) | last 503 after | reversals |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (arm, reports) in arms {
         let calm = reports[0].tiers[Tier::Critical.index()]
@@ -179,7 +179,7 @@ pub fn summary(arms: &[(String, Vec<PhaseReport>)], phases: &[Phase]) -> String 
             let shed: u64 = r.tiers.iter().map(|t| t.shed).sum();
             let _ = writeln!(
                 out,
-                "| {arm} | {} | {} | {} | {} | {ratio} | {} | {shed} | {} |",
+                "| {arm} | {} | {} | {} | {} | {ratio} | {} | {shed} | {} | {} |",
                 p.name,
                 pct(r.goodput),
                 pct(critical.success()),
@@ -187,6 +187,7 @@ pub fn summary(arms: &[(String, Vec<PhaseReport>)], phases: &[Phase]) -> String 
                 r.inversions,
                 r.last_shed
                     .map_or_else(|| "–".into(), |s| format!("{s:.0} s")),
+                r.reversals,
             );
         }
     }
