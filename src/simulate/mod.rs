@@ -205,28 +205,16 @@ pub fn run(wu: &WorkerUtilizationConfig, kill_switch: bool, scenario: &Scenario)
     let mut next_sample = interval;
     let mut seconds: Vec<Second> = Vec::new();
     let mut reports: Vec<PhaseReport> = Vec::new();
-    let mut latencies = vec![Histogram([0.0; 700]); 4];
-    let mut samples: Vec<(f64, f64)> = Vec::new(); // (utilization, demand) in the phase
-    let mut amounts = vec![amount];
+    let mut log = PhaseLog::new(amount);
     let (mut phase, mut phase_start) = (0, 0.0);
     average.observe(Duration::ZERO, 0.0);
     for i in 0..ticks {
         let now = i as f64 * dt;
         while phase + 1 < phases.len() && now >= phase_start + phases[phase].seconds - 1e-9 {
-            reports.push(close(
-                &phases[phase],
-                phase_start,
-                &seconds,
-                &latencies,
-                &samples,
-                &amounts,
-                scenario,
-            ));
+            reports.push(close(&phases[phase], phase_start, &seconds, &log, scenario));
             phase_start += phases[phase].seconds;
             phase += 1;
-            latencies = vec![Histogram([0.0; 700]); 4];
-            samples.clear();
-            amounts = vec![amount];
+            log = PhaseLog::new(amount);
         }
         let p = &phases[phase];
         if i % 100 == 0 {
@@ -239,7 +227,7 @@ pub fn run(wu: &WorkerUtilizationConfig, kill_switch: bool, scenario: &Scenario)
         let offered = scenario.offered(p, phase_start, now).map(|r| r * dt);
         let shed: [f64; 4] = std::array::from_fn(|t| offered[t] * probability[t]);
         let admitted: [f64; 4] = std::array::from_fn(|t| offered[t] - shed[t]);
-        let mut record = |t: usize, a: f64, l: f64| latencies[t].add(l, a);
+        let mut record = |t: usize, a: f64, l: f64| log.latencies[t].add(l, a);
         let tick = server.tick(
             now,
             dt,
@@ -257,8 +245,8 @@ pub fn run(wu: &WorkerUtilizationConfig, kill_switch: bool, scenario: &Scenario)
             amount = controller.update(utilization, Duration::from_secs_f64(end));
             let plan = probabilities(amount, wu);
             probability = Tier::ALL.map(|t| if enforced { plan.get(t) } else { 0.0 });
-            samples.push((utilization, demand));
-            amounts.push(amount);
+            log.samples.push((utilization, demand));
+            log.amounts.push(amount);
             next_sample += interval;
         }
         let s = seconds.last_mut().expect("pushed at the first tick");
@@ -272,15 +260,7 @@ pub fn run(wu: &WorkerUtilizationConfig, kill_switch: bool, scenario: &Scenario)
         (s.utilization, s.demand, s.amount, s.probability) =
             (utilization, demand, amount, probability);
     }
-    reports.push(close(
-        &phases[phase],
-        phase_start,
-        &seconds,
-        &latencies,
-        &samples,
-        &amounts,
-        scenario,
-    ));
+    reports.push(close(&phases[phase], phase_start, &seconds, &log, scenario));
     Outcome {
         capacity: scenario.capacity(),
         end_of_good: wu.end_of_good,
@@ -290,16 +270,38 @@ pub fn run(wu: &WorkerUtilizationConfig, kill_switch: bool, scenario: &Scenario)
     }
 }
 
+/// What the current phase collected besides its seconds.
+struct PhaseLog {
+    latencies: Vec<Histogram>,
+    /// (utilization, demand) of each sample.
+    samples: Vec<(f64, f64)>,
+    /// The amount when the phase began, then after each sample.
+    amounts: Vec<f64>,
+}
+
+impl PhaseLog {
+    fn new(amount: f64) -> Self {
+        Self {
+            latencies: vec![Histogram([0.0; 700]); 4],
+            samples: Vec::new(),
+            amounts: vec![amount],
+        }
+    }
+}
+
 /// The report of the phase that began at `start`.
 fn close(
     phase: &Phase,
     start: f64,
     seconds: &[Second],
-    latencies: &[Histogram],
-    samples: &[(f64, f64)],
-    amounts: &[f64],
+    log: &PhaseLog,
     scenario: &Scenario,
 ) -> PhaseReport {
+    let PhaseLog {
+        latencies,
+        samples,
+        amounts,
+    } = log;
     let mine: Vec<&Second> = seconds
         .iter()
         .filter(|s| s.t >= start - 1e-9 && s.t < start + phase.seconds - 1e-9)
