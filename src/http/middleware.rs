@@ -5,8 +5,9 @@
 //! allocates nothing.
 
 use super::body::{TrackedBody, WorkerGuard};
+use super::deadline::{DeadlinePassed, Expiry};
 use super::ratelimit;
-use super::response::{deadline_response, rejection_response, retry_after_secs};
+use super::response::{rejection_response, retry_after_secs};
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
 use crate::engine::{judge, Admission, RequestGuard, Settings, Verdict, WorkerEngine};
 use crate::limiter::request_rate::{RateStatus, RateTicket};
@@ -325,10 +326,7 @@ where
                 });
                 let guard = RequestGuard::admit(self.engine.clone(), tier, admission);
                 let deadline = &settings.limiters.deadline;
-                let expiry = Expiry {
-                    after: deadline.after.get(),
-                    cancel: deadline.cancel,
-                };
+                let expiry = Expiry::new(deadline.after.get(), deadline.cancel);
                 ResponseFuture::Allowed {
                     fut: self.service.call(req),
                     guard: Some(guard),
@@ -339,39 +337,6 @@ where
                 }
             }
         }
-    }
-}
-
-/// When an admitted request stops counting (`limiters.deadline`), and whether it is stopped.
-pub struct Expiry {
-    after: std::time::Duration,
-    cancel: bool,
-}
-
-/// A request stopped at its deadline: the error actix answers with (503, problem+json). The
-/// request itself is with the app by then, so brownout answers through the error path.
-#[derive(Debug)]
-struct DeadlinePassed {
-    after: std::time::Duration,
-    tier: crate::tier::Tier,
-}
-
-impl std::fmt::Display for DeadlinePassed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} request stopped after {:?} without an answer",
-            self.tier, self.after
-        )
-    }
-}
-
-impl actix_web::ResponseError for DeadlinePassed {
-    fn status_code(&self) -> actix_web::http::StatusCode {
-        actix_web::http::StatusCode::SERVICE_UNAVAILABLE
-    }
-    fn error_response(&self) -> actix_web::HttpResponse {
-        deadline_response(self.after, self.tier)
     }
 }
 
@@ -437,11 +402,7 @@ where
                         return Poll::Pending;
                     }
                     // Dropping this future (actix does, on the error) stops the handler.
-                    let passed = DeadlinePassed {
-                        after: due,
-                        tier: *tier,
-                    };
-                    return Poll::Ready(Err(passed.into()));
+                    return Poll::Ready(Err(DeadlinePassed::new(due, *tier).into()));
                 };
                 let mut response = response?;
                 if let Some(after) = after.take() {

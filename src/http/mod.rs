@@ -2,6 +2,7 @@
 
 mod admin;
 mod body;
+mod deadline;
 mod middleware;
 mod ratelimit;
 mod response;
