@@ -37,19 +37,7 @@ async fn limit_after(rig: &Rig, from: f64) -> f64 {
 
 /// `GET /v1/state` over the admin API.
 async fn state(rig: &Rig) -> serde_json::Value {
-    let admin = rig
-        .brownout
-        .admin_server_on("127.0.0.1:0".parse().unwrap())
-        .unwrap();
-    let url = format!("http://{}/v1/state", admin.local_addr);
-    actix_web::rt::spawn(admin.server);
-    let mut res = awc::Client::new()
-        .get(url)
-        .bearer_auth("test-token")
-        .send()
-        .await
-        .unwrap();
-    res.json().await.unwrap()
+    common::state(&rig.admin()).await
 }
 
 macro_rules! app {
@@ -204,15 +192,7 @@ async fn the_kill_switch_of_one_limiter_works_over_the_admin_api() {
         test::call_service(&app, post().to_request()).await.status(),
         503
     );
-    let admin = rig
-        .brownout
-        .admin_server_on("127.0.0.1:0".parse().unwrap())
-        .unwrap();
-    let url = format!(
-        "http://{}/v1/limiters/adaptive_concurrency/mode",
-        admin.local_addr
-    );
-    actix_web::rt::spawn(admin.server);
+    let url = format!("{}/v1/limiters/adaptive_concurrency/mode", rig.admin());
     let res = awc::Client::new()
         .put(url)
         .bearer_auth("test-token")

@@ -9,16 +9,10 @@ fn loopback() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
 
-async fn serve(rig: &Rig) -> String {
-    let admin = rig.brownout.admin_server_on(loopback()).unwrap();
-    actix_web::rt::spawn(admin.server);
-    format!("http://{}", admin.local_addr)
-}
-
 #[actix_web::test]
 async fn healthz_needs_no_token() {
     let rig = Rig::new(config());
-    let base = serve(&rig).await;
+    let base = rig.admin();
     let mut res = awc::Client::new()
         .get(format!("{base}/healthz"))
         .send()
@@ -31,7 +25,7 @@ async fn healthz_needs_no_token() {
 #[actix_web::test]
 async fn metrics_are_prometheus_text_with_help() {
     let rig = Rig::new(config());
-    let base = serve(&rig).await;
+    let base = rig.admin();
     let mut res = awc::Client::new()
         .get(format!("{base}/metrics"))
         .send()
@@ -79,7 +73,7 @@ async fn metrics_are_prometheus_text_with_help() {
 #[actix_web::test]
 async fn state_requires_the_token() {
     let rig = Rig::new(config());
-    let base = serve(&rig).await;
+    let base = rig.admin();
     let client = awc::Client::new();
     let url = format!("{base}/v1/state");
     let res = client.get(&url).send().await.unwrap();
@@ -127,7 +121,7 @@ async fn state_requires_the_token() {
 async fn state_shows_the_controller_after_shedding() {
     let rig = Rig::new(config());
     rig.shed_all().await;
-    let base = serve(&rig).await;
+    let base = rig.admin();
     let mut res = awc::Client::new()
         .get(format!("{base}/v1/state"))
         .bearer_auth("test-token")
@@ -144,7 +138,7 @@ async fn state_shows_the_controller_after_shedding() {
 #[actix_web::test]
 async fn wrong_method_and_unknown_path() {
     let rig = Rig::new(config());
-    let base = serve(&rig).await;
+    let base = rig.admin();
     let client = awc::Client::new();
     let res = client
         .post(format!("{base}/v1/state"))
@@ -178,7 +172,7 @@ async fn metrics_can_require_the_token() {
     let mut c = config();
     c.admin.metrics_auth = true;
     let rig = Rig::new(c);
-    let base = serve(&rig).await;
+    let base = rig.admin();
     let client = awc::Client::new();
     let res = client.get(format!("{base}/metrics")).send().await.unwrap();
     assert_eq!(res.status(), 401);

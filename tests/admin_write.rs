@@ -11,15 +11,6 @@ use common::{config, Rig};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-async fn serve(rig: &Rig) -> String {
-    let admin = rig
-        .brownout
-        .admin_server_on("127.0.0.1:0".parse().unwrap())
-        .unwrap();
-    actix_web::rt::spawn(admin.server);
-    format!("http://{}", admin.local_addr)
-}
-
 struct Client {
     base: String,
     http: awc::Client,
@@ -28,7 +19,7 @@ struct Client {
 impl Client {
     async fn new(rig: &Rig) -> Self {
         Self {
-            base: serve(rig).await,
+            base: rig.admin(),
             http: awc::Client::new(),
         }
     }

@@ -94,27 +94,9 @@ async fn in_flight_is_averaged_over_the_sample_interval() {
     brownout.shutdown().await;
 }
 
-/// The admin API of `rig` on a loopback port.
-fn admin(rig: &Rig) -> String {
-    let admin = rig
-        .brownout
-        .admin_server_on("127.0.0.1:0".parse().unwrap())
-        .unwrap();
-    actix_web::rt::spawn(admin.server);
-    format!("http://{}", admin.local_addr)
-}
-
 /// `GET /v1/state`'s `controller` block.
 async fn controller(base: &str) -> Value {
-    let mut res = awc::Client::new()
-        .get(format!("{base}/v1/state"))
-        .bearer_auth("test-token")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let state: Value = res.json().await.unwrap();
-    state["controller"].clone()
+    common::state(base).await["controller"].clone()
 }
 
 #[actix_web::test]
@@ -124,7 +106,7 @@ async fn the_state_shows_how_far_over_capacity_the_server_runs() {
     let plan = rig.brownout.sample_now().await.unwrap();
     assert_eq!(plan.utilization, 1.0, "the controller reads at most 1");
     assert_eq!(plan.demand, 2.5);
-    let controller = controller(&admin(&rig)).await;
+    let controller = controller(&rig.admin()).await;
     assert_eq!(controller["utilization"], 1.0);
     assert_eq!(controller["demand"], 2.5);
     assert_eq!(controller["enforced"], true);
@@ -136,7 +118,7 @@ async fn the_state_says_plainly_when_nothing_enforces_the_plan() {
     let mut c = config();
     c.limiters.worker_utilization.mode = Mode::Dark;
     let rig = Rig::new(c);
-    let base = admin(&rig);
+    let base = rig.admin();
     let dark = controller(&base).await;
     assert_eq!(dark["enforced"], false);
     let note = dark["note"].as_str().unwrap();

@@ -114,6 +114,16 @@ impl Rig {
         while self.step(1.0, Duration::from_secs(28)).await < 1.0 {}
     }
 
+    /// Starts the admin API on a loopback port; its base URL.
+    pub fn admin(&self) -> String {
+        let admin = self
+            .brownout
+            .admin_server_on("127.0.0.1:0".parse().unwrap())
+            .unwrap();
+        actix_web::rt::spawn(admin.server);
+        format!("http://{}", admin.local_addr)
+    }
+
     /// The value of one series in the metrics text, e.g.
     /// `brownout_requests_total{tier="get",outcome="allowed"}`.
     pub fn metric(&self, series: &str) -> f64 {
@@ -204,4 +214,16 @@ impl Csv {
             .unwrap_or_else(|| panic!("no column {name}"));
         self.rows.iter().map(|r| r[i].parse().unwrap()).collect()
     }
+}
+
+/// `GET /v1/state` of the admin API at `base`, with the rigs' token.
+pub async fn state(base: &str) -> serde_json::Value {
+    let mut res = awc::Client::new()
+        .get(format!("{base}/v1/state"))
+        .bearer_auth("test-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    res.json().await.unwrap()
 }
