@@ -121,14 +121,7 @@ async fn state_requires_the_token() {
 async fn state_shows_the_controller_after_shedding() {
     let rig = Rig::new(config());
     rig.shed_all().await;
-    let base = rig.admin();
-    let mut res = awc::Client::new()
-        .get(format!("{base}/v1/state"))
-        .bearer_auth("test-token")
-        .send()
-        .await
-        .unwrap();
-    let state: serde_json::Value = res.json().await.unwrap();
+    let state = common::state(&rig.admin()).await;
     assert_eq!(state["controller"]["amount"], 1.0);
     assert_eq!(state["controller"]["utilization"], 1.0);
     assert_eq!(state["controller"]["probability"]["post"], 1.0);

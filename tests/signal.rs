@@ -5,10 +5,9 @@
 mod common;
 
 use actix_web::{test, web, App};
-use brownout::clock::ManualClock;
 use brownout::config::{HumanDuration, SourceKind};
 use brownout::control::{SourceError, UtilizationSource};
-use brownout::{Brownout, Mode};
+use brownout::Mode;
 use common::{config, Rig};
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,16 +54,10 @@ async fn in_flight_is_averaged_over_the_sample_interval() {
     wu.sources = vec![SourceKind::InFlight, SourceKind::Custom];
     wu.capacity = 8;
     wu.sample_interval = HumanDuration::from_secs(300);
-    let clock = Arc::new(ManualClock::new());
     let ticks = Ticks::default();
-    let brownout = Brownout::builder(c)
-        .clock(clock.clone())
-        .seed(7)
-        .admin_token("test-token")
-        .custom_source(ticks.clone())
-        .build()
-        .unwrap();
-    brownout.start().unwrap();
+    // The rig's manual clock, seed and token, with this source in place of its gauge.
+    let rig = Rig::with(c, |b| b.custom_source(ticks.clone()));
+    let (brownout, clock) = (&rig.brownout, &rig.clock);
     let app = test::init_service(
         App::new()
             .wrap(brownout.middleware())
