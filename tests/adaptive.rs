@@ -127,6 +127,9 @@ async fn the_limit_learns_from_latency_and_refuses_in_tier_order() {
     finish(held).await;
     let limit = limit_after(&rig, 10.0).await;
     assert!((limit - (5.0 + 10f64.sqrt())).abs() < 1e-9, "{limit}");
+    // Nothing is in flight, but the POST refused 200 ms ago holds GETs off for tier_hold (1 s).
+    let held_off = test::call_service(&app, get().to_request()).await;
+    assert_eq!(held_off.status(), 503, "held off after a POST was refused");
 
     // Now POST may use 8, and the rest is refused.
     let mut held = Vec::new();
@@ -146,7 +149,7 @@ async fn the_limit_learns_from_latency_and_refuses_in_tier_order() {
     };
     assert_eq!(
         (rejected("test"), rejected("get"), rejected("post")),
-        (1.0, 1.0, 2.0)
+        (1.0, 2.0, 2.0)
     );
     assert_eq!(rejected("critical"), 0.0);
 }

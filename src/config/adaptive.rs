@@ -31,6 +31,11 @@ pub struct AdaptiveConcurrencyConfig {
     pub get_share: f64,
     /// Share of the limit that test-mode requests may use.
     pub test_share: f64,
+    /// Once a tier is refused, every lower tier is refused for this long (0s: never), even
+    /// with room in its share: a tier is never served while a higher one was just turned
+    /// away. The refusals count as the limit binding, so the limit grows while they leave
+    /// workers idle.
+    pub tier_hold: HumanDuration,
     /// `Retry-After` of a rejected request.
     pub retry_after: HumanDuration,
 }
@@ -47,6 +52,7 @@ impl Default for AdaptiveConcurrencyConfig {
             floor_window: HumanDuration::from_secs(30),
             get_share: 0.9,
             test_share: 0.8,
+            tier_hold: HumanDuration::from_secs(1),
             retry_after: HumanDuration::from_secs(1),
         }
     }
@@ -91,6 +97,11 @@ impl AdaptiveConcurrencyConfig {
             self.test_share <= self.get_share,
             &key("test_share"),
             "must not exceed get_share (test traffic is refused before GETs)",
+        )?;
+        ensure(
+            self.tier_hold.get() <= Duration::from_secs(60),
+            &key("tier_hold"),
+            format!("must be at most 60s (got {})", self.tier_hold),
         )?;
         ensure(
             !self.retry_after.get().is_zero(),

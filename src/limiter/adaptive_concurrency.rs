@@ -3,7 +3,9 @@
 //! capacity drop is met within about a second, with no hand-set capacity. Each tier may use
 //! its share of the limit (post all of it, get `get_share`, test `test_share`), so refusals
 //! come in tier order; critical requests are neither counted nor refused, and so never wait
-//! behind more than the limit's worth of non-critical work.
+//! behind more than the limit's worth of non-critical work. Shares alone order refusals only
+//! on average (a GET may find room a moment after a POST found none), so a refusal also holds
+//! every lower tier off for `tier_hold`.
 
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
 use crate::config::AdaptiveConcurrencyConfig;
@@ -33,6 +35,9 @@ pub struct AdaptiveState {
     finished: Sharded<2>,
     window_min: AtomicU64,
     refused: AtomicU64,
+    /// Per tier, until when (µs of the clock, +1; 0: never) it is held off because a higher
+    /// tier was refused.
+    held_until: [AtomicU64; 4],
     /// The sums at the end of the last window.
     seen: [AtomicU64; 2],
 }
@@ -47,6 +52,7 @@ impl AdaptiveState {
             finished: Sharded::default(),
             window_min: AtomicU64::new(u64::MAX),
             refused: AtomicU64::new(0),
+            held_until: Default::default(),
             seen: Default::default(),
         }
     }
@@ -108,6 +114,10 @@ impl AdaptiveState {
     }
 }
 
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 /// The limit's settings from the config block.
 pub fn params(c: &AdaptiveConcurrencyConfig) -> LimitParams {
     LimitParams {
@@ -153,15 +163,25 @@ pub fn acquire<'a>(
     let Some(limit) = c.tier_limit(state.limit(), tier) else {
         return Ok(Check::Allowed(None));
     };
-    let before = state.in_flight.fetch_add(1, Ordering::Relaxed);
-    if (before as f64) < limit.floor().max(1.0) {
-        let permit = AdaptivePermit {
-            state: Some(state),
-            admitted_at: now,
-        };
-        return Ok(Check::Allowed(Some(permit)));
+    let now_us = micros(now);
+    if now_us >= state.held_until[tier.index()].load(Ordering::Relaxed) {
+        let before = state.in_flight.fetch_add(1, Ordering::Relaxed);
+        if (before as f64) < limit.floor().max(1.0) {
+            let permit = AdaptivePermit {
+                state: Some(state),
+                admitted_at: now,
+            };
+            return Ok(Check::Allowed(Some(permit)));
+        }
+        state.in_flight.fetch_sub(1, Ordering::Relaxed);
+        // Refused for want of room: every lower tier is held off for a while.
+        let until = now_us.saturating_add(micros(c.tier_hold.get()));
+        for lower in &state.held_until[tier.index() + 1..] {
+            if lower.load(Ordering::Relaxed) < until {
+                lower.fetch_max(until, Ordering::Relaxed);
+            }
+        }
     }
-    state.in_flight.fetch_sub(1, Ordering::Relaxed);
     state.refused.fetch_add(1, Ordering::Relaxed);
     let rejection = Rejection {
         limiter: LimiterName::AdaptiveConcurrency,
@@ -178,7 +198,11 @@ mod tests {
     use super::*;
 
     fn admitted(c: &AdaptiveConcurrencyConfig, s: &AdaptiveState, tier: Tier) -> bool {
-        match acquire(c, s, tier, Duration::ZERO).unwrap() {
+        admitted_at(c, s, tier, 0)
+    }
+
+    fn admitted_at(c: &AdaptiveConcurrencyConfig, s: &AdaptiveState, tier: Tier, ms: u64) -> bool {
+        match acquire(c, s, tier, Duration::from_millis(ms)).unwrap() {
             Check::Allowed(Some(p)) => {
                 p.keep();
                 true
@@ -194,7 +218,10 @@ mod tests {
 
     #[test]
     fn tiers_are_refused_in_order_and_critical_never() {
-        let c = AdaptiveConcurrencyConfig::default(); // get 0.9, test 0.8
+        let c = AdaptiveConcurrencyConfig {
+            tier_hold: crate::config::HumanDuration::from_secs(0),
+            ..AdaptiveConcurrencyConfig::default() // get 0.9, test 0.8
+        };
         let s = AdaptiveState::new(10.0);
         for _ in 0..8 {
             assert!(admitted(&c, &s, Tier::Post));
@@ -241,5 +268,51 @@ mod tests {
         );
         let next = s.take_window(3);
         assert_eq!((next.count, next.sum, next.min), (0, 0, u64::MAX));
+    }
+
+    #[test]
+    fn a_refused_tier_holds_every_lower_tier_off_for_tier_hold() {
+        let c = AdaptiveConcurrencyConfig::default(); // get 0.9, test 0.8, hold 1 s
+        let s = AdaptiveState::new(10.0);
+        let mut slots = Vec::new();
+        for _ in 0..10 {
+            let Check::Allowed(Some(p)) = acquire(&c, &s, Tier::Post, Duration::ZERO).unwrap()
+            else {
+                panic!("admitted");
+            };
+            slots.push(p);
+        }
+        assert!(!admitted_at(&c, &s, Tier::Post, 100), "full");
+        // Room again, but the refused POST holds get and test off until 1.1 s.
+        drop(slots.drain(..5));
+        assert!(!admitted_at(&c, &s, Tier::Get, 200));
+        assert!(!admitted_at(&c, &s, Tier::Test, 1099));
+        assert!(
+            admitted_at(&c, &s, Tier::Post, 1099),
+            "post itself is not held"
+        );
+        assert!(admitted_at(&c, &s, Tier::Get, 1100));
+        assert!(admitted_at(&c, &s, Tier::Test, 1100));
+        assert_eq!(s.in_flight(), 8, "held-off requests took no slot");
+        // A refused GET holds only test.
+        drop(slots);
+        let s = AdaptiveState::new(10.0);
+        for _ in 0..9 {
+            assert!(admitted_at(&c, &s, Tier::Post, 2000));
+        }
+        assert!(!admitted_at(&c, &s, Tier::Get, 2000), "get may use 9");
+        assert!(admitted_at(&c, &s, Tier::Post, 2001));
+        assert!(!admitted_at(&c, &s, Tier::Test, 2999));
+        assert!(s.take_window(3).binding);
+        // tier_hold 0 holds nothing.
+        let c = AdaptiveConcurrencyConfig {
+            tier_hold: crate::config::HumanDuration::from_secs(0),
+            ..c
+        };
+        let s = AdaptiveState::new(1.0);
+        assert!(admitted_at(&c, &s, Tier::Post, 0));
+        assert!(!admitted_at(&c, &s, Tier::Post, 0));
+        s.release(None);
+        assert!(admitted_at(&c, &s, Tier::Test, 0));
     }
 }
