@@ -2,6 +2,8 @@
 //! of a small worker pool for `demo.service_time`, so load above `workers / service_time`
 //! really overloads it and the worker-utilization controller has something to react to.
 
+mod alternative;
+
 use crate::config::Config;
 use crate::runtime::{Brownout, Error};
 use actix_web::dev::ServerHandle;
@@ -90,6 +92,7 @@ impl Demo {
         if let Some(file) = file {
             builder = builder.config_file(file);
         }
+        let gate = alternative::Gate::new(config.demo.alternative_limiter)?;
         let brownout = builder.build()?;
         brownout.start()?;
         let admin = brownout.admin_server()?;
@@ -97,6 +100,7 @@ impl Demo {
         let pool_handle = pool.clone();
         let app = HttpServer::new(move || {
             App::new()
+                .wrap(gate.clone())
                 .wrap(b.middleware())
                 .configure(routes(pool.clone()))
         })

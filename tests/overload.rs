@@ -2,7 +2,8 @@
 //! its capacity with all four tiers. With worker_utilization, test traffic must be shed first,
 //! then GETs, then POSTs, critical never, and shedding must return to zero once the load
 //! stops; with adaptive_concurrency, the same order, and critical requests no longer wait
-//! behind a queue of everyone else.
+//! behind a queue of everyone else; with the demo's comparison arm (another crate's
+//! adaptive limiter), overload is refused without regard to tier.
 // Tests and benchmarks wait and measure in real time; the library reads time only through
 // its injected Clock (clippy.toml).
 #![allow(clippy::disallowed_methods)]
@@ -198,5 +199,43 @@ async fn adaptive_concurrency_holds_the_queue_short_and_refuses_by_tier() {
     // queue of twice the capacity reaches (loose: CI machines are slow and shared).
     let critical = &stats[&Tier::Critical];
     assert!(critical.slowest < Duration::from_secs(2), "{critical:?}");
+    demo.stop().await;
+}
+
+/// The scorecard's comparison arm: every brownout limiter off and congestion-limiter's Vegas
+/// in front of the routes. It refuses overload too, but blind to tiers: critical requests are
+/// refused with the rest.
+#[actix_web::test]
+async fn the_alternative_limiter_refuses_overload_without_regard_to_tier() {
+    let mut c = compressed_config();
+    c.limiters.worker_utilization.mode = brownout::Mode::Off;
+    c.demo.alternative_limiter = brownout::config::AlternativeLimiter::Vegas;
+    let demo = Demo::start(c).expect("demo starts");
+    let client = awc::Client::default();
+    // Its initial limit is 20 in flight: 40 at once get 20 refusals, named in the body.
+    let base = format!("http://{}", demo.app_addr);
+    let sent: Vec<_> = (0..40)
+        .map(|_| actix_web::rt::spawn(client.post(format!("{base}/v1/charges")).send()))
+        .collect();
+    let mut refused = 0;
+    for answer in sent {
+        let mut res = answer.await.unwrap().expect("answered");
+        if res.status() == 503 {
+            let body: serde_json::Value = res.json().await.unwrap();
+            assert_eq!(body["limiter"], "congestion_limiter");
+            assert_eq!(res.headers().get("retry-after").unwrap(), "1");
+            refused += 1;
+        } else {
+            assert!(res.status().is_success());
+        }
+    }
+    assert!(
+        refused >= 10,
+        "a burst twice its limit is refused in part: {refused}"
+    );
+    let stats = offer_twice_the_capacity(&demo).await;
+    println!("stats {stats:#?}");
+    let shed = |t: Tier| stats.get(&t).map_or(0, |s| s.shed);
+    assert!(shed(Tier::Test) + shed(Tier::Get) > 0, "{stats:?}");
     demo.stop().await;
 }

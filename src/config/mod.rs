@@ -376,6 +376,23 @@ pub struct DemoConfig {
     pub workers: u32,
     /// How long each request holds a worker.
     pub service_time: HumanDuration,
+    /// Another crate's adaptive concurrency limiter in front of the demo's routes, for the
+    /// overload scorecard's comparison arm (brownout's own limiters are set apart).
+    pub alternative_limiter: AlternativeLimiter,
+}
+
+/// `demo.alternative_limiter:` — which of the congestion-limiter crate's algorithms guards
+/// the demo, as a fail-fast limit on requests in flight (503 when it is full).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlternativeLimiter {
+    /// None (the default).
+    #[default]
+    Off,
+    /// TCP Vegas: the queue estimated from latency over its minimum.
+    Vegas,
+    /// A delay gradient between short- and long-term latency.
+    Gradient,
 }
 
 impl Default for DemoConfig {
@@ -384,6 +401,7 @@ impl Default for DemoConfig {
             bind: "127.0.0.1:8080".into(),
             workers: 8,
             service_time: HumanDuration::from_millis(50),
+            alternative_limiter: AlternativeLimiter::Off,
         }
     }
 }

@@ -6,6 +6,7 @@ mod load;
 mod report;
 
 use crate::chart::{self, Panel, Series, TIER_COLORS};
+use brownout::config::AlternativeLimiter;
 use brownout::tier::Tier;
 use brownout::{Config, Mode};
 use clap::Args;
@@ -19,17 +20,22 @@ use std::time::Duration;
 #[derive(Args)]
 pub struct OverloadArgs {
     /// The arms, in order: off (no shedding: every limiter off), static_cap (fleet_usage alone,
-    /// capacity at the knee), config (the config file as it is), adaptive (the config file with
-    /// adaptive_concurrency enforcing).
+    /// capacity at the knee), vegas and gradient (every brownout limiter off, the
+    /// congestion-limiter crate's algorithm in front of the demo), config (the config file as
+    /// it is), adaptive (the config file with adaptive_concurrency enforcing), stripe (the
+    /// config file with adaptive_concurrency off).
     #[arg(
         long,
-        default_value = "off,static_cap,config,adaptive",
+        default_value = "off,static_cap,vegas,config",
         value_delimiter = ','
     )]
     arms: Vec<String>,
     /// Every phase 20 times shorter (for CI: the invariants, not the figures).
     #[arg(long)]
     quick: bool,
+    /// Every phase this many times shorter (--quick is 20).
+    #[arg(long, conflicts_with = "quick")]
+    compress: Option<f64>,
     /// The static cap's capacity (fleet_usage.capacity of the static_cap arm).
     #[arg(long, default_value_t = 10)]
     cap: u32,
@@ -60,8 +66,17 @@ fn arm_config(base: &Config, arm: &str, cap: u32) -> Option<Config> {
         l.adaptive_concurrency.mode = Mode::Off;
         l.worker_utilization.mode = Mode::Off;
     };
+    c.demo.alternative_limiter = AlternativeLimiter::Off;
     match arm {
         "off" => all_off(l),
+        "vegas" | "gradient" => {
+            all_off(l);
+            c.demo.alternative_limiter = if arm == "vegas" {
+                AlternativeLimiter::Vegas
+            } else {
+                AlternativeLimiter::Gradient
+            };
+        }
         "static_cap" => {
             all_off(l);
             l.fleet_usage.mode = Mode::Enforce;
@@ -69,6 +84,7 @@ fn arm_config(base: &Config, arm: &str, cap: u32) -> Option<Config> {
         }
         "config" => {}
         "adaptive" => l.adaptive_concurrency.mode = Mode::Enforce,
+        "stripe" => l.adaptive_concurrency.mode = Mode::Off,
         _ => return None,
     }
     Some(c)
@@ -315,7 +331,7 @@ pub fn run(config: Config, args: OverloadArgs) -> ExitCode {
             Some(c) => configs.push((arm.clone(), c)),
             None => {
                 return fail(format!(
-                    "--arms: {arm:?} is not one of off, static_cap, config, adaptive"
+                    "--arms: {arm:?} is not one of off, static_cap, vegas, gradient, config, adaptive, stripe"
                 ))
             }
         }
@@ -323,7 +339,13 @@ pub fn run(config: Config, args: OverloadArgs) -> ExitCode {
     if let Err(e) = std::fs::create_dir_all(&args.out) {
         return fail(format!("{}: {e}", args.out.display()));
     }
-    let phases = load::phases(if args.quick { 20.0 } else { 1.0 });
+    let compress = match (args.quick, args.compress) {
+        (true, _) => 20.0,
+        (false, Some(f)) if f.is_finite() && f >= 1.0 => f,
+        (false, Some(f)) => return fail(format!("--compress: must be at least 1 (got {f})")),
+        (false, None) => 1.0,
+    };
+    let phases = load::phases(compress);
     let capacity = f64::from(config.demo.workers) / config.demo.service_time.get().as_secs_f64();
     let arrivals = load::schedule(&phases, capacity, args.seed);
     eprintln!(
@@ -370,7 +392,11 @@ pub fn run(config: Config, args: OverloadArgs) -> ExitCode {
         config.demo.service_time,
         args.deadline,
         args.seed,
-        if args.quick { ", quick (phases 20× shorter)" } else { "" },
+        if compress > 1.0 {
+            format!(", phases {compress}× shorter")
+        } else {
+            String::new()
+        },
     );
     if let Err(e) = std::fs::write(args.out.join("scorecard.md"), doc) {
         return fail(format!("writing scorecard.md: {e}"));
