@@ -1,14 +1,20 @@
 //! The adaptive concurrency limit (pure): a gradient on observed latency against its floor,
 //! in the spirit of Envoy's adaptive concurrency filter and Netflix's concurrency-limits.
 //!
-//! Every window the limit moves to `limit × gradient + headroom`, where
-//! `gradient = clamp(tolerance × floor / mean latency, 0.5, 1)`: while requests are no slower
-//! than `tolerance` times the floor, the limit holds (or grows by `√limit` if it refused
-//! anything, i.e. it was what held the load back); when they queue, it shrinks, by at most half
-//! per window. The floor is the lowest latency seen within `floor_window`. A floor measured
+//! Every window in which the limit refused a request (it was what held the load back) it moves
+//! to `limit × gradient`, where `gradient = clamp(tolerance × floor / mean latency, 0.5, 1)`,
+//! or grows by `√limit` when requests were no slower than `tolerance` times the floor: it
+//! settles where latency is that multiple of the floor, and shrinks by at most half per window.
+//! A window that refused nothing leaves the limit as it is: the load it let through did not
+//! reach it, so a burst of latency then is not the limit's doing (shrinking on such bursts
+//! would ratchet the limit down at a steady moderate load until it refused traffic it had
+//! room for). The floor is the lowest latency seen within `floor_window`. A floor measured
 //! while the limit keeps refusing would include the queue the limit allows, and creep up; so
 //! while the limit binds, every `floor_window` the floor is measured afresh by admitting only
-//! `min_limit` for two windows (the first drains the queue, the second measures).
+//! `min_limit` for two windows (the first drains the queue, the second measures) — unless
+//! traffic itself confirmed the floor: when some request of the last `floor_window` was
+//! within [`FLOOR_DRIFT`] of the floor last measured, nothing has crept and no probe is due
+//! (a probe refuses every tier down to `min_limit` for half a second).
 
 use std::collections::VecDeque;
 
@@ -60,7 +66,15 @@ pub struct AdaptiveLimit {
     floors: VecDeque<(u64, u64)>,
     probe: Probe,
     last_probe: u64,
+    /// The floor as last measured (by a probe, or the first window), and the lowest latency
+    /// seen since: while that stays within [`FLOOR_DRIFT`] of it, the floor is confirmed by
+    /// traffic and needs no probe.
+    anchor: Option<u64>,
+    lowest_since: u64,
 }
+
+/// How far above the last measured floor the lowest latency may be before a probe is due.
+pub const FLOOR_DRIFT: f64 = 1.1;
 
 impl AdaptiveLimit {
     /// A limit of `initial`, as of `now` (µs).
@@ -71,6 +85,8 @@ impl AdaptiveLimit {
             floors: VecDeque::new(),
             probe: Probe::Off,
             last_probe: now,
+            anchor: None,
+            lowest_since: u64::MAX,
         }
     }
 
@@ -114,9 +130,11 @@ impl AdaptiveLimit {
                 if w.count > 0 {
                     self.floors.clear();
                     self.floors.push_back((w.at, w.min));
+                    self.anchor = Some(w.min);
                 }
                 self.probe = Probe::Off;
                 self.last_probe = w.at;
+                self.lowest_since = u64::MAX;
                 return self.limit();
             }
             Probe::Off => {}
@@ -127,14 +145,30 @@ impl AdaptiveLimit {
         }
         if w.count > 0 {
             self.floors.push_back((w.at, w.min));
+            self.anchor.get_or_insert(w.min);
+            self.lowest_since = self.lowest_since.min(w.min);
+        }
+        if w.count > 0 && w.binding {
             let floor = self.floor().unwrap_or(w.min).max(1) as f64;
             let mean = (w.sum as f64 / w.count as f64).max(1.0);
             let gradient = (self.params.tolerance * floor / mean).clamp(0.5, 1.0);
-            let headroom = if w.binding { self.limit.sqrt() } else { 0.0 };
+            let headroom = if gradient >= 1.0 {
+                self.limit.sqrt()
+            } else {
+                0.0
+            };
             self.limit = (self.limit * gradient + headroom).clamp(self.params.min, self.params.max);
         }
         if w.binding && w.at.saturating_sub(self.last_probe) >= self.params.floor_window {
-            self.probe = Probe::Draining;
+            let confirmed = self
+                .anchor
+                .is_some_and(|a| self.lowest_since as f64 <= a as f64 * FLOOR_DRIFT);
+            if confirmed {
+                self.last_probe = w.at;
+                self.lowest_since = u64::MAX;
+            } else {
+                self.probe = Probe::Draining;
+            }
         }
         self.limit()
     }
@@ -174,18 +208,20 @@ mod tests {
         // 60 ms is within 1.25 × 50: the limit refused requests, so it grows by √20.
         let grown = l.update(window(500, 10, 60, true));
         assert!((grown - (20.0 + 20f64.sqrt())).abs() < 1e-9, "{grown}");
+        // Slower than that while refusing nothing: the limit was not what the load met.
+        assert_eq!(l.update(window(750, 10, 200, false)), grown);
     }
 
     #[test]
     fn queueing_shrinks_the_limit_by_the_gradient_at_most_halving_it() {
         let mut l = AdaptiveLimit::new(params(), 40.0, 0);
         l.update(window(250, 10, 50, false));
-        // 100 ms against 1.25 × 50: gradient 0.625.
-        assert!((l.update(window(500, 10, 100, false)) - 25.0).abs() < 1e-9);
+        // 100 ms against 1.25 × 50: gradient 0.625, and no headroom added.
+        assert!((l.update(window(500, 10, 100, true)) - 25.0).abs() < 1e-9);
         // 1 s: the gradient stops at 0.5.
-        assert!((l.update(window(750, 10, 1000, false)) - 12.5).abs() < 1e-9);
+        assert!((l.update(window(750, 10, 1000, true)) - 12.5).abs() < 1e-9);
         for i in 0..20 {
-            l.update(window(1000 + 250 * i, 10, 1000, false));
+            l.update(window(1000 + 250 * i, 10, 1000, true));
         }
         assert_eq!(l.limit(), 4.0, "never below min");
     }
@@ -202,27 +238,28 @@ mod tests {
             let latency = (50.0 * (n / 8.0).max(1.0)) as u64;
             l.update(window(at, 40, latency, true));
         }
-        // Between probes the limit moves around the point where √L of headroom balances the
-        // gradient: L (1 − 1.25 × 8 / L) = √L, L ≈ 14.
+        // Between probes the limit moves around the point where latency is 1.25 × the floor,
+        // L = 1.25 × 8 = 10: at or below it, it grows by √L; above it, it shrinks.
         let settled = l.limit();
         assert!(
-            settled == 4.0 || (10.0..=18.0).contains(&settled),
+            settled == 4.0 || (8.0..=14.0).contains(&settled),
             "{settled}"
         );
     }
 
     #[test]
-    fn a_binding_limit_measures_its_floor_afresh_every_floor_window() {
+    fn a_binding_limit_whose_floor_is_not_confirmed_measures_it_afresh() {
         let mut l = AdaptiveLimit::new(params(), 20.0, 0);
         l.update(window(250, 10, 50, false));
-        // The server got twice as slow and the limit keeps binding.
+        // The server got twice as slow and the limit keeps binding. At 30 s the 50 ms request
+        // of the first window still confirms the floor; by 60 s nothing has for 30 s.
         let mut at = 250;
         while l.probe() == Probe::Off {
             at += 250;
             l.update(window(at, 10, 120, true));
-            assert!(at <= 30_500, "no probe by {at} ms");
+            assert!(at <= 60_500, "no probe by {at} ms");
         }
-        assert!(at >= 30_000, "probed at {at} ms");
+        assert!(at >= 60_000, "probed at {at} ms");
         assert_eq!(l.limit(), 4.0, "admits min_limit while measuring");
         l.update(window(at + 250, 10, 300, true)); // draining: ignored
         assert_eq!(l.probe(), Probe::Measuring);
@@ -234,6 +271,29 @@ mod tests {
             "the new floor replaces the old one"
         );
         assert!(l.limit() >= 4.0);
+    }
+
+    #[test]
+    fn a_floor_that_traffic_keeps_confirming_needs_no_probe() {
+        let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+        l.update(window(250, 10, 50, false));
+        // Binding for two minutes, mean latency 60 ms, but some request as fast as 54 ms
+        // (within 10% of the 50 ms floor) in every window: no probe.
+        for i in 2..=480 {
+            let mut w = window(250 * i, 10, 60, true);
+            w.min = 54 * MS;
+            l.update(w);
+            assert_eq!(l.probe(), Probe::Off, "at {} ms", 250 * i);
+        }
+        // Once the fastest is 56 ms (the floor may have crept), the next due probe comes.
+        let mut at = 480 * 250;
+        while l.probe() == Probe::Off {
+            at += 250;
+            let mut w = window(at, 10, 60, true);
+            w.min = 56 * MS;
+            l.update(w);
+            assert!(at <= 480 * 250 + 30_250, "no probe by {at} ms");
+        }
     }
 
     #[test]
