@@ -10,7 +10,8 @@ use crate::control::{
     OBSERVE_EVERY,
 };
 use crate::engine::Engine;
-use crate::limiter::{adaptive_concurrency, LimiterName};
+use crate::limiter::adaptive_concurrency::{self, micros};
+use crate::limiter::LimiterName;
 use crate::math::adaptive::AdaptiveLimit;
 use crate::ops::OperatorSetup;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -209,10 +210,6 @@ impl Adaptive {
         shared.adaptive.publish(limit, floor);
         shared.metrics.publish_concurrency_limit(limit);
     }
-}
-
-fn micros(t: Duration) -> u64 {
-    u64::try_from(t.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// Lets every source take a reading between samples; one that panics is counted and logged.

@@ -35,7 +35,7 @@ pub struct AdaptiveState {
     finished: Sharded<2>,
     window_min: AtomicU64,
     refused: AtomicU64,
-    /// Per tier, until when (µs of the clock, +1; 0: never) it is held off because a higher
+    /// Per tier, until when (µs of the clock; 0: not yet) it is held off because a higher
     /// tier was refused.
     held_until: [AtomicU64; 4],
     /// The sums at the end of the last window.
@@ -65,7 +65,7 @@ impl AdaptiveState {
     /// Publishes a new limit, and the floor latency it was learned against.
     pub fn publish(&self, limit: f64, floor: Option<Duration>) {
         self.limit.store(limit.to_bits(), Ordering::Relaxed);
-        let floor_us = floor.map_or(0, |f| u64::try_from(f.as_micros()).unwrap_or(u64::MAX));
+        let floor_us = floor.map_or(0, micros);
         self.floor.store(floor_us, Ordering::Relaxed);
     }
 
@@ -87,7 +87,7 @@ impl AdaptiveState {
     pub fn release(&self, latency: Option<Duration>) {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
         if let Some(latency) = latency {
-            let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+            let us = micros(latency);
             self.finished.add(COUNT, 1);
             self.finished
                 .add(SUM, i64::try_from(us).unwrap_or(i64::MAX));
@@ -114,7 +114,8 @@ impl AdaptiveState {
     }
 }
 
-fn micros(d: Duration) -> u64 {
+/// `d` in whole microseconds (saturating), the unit of the limiter's clock readings.
+pub(crate) fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
@@ -124,7 +125,7 @@ pub fn params(c: &AdaptiveConcurrencyConfig) -> LimitParams {
         min: f64::from(c.min_limit),
         max: f64::from(c.max_limit),
         tolerance: c.tolerance,
-        floor_window: u64::try_from(c.floor_window.get().as_micros()).unwrap_or(u64::MAX),
+        floor_window: micros(c.floor_window.get()),
     }
 }
 
