@@ -1,7 +1,7 @@
 //! `brownout bench overload --quick`: the scorecard runs each arm on a fresh demo process
 //! and writes its files; the invariants hold loosely (never timings): nothing is shed with
 //! every limiter off, and with adaptive_concurrency critical requests are never shed and
-//! test traffic is shed no later than GETs.
+//! test traffic is shed no later than GETs; clients retry refused requests when asked to.
 
 mod common;
 
@@ -20,6 +20,8 @@ fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
             "--quick",
             "--arms",
             "off,adaptive",
+            "--retries",
+            "2",
             "--out",
         ])
         .arg(&out)
@@ -34,6 +36,15 @@ fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
     assert!(stdout.contains("| adaptive | 2C |"), "{stdout}");
     let doc = std::fs::read_to_string(out.join("scorecard.md")).unwrap();
     assert!(doc.contains("### off") && doc.contains("### adaptive"));
+    assert!(doc.contains("up to 2 retries of a 429/503"), "{doc}");
+    // Refused requests were retried: the retries column (9th) of some adaptive row is > 0.
+    let adaptive_rows = doc.split("### adaptive").nth(1).unwrap();
+    let retried: u64 = adaptive_rows
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| phase"))
+        .filter_map(|l| l.split('|').nth(9)?.trim().parse::<u64>().ok())
+        .sum();
+    assert!(retried > 0, "{adaptive_rows}");
     for arm in ["off", "adaptive"] {
         let svg = std::fs::read_to_string(out.join(format!("{arm}.svg"))).unwrap();
         assert!(svg.contains("successes per second by tier"));

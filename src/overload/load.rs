@@ -2,7 +2,7 @@
 //! dispatcher that sends each at its planned time on a keep-alive pool, whatever the server
 //! does (a slow server never slows the offered load).
 
-use brownout::rng::SplitMix64;
+use brownout::rng::{mix, unit, SplitMix64};
 use brownout::tier::Tier;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -123,14 +123,39 @@ pub struct Outcome {
     pub result: Result,
     /// Seconds from its planned time to its answer.
     pub latency: f64,
+    /// How many times it was sent (1 without retries).
+    pub attempts: u32,
 }
 
-/// Sends the schedule against `base` with a per-request `deadline`; `at_phase(i)` is called
-/// when phase `i` starts. Returns every request's outcome.
+/// Clients' retries of a refused request (429 or 503): at most `max` more attempts, each
+/// after a full-jitter backoff (uniform in 0 to `base × 2^k`), and only while the backoff
+/// ends within the request's deadline. The jitter is seeded per request, so every arm sees
+/// the same clients.
+#[derive(Debug, Clone, Copy)]
+pub struct Retries {
+    /// Attempts after the first.
+    pub max: u32,
+    /// The first backoff's upper bound.
+    pub base: Duration,
+    /// Seed of the jitter.
+    pub seed: u64,
+}
+
+impl Retries {
+    /// The wait before retry `k` (0-based) of request `index`.
+    pub fn backoff(&self, index: usize, k: u32) -> Duration {
+        let bits = mix(self.seed ^ mix(index as u64) ^ mix(u64::from(k) + 1));
+        self.base.mul_f64(unit(bits) * 2f64.powi(k.min(16) as i32))
+    }
+}
+
+/// Sends the schedule against `base` with a per-request `deadline` (retried as `retries`
+/// says); `at_phase(i)` is called when phase `i` starts. Returns every request's outcome.
 pub async fn run(
     base: &str,
     arrivals: &[Arrival],
     deadline: Duration,
+    retries: Retries,
     mut at_phase: impl FnMut(usize),
 ) -> Vec<Outcome> {
     let client = awc::Client::builder()
@@ -141,7 +166,7 @@ pub async fn run(
     let start = tokio::time::Instant::now();
     let mut tasks = Vec::with_capacity(arrivals.len());
     let mut phase = usize::MAX;
-    for &arrival in arrivals {
+    for (index, &arrival) in arrivals.iter().enumerate() {
         if arrival.phase != phase {
             phase = arrival.phase;
             at_phase(phase);
@@ -154,27 +179,47 @@ pub async fn run(
             Tier::Get => ("GET", "/v1/items", "sk_live"),
             Tier::Test => ("GET", "/v1/items", "sk_test"),
         };
-        let request = client
-            .request(method.parse().expect("a method"), format!("{base}{path}"))
-            .insert_header(("Authorization", format!("Bearer {key}_{:04}", arrival.key)));
-        let outcomes = outcomes.clone();
+        let url = format!("{base}{path}");
+        let auth = format!("Bearer {key}_{:04}", arrival.key);
+        let (client, outcomes) = (client.clone(), outcomes.clone());
         tasks.push(actix_web::rt::spawn(async move {
-            let answer = request.send().await;
-            let latency = (tokio::time::Instant::now() - planned).as_secs_f64();
-            let result = match answer.map(|r| r.status().as_u16()) {
-                Ok(code) if (200..300).contains(&code) && latency <= deadline.as_secs_f64() => {
-                    Result::Ok
+            let ends = planned + deadline;
+            let mut attempts = 0;
+            let (result, latency) = loop {
+                attempts += 1;
+                let left = ends.saturating_duration_since(tokio::time::Instant::now());
+                let answer = client
+                    .request(method.parse().expect("a method"), &url)
+                    .insert_header(("Authorization", auth.as_str()))
+                    .timeout(left.max(Duration::from_millis(1)))
+                    .send()
+                    .await;
+                let latency = (tokio::time::Instant::now() - planned).as_secs_f64();
+                let result = match answer.map(|r| r.status().as_u16()) {
+                    Ok(code) if (200..300).contains(&code) && latency <= deadline.as_secs_f64() => {
+                        Result::Ok
+                    }
+                    Ok(429) => Result::Limited,
+                    Ok(503) => Result::Shed,
+                    Ok(_) => Result::Error,
+                    Err(awc::error::SendRequestError::Timeout) => Result::Timeout,
+                    Err(_) => Result::Error,
+                };
+                let refused = matches!(result, Result::Limited | Result::Shed);
+                if refused && attempts <= retries.max {
+                    let wait = retries.backoff(index, attempts - 1);
+                    if tokio::time::Instant::now() + wait < ends {
+                        tokio::time::sleep(wait).await;
+                        continue;
+                    }
                 }
-                Ok(429) => Result::Limited,
-                Ok(503) => Result::Shed,
-                Ok(_) => Result::Error,
-                Err(awc::error::SendRequestError::Timeout) => Result::Timeout,
-                Err(_) => Result::Error,
+                break (result, latency);
             };
             outcomes.borrow_mut().push(Outcome {
                 arrival,
                 result,
                 latency,
+                attempts,
             });
         }));
     }
@@ -204,5 +249,35 @@ mod tests {
         assert!((critical / a.len() as f64 - 0.1).abs() < 0.01);
         assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
         assert!(a.iter().all(|x| x.key < KEYS));
+    }
+
+    #[test]
+    fn backoffs_are_seeded_full_jitter_that_doubles() {
+        let r = Retries {
+            max: 3,
+            base: Duration::from_millis(100),
+            seed: 9,
+        };
+        assert_eq!(
+            r.backoff(5, 1),
+            r.backoff(5, 1),
+            "the same request, the same wait"
+        );
+        assert_ne!(
+            r.backoff(5, 0),
+            r.backoff(6, 0),
+            "requests do not retry in step"
+        );
+        for k in 0..4 {
+            let bound = Duration::from_millis(100 * (1 << k));
+            let waits: Vec<_> = (0..1000).map(|i| r.backoff(i, k)).collect();
+            assert!(waits.iter().all(|w| *w < bound), "below base × 2^k");
+            let mean = waits.iter().sum::<Duration>() / 1000;
+            let half = bound / 2;
+            assert!(
+                mean > half.mul_f64(0.9) && mean < half.mul_f64(1.1),
+                "uniform: {mean:?}"
+            );
+        }
     }
 }

@@ -42,6 +42,13 @@ pub struct OverloadArgs {
     /// How long clients wait for an answer.
     #[arg(long, default_value = "1s")]
     deadline: brownout::config::HumanDuration,
+    /// Clients retry a refused request (429/503) up to this many times, with full-jitter
+    /// exponential backoff, within its deadline (0: never).
+    #[arg(long, default_value_t = 0)]
+    retries: u32,
+    /// The first retry's backoff bound (doubling after each).
+    #[arg(long, default_value = "50ms")]
+    retry_backoff: brownout::config::HumanDuration,
     /// Seed of the arrival schedule.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -237,7 +244,12 @@ fn run_arm(
             stop.clone(),
         ));
         let mut slow = false;
-        let outcomes = load::run(&demo.app, arrivals, deadline, |i| {
+        let retries = load::Retries {
+            max: args.retries,
+            base: args.retry_backoff.get(),
+            seed: args.seed,
+        };
+        let outcomes = load::run(&demo.app, arrivals, deadline, retries, |i| {
             if phases[i].slow != slow {
                 slow = phases[i].slow;
                 demo.signal(slow);
@@ -387,10 +399,14 @@ pub fn run(config: Config, args: OverloadArgs) -> ExitCode {
     let summary = report::summary(&results, &phases);
     println!("{summary}");
     let doc = format!(
-        "# Overload scorecard\n\ncapacity C = {capacity:.0} req/s ({} workers × {}), deadline {}, seed {}{}\n\n{summary}{details}",
+        "# Overload scorecard\n\ncapacity C = {capacity:.0} req/s ({} workers × {}), deadline {}, {}, seed {}{}\n\n{summary}{details}",
         config.demo.workers,
         config.demo.service_time,
         args.deadline,
+        match args.retries {
+            0 => "no retries".to_owned(),
+            n => format!("up to {n} retries of a 429/503 (full jitter from {})", args.retry_backoff),
+        },
         args.seed,
         if compress > 1.0 {
             format!(", phases {compress}× shorter")

@@ -20,6 +20,8 @@ pub struct TierPhase {
     pub timeouts: u64,
     /// See `offered`.
     pub errors: u64,
+    /// Retries sent (attempts after each request's first).
+    pub retries: u64,
     /// Latency quantiles of the successes (seconds): p50, p99, p99.9.
     pub quantiles: Option<[f64; 3]>,
     /// Seconds from the phase's start to the first 503.
@@ -113,6 +115,7 @@ pub fn phase(
     for o in outcomes.iter().filter(|o| o.arrival.phase == i) {
         let t = &mut report.tiers[o.arrival.tier.index()];
         t.offered += 1;
+        t.retries += u64::from(o.attempts.saturating_sub(1));
         match o.result {
             Result::Ok => {
                 t.ok += 1;
@@ -197,7 +200,7 @@ pub fn summary(arms: &[(String, Vec<PhaseReport>)], phases: &[Phase]) -> String 
 /// One arm in detail: every phase and tier.
 pub fn detail(arm: &str, reports: &[PhaseReport], phases: &[Phase]) -> String {
     let mut out = format!(
-        "\n### {arm}\n\n| phase | tier | offered | success | 429 | 503 | timeouts | errors | p50 | p99 | p99.9 | first 503 after |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "\n### {arm}\n\n| phase | tier | offered | success | 429 | 503 | timeouts | errors | retries | p50 | p99 | p99.9 | first 503 after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     for (p, r) in phases.iter().zip(reports) {
         for tier in Tier::ALL {
@@ -205,7 +208,7 @@ pub fn detail(arm: &str, reports: &[PhaseReport], phases: &[Phase]) -> String {
             let q = |i: usize| ms(t.quantiles.map(|q| q[i]));
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 p.name,
                 tier.as_str(),
                 t.offered,
@@ -214,6 +217,7 @@ pub fn detail(arm: &str, reports: &[PhaseReport], phases: &[Phase]) -> String {
                 t.shed,
                 t.timeouts,
                 t.errors,
+                t.retries,
                 q(0),
                 q(1),
                 q(2),
