@@ -114,6 +114,27 @@ pub enum Result {
     Error,
 }
 
+impl Result {
+    /// How an answer (its status, or why there was none) `latency` seconds after the planned
+    /// time ended, for a client that waits `deadline`.
+    fn of(
+        answer: std::result::Result<u16, awc::error::SendRequestError>,
+        latency: f64,
+        deadline: Duration,
+    ) -> Self {
+        match answer {
+            Ok(code) if (200..300).contains(&code) && latency <= deadline.as_secs_f64() => {
+                Result::Ok
+            }
+            Ok(429) => Result::Limited,
+            Ok(503) => Result::Shed,
+            Ok(_) => Result::Error,
+            Err(awc::error::SendRequestError::Timeout) => Result::Timeout,
+            Err(_) => Result::Error,
+        }
+    }
+}
+
 /// A request's outcome.
 #[derive(Debug, Clone, Copy)]
 pub struct Outcome {
@@ -179,6 +200,7 @@ pub async fn run(
             Tier::Get => ("GET", "/v1/items", "sk_live"),
             Tier::Test => ("GET", "/v1/items", "sk_test"),
         };
+        let method: awc::http::Method = method.parse().expect("a method");
         let url = format!("{base}{path}");
         let auth = format!("Bearer {key}_{:04}", arrival.key);
         let (client, outcomes) = (client.clone(), outcomes.clone());
@@ -189,22 +211,13 @@ pub async fn run(
                 attempts += 1;
                 let left = ends.saturating_duration_since(tokio::time::Instant::now());
                 let answer = client
-                    .request(method.parse().expect("a method"), &url)
+                    .request(method.clone(), &url)
                     .insert_header(("Authorization", auth.as_str()))
                     .timeout(left.max(Duration::from_millis(1)))
                     .send()
                     .await;
                 let latency = (tokio::time::Instant::now() - planned).as_secs_f64();
-                let result = match answer.map(|r| r.status().as_u16()) {
-                    Ok(code) if (200..300).contains(&code) && latency <= deadline.as_secs_f64() => {
-                        Result::Ok
-                    }
-                    Ok(429) => Result::Limited,
-                    Ok(503) => Result::Shed,
-                    Ok(_) => Result::Error,
-                    Err(awc::error::SendRequestError::Timeout) => Result::Timeout,
-                    Err(_) => Result::Error,
-                };
+                let result = Result::of(answer.map(|r| r.status().as_u16()), latency, deadline);
                 let refused = matches!(result, Result::Limited | Result::Shed);
                 if refused && attempts <= retries.max {
                     let wait = retries.backoff(index, attempts - 1);
