@@ -2,6 +2,7 @@
 //! admin API (`brownout admin …`).
 
 mod admin_cli;
+mod bench_redis;
 mod chart;
 mod overload;
 mod simulate_cli;
@@ -52,6 +53,8 @@ enum Command {
 enum BenchCommand {
     /// The overload scorecard: every arm on a fresh demo process, the same open-loop load.
     Overload(overload::OverloadArgs),
+    /// What fleet mode costs: decisions against a loopback Redis, beside INCR+EXPIRE.
+    Redis(bench_redis::RedisArgs),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +84,9 @@ fn main() -> ExitCode {
         Command::Bench {
             command: BenchCommand::Overload(args),
         } => overload::run(config, args),
+        Command::Bench {
+            command: BenchCommand::Redis(args),
+        } => bench_redis::run(args),
         Command::Check => {
             println!("{}: ok", cli.config.display());
             ExitCode::SUCCESS

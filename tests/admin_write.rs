@@ -507,7 +507,7 @@ fn random_body(rng: &mut brownout::rng::SplitMix64) -> Vec<u8> {
     fn value(rng: &mut brownout::rng::SplitMix64, depth: u32) -> Value {
         match rng.next_u64() % if depth > 3 { 6 } else { 8 } {
             0 => Value::Null,
-            1 => json!(rng.next_u64() % 2 == 0),
+            1 => json!(rng.next_u64().is_multiple_of(2)),
             2 => json!((rng.next_f64() - 0.5) * 10f64.powi((rng.next_u64() % 8) as i32)),
             3 => json!(rng.next_u64() as i64),
             4 => json!(

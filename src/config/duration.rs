@@ -68,11 +68,14 @@ impl fmt::Display for HumanDuration {
             (1000, "s"),
         ];
         for (size, name) in units {
-            if ms >= size && ms % size == 0 && self.0.subsec_nanos() % 1_000_000 == 0 {
+            if ms >= size
+                && ms.is_multiple_of(size)
+                && self.0.subsec_nanos().is_multiple_of(1_000_000)
+            {
                 return write!(f, "{}{name}", ms / size);
             }
         }
-        if self.0.subsec_nanos() % 1_000_000 == 0 {
+        if self.0.subsec_nanos().is_multiple_of(1_000_000) {
             write!(f, "{ms}ms")
         } else {
             write!(f, "{}s", self.0.as_secs_f64())

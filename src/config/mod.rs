@@ -352,6 +352,9 @@ pub struct StoreConfig {
     pub timeout: HumanDuration,
     /// Prefix of every Redis key.
     pub key_prefix: String,
+    /// How long a concurrency permit or fleet slot taken in Redis counts at most: a server
+    /// that dies while its requests run never gives them back, and they expire after this.
+    pub permit_ttl: HumanDuration,
 }
 
 impl Default for StoreConfig {
@@ -362,6 +365,7 @@ impl Default for StoreConfig {
             nodes: Vec::new(),
             timeout: HumanDuration::from_millis(5),
             key_prefix: "brownout:".into(),
+            permit_ttl: HumanDuration::from_secs(60),
         }
     }
 }

@@ -138,16 +138,34 @@ impl Config {
             "store.timeout",
             "must be greater than zero",
         )?;
+        ensure(
+            s.timeout.get() <= std::time::Duration::from_secs(1),
+            "store.timeout",
+            "must be at most 1s (it bounds every request's wait for Redis)",
+        )?;
+        ensure(
+            s.permit_ttl.get() >= std::time::Duration::from_secs(1)
+                && s.permit_ttl.get() <= std::time::Duration::from_secs(86_400),
+            "store.permit_ttl",
+            "must be between 1s and 24h",
+        )?;
         if s.kind == StoreKind::Redis {
             ensure(
-                s.url.is_some() || !s.nodes.is_empty(),
-                "store.url",
-                "or store.nodes is required when store.kind is redis",
+                s.nodes.is_empty(),
+                "store.nodes",
+                "Redis Cluster is not available in this version of brownout; name one server with store.url",
             )?;
-            return Err(ConfigError::invalid(
-                "store.kind",
-                "redis is not available in this version of brownout; use memory",
-            ));
+            ensure(
+                s.url.is_some(),
+                "store.url",
+                "is required when store.kind is redis",
+            )?;
+            let url = s.url.as_deref().unwrap_or_default();
+            ensure(
+                url.starts_with("redis://") || url.starts_with("redis+unix://") || url.starts_with("unix://"),
+                "store.url",
+                "must be a redis:// (or redis+unix://) URL; TLS (rediss://) is not built into this version",
+            )?;
         }
         Ok(())
     }
@@ -387,9 +405,19 @@ mod tests {
     }
 
     #[test]
-    fn redis_store_is_refused_clearly() {
-        let e = refused("store:\n  kind: redis\n  url: redis://127.0.0.1/\n");
-        assert!(e.starts_with("store.kind"), "{e}");
+    fn redis_store_settings_are_checked() {
+        let ok = "store:\n  kind: redis\n  url: redis://127.0.0.1:6379/\n";
+        Config::from_yaml_str(ok).unwrap().validate().unwrap();
+        let e = refused("store:\n  kind: redis\n");
+        assert!(e.starts_with("store.url is required"), "{e}");
+        let e = refused("store:\n  kind: redis\n  url: rediss://127.0.0.1/\n");
+        assert!(e.starts_with("store.url must be a redis://"), "{e}");
+        let e = refused("store:\n  kind: redis\n  nodes: [\"redis://127.0.0.1:7000\"]\n");
+        assert!(e.starts_with("store.nodes"), "{e}");
+        let e = refused("store:\n  timeout: 2s\n");
+        assert!(e.starts_with("store.timeout"), "{e}");
+        let e = refused("store:\n  permit_ttl: 0s\n");
+        assert!(e.starts_with("store.permit_ttl"), "{e}");
     }
 }
 

@@ -90,7 +90,7 @@ fn run<'a, P: EngineRef>(
         return Verdict::Allow(Admission::new(Outcome::Allowed));
     }
     let limiters = &settings.limiters;
-    let store = &*shared.store;
+    let store = owner.store();
     let at = shared.check_time(now);
     let plan = shared.plan.load();
     let mut outcome = Outcome::Allowed;
@@ -104,9 +104,9 @@ fn run<'a, P: EngineRef>(
     let rr = &limiters.request_rate;
     let headers = rr.mode == Mode::Enforce && settings.rules.headers;
     let admitted = match eval.evaluate(LimiterName::RequestRate, rr.mode, || {
-        let wu = &limiters.worker_utilization;
-        let elastic = plan.samples > 0 && plan.utilization < wu.end_of_good;
-        Ok(settings.rules.check(store, req, at, elastic)?)
+        Ok(settings
+            .rules
+            .check(store, req, at, elastic(settings, &plan))?)
     }) {
         Step::Pass(admitted) => admitted,
         Step::Stop(rejection, status) => {
@@ -161,6 +161,11 @@ fn run<'a, P: EngineRef>(
         fleet,
         adaptive,
     })
+}
+
+/// Whether request_rate uses the elastic bucket: the server has room to spare.
+pub(crate) fn elastic(settings: &Settings, plan: &crate::control::ShedPlan) -> bool {
+    plan.samples > 0 && plan.utilization < settings.limiters.worker_utilization.end_of_good
 }
 
 /// One limiter's part in the chain.

@@ -2,7 +2,8 @@
 //! count and its limiter permits, all released when it is dropped.
 
 use super::{Admission, Engine};
-use crate::store::{Store, StoreHandle};
+use crate::store::redis::{RedisStore, SlotSet, Undo};
+use crate::store::{Answered, Store, StoreHandle};
 use crate::tier::Tier;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -52,6 +53,26 @@ impl EngineRef for Rc<WorkerEngine> {
     }
 }
 
+/// The owner of a request decided on the shared store's answers: its permits, if a later
+/// limiter refuses the request, go back through those answers (to Redis).
+#[derive(Clone, Copy)]
+pub(crate) struct SharedOwner<'r> {
+    pub(crate) engine: &'r Engine,
+    pub(crate) answered: &'r Answered<'r>,
+}
+
+impl StoreHandle for SharedOwner<'_> {
+    fn store(&self) -> &dyn Store {
+        self.answered
+    }
+}
+
+impl EngineRef for SharedOwner<'_> {
+    fn engine(&self) -> &Engine {
+        self.engine
+    }
+}
+
 /// Everything an admitted request holds until its response is done: its place in the
 /// in-flight count and the permits its admission kept. Dropping it leaves the count and gives
 /// the permits back, through the one handle it holds.
@@ -64,6 +85,9 @@ pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     fleet: bool,
     /// When the request was admitted, if it holds an adaptive-concurrency slot.
     adaptive: Option<std::time::Duration>,
+    /// Where its permit and fleet slot live when they were taken in the shared store, and the
+    /// member that holds them.
+    shared: Option<(Arc<RedisStore>, u64)>,
 }
 
 impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
@@ -77,8 +101,14 @@ impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
 }
 
 impl<P: EngineRef> RequestGuard<P> {
-    /// Enters the in-flight count of `tier` and takes over the admission's permits.
-    pub(crate) fn admit(engine: P, tier: Tier, admission: Admission<'_, P>) -> Self {
+    /// Enters the in-flight count of `tier` and takes over the admission's permits: local
+    /// ones, or with `shared`, ones taken in the shared store as its member.
+    pub(crate) fn admit<Q: EngineRef>(
+        engine: P,
+        tier: Tier,
+        admission: Admission<'_, Q>,
+        shared: Option<(Arc<RedisStore>, u64)>,
+    ) -> Self {
         engine.engine().in_flight.enter(tier);
         let concurrency = admission.concurrency.map(|p| p.keep());
         let fleet = admission.fleet.map(|p| p.keep()).is_some();
@@ -89,6 +119,7 @@ impl<P: EngineRef> RequestGuard<P> {
             concurrency,
             fleet,
             adaptive,
+            shared,
         }
     }
 }
@@ -104,12 +135,27 @@ impl<P: EngineRef> Drop for RequestGuard<P> {
     fn drop(&mut self) {
         let engine = self.engine.engine();
         engine.in_flight.leave(self.tier);
-        let store = self.engine.store();
-        if let Some(key) = self.concurrency {
-            store.concurrency_release(key);
-        }
-        if self.fleet {
-            store.fleet_release();
+        if let Some((shared, member)) = &self.shared {
+            if let Some(key) = self.concurrency {
+                shared.undo(Undo::Release {
+                    set: SlotSet::Client(key),
+                    member: *member,
+                });
+            }
+            if self.fleet {
+                shared.undo(Undo::Release {
+                    set: SlotSet::Fleet,
+                    member: *member,
+                });
+            }
+        } else {
+            let store = self.engine.store();
+            if let Some(key) = self.concurrency {
+                store.concurrency_release(key);
+            }
+            if self.fleet {
+                store.fleet_release();
+            }
         }
         if let Some(admitted_at) = self.adaptive {
             let latency = engine.clock.now().saturating_sub(admitted_at);

@@ -7,8 +7,8 @@
 mod chain;
 mod guard;
 
-pub(crate) use chain::{decide, Admission, Verdict};
-pub(crate) use guard::{EngineRef, RequestGuard, WorkerEngine};
+pub(crate) use chain::{decide, elastic, Admission, Verdict};
+pub(crate) use guard::{EngineRef, RequestGuard, SharedOwner, WorkerEngine};
 
 use crate::classify::Classifier;
 use crate::clock::Clock;
@@ -21,6 +21,7 @@ use crate::logging::LogGate;
 use crate::math::window::WindowRule;
 use crate::metrics::{Metrics, Outcome};
 use crate::rng::SplitMix64;
+use crate::store::redis::RedisStore;
 use crate::store::Store;
 use crate::tier::Tier;
 use arc_swap::ArcSwap;
@@ -90,10 +91,16 @@ pub(crate) struct Engine {
     pub(crate) metrics: Metrics,
     pub(crate) in_flight: Arc<InFlight>,
     pub(crate) store: Arc<dyn Store>,
+    /// The shared store (fleet mode): request_rate, concurrent_requests and fleet_usage ask it
+    /// first, and use `store` (local) when it cannot answer.
+    pub(crate) shared: Option<Arc<RedisStore>>,
     /// adaptive_concurrency's count, latencies and published limit (local to this process).
     pub(crate) adaptive: AdaptiveState,
-    /// Seeds the key hash and every random stream.
+    /// Seeds every random stream.
     pub(crate) seed: u64,
+    /// Seeds the hash of client keys and IPs (`seed`, or in fleet mode one every server
+    /// shares).
+    pub(crate) key_seed: u64,
     /// Hands each middleware instance (and each `check`) its own random stream.
     pub(crate) rng_streams: AtomicU64,
     pub(crate) fail_open_log: LogGate,

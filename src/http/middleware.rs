@@ -4,38 +4,32 @@
 //! them share the settings and plan through `ArcSwap`, so the allowed path takes no lock and
 //! allocates nothing.
 
-use super::body::{TrackedBody, WorkerGuard};
-use super::deadline::{DeadlinePassed, Expiry};
+use super::body::TrackedBody;
 use super::ratelimit;
-use super::response::{rejection_response, retry_after_secs};
+use super::respond::{respond, ResponseFuture};
+use super::shared;
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
-use crate::engine::{judge, Admission, RequestGuard, Settings, Verdict, WorkerEngine};
-use crate::limiter::request_rate::{RateStatus, RateTicket};
+use crate::engine::{judge, Admission, Settings, Verdict, WorkerEngine};
+use crate::limiter::request_rate::RateStatus;
 use crate::limiter::Request;
-use crate::limiter::{RatePolicy, Rejection};
 use crate::rng::{mix, SplitMix64};
 use crate::runtime::Brownout;
-use actix_web::body::{BoxBody, EitherBody, MessageBody};
+use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
-use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
+use actix_web::http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use actix_web::Error;
 use arc_swap::cache::Cache;
 use arc_swap::ArcSwap;
-use pin_project_lite::pin_project;
 use std::cell::RefCell;
-use std::future::{ready, Future, Ready};
+use std::future::{ready, Ready};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 const TEST_MODE: HeaderName = HeaderName::from_static(crate::classify::TEST_MODE_HEADER);
 const FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const PLAN: HeaderName = HeaderName::from_static("brownout-plan");
-const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// The middleware factory; made by [`Brownout::middleware`].
 #[derive(Clone)]
@@ -54,8 +48,8 @@ impl Brownout {
 
 impl<S, B> Transform<S, ServiceRequest> for BrownoutMiddleware
 where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
-    B: MessageBody,
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
 {
     type Response = ServiceResponse<EitherBody<TrackedBody<B>>>;
     type Error = Error;
@@ -69,7 +63,7 @@ where
         let engine = self.brownout.engine().clone();
         let instance = engine.rng_streams.fetch_add(1, Ordering::Relaxed);
         ready(Ok(BrownoutService {
-            service,
+            service: Rc::new(service),
             rng: RefCell::new(SplitMix64::new(engine.seed ^ mix(instance + 1))),
             settings: RefCell::new(Cache::new(LiveSettings(engine.clone()))),
             engine: Rc::new(WorkerEngine(engine)),
@@ -81,7 +75,7 @@ where
 
 /// The per-worker middleware service.
 pub struct BrownoutService<S> {
-    service: S,
+    service: Rc<S>,
     /// This worker's handle on the engine: requests clone the `Rc`, not the `Arc`.
     engine: Rc<WorkerEngine>,
     /// The app's hooks.
@@ -184,81 +178,14 @@ fn routed_path(req: &ServiceRequest) -> &str {
     req.match_info().as_str()
 }
 
-/// The RateLimit fields for `status`: `RateLimit-Policy` and `RateLimit`; for a rejected
-/// response, the ones consistent with its `Retry-After` (`rejected`: the rejection and its
-/// Retry-After in seconds).
-fn rate_fields(
-    settings: &Settings,
-    policy: Option<HeaderValue>,
-    status: &RateStatus,
-    rejected: Option<(&Rejection, u64)>,
-) -> [Option<HeaderValue>; 2] {
-    let rules = &settings.rules;
-    let value = match rejected {
-        None => ratelimit::allowed(rules, status),
-        Some((rejection, secs)) => ratelimit::rejected(rules, status, rejection, secs),
-    };
-    [policy, value]
-}
-
-/// Adds the fields that [`rate_fields`] wrote.
-fn insert_rate_fields(headers: &mut HeaderMap, [policy, value]: [Option<HeaderValue>; 2]) {
-    if let Some(policy) = policy {
-        headers.insert(RATELIMIT_POLICY, policy);
-    }
-    if let Some(value) = value {
-        headers.insert(RATELIMIT, value);
-    }
-}
-
-/// Work left for when the app has answered: the RateLimit fields (written down at decision
-/// time, from what the limiter saw) and failure quotas.
-pub struct AfterResponse {
-    engine: Rc<WorkerEngine>,
-    /// `RateLimit-Policy` and `RateLimit`.
-    fields: [Option<HeaderValue>; 2],
-    failures: Option<RateTicket>,
-}
-
-impl AfterResponse {
-    fn new(
-        engine: &Rc<WorkerEngine>,
-        settings: &Settings,
-        admission: &Admission<'_, Rc<WorkerEngine>>,
-        policy: impl FnOnce(&RateStatus) -> Option<HeaderValue>,
-    ) -> Option<Self> {
-        (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
-            engine: engine.clone(),
-            fields: admission.rate.map_or([None, None], |status| {
-                rate_fields(settings, policy(&status), &status, None)
-            }),
-            failures: admission.failures,
-        })
-    }
-
-    fn apply<B>(self, response: &mut ServiceResponse<B>) {
-        insert_rate_fields(response.headers_mut(), self.fields);
-        if let Some(ticket) = &self.failures {
-            let failed = response.status().is_client_error() || response.status().is_server_error();
-            if failed {
-                let at = self.engine.check_time(self.engine.clock.now());
-                let settings = self.engine.settings.load();
-                settings
-                    .rules
-                    .record_failure(&*self.engine.store, ticket, at.unix);
-            }
-        }
-    }
-}
-
 impl<S, B> Service<ServiceRequest> for BrownoutService<S>
 where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
-    B: MessageBody,
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
 {
     type Response = ServiceResponse<EitherBody<TrackedBody<B>>>;
     type Error = Error;
-    type Future = ResponseFuture<S::Future>;
+    type Future = ResponseFuture<S::Future, B>;
 
     forward_ready!(service);
 
@@ -284,6 +211,33 @@ where
             .trust_plan_header
             .then(|| req.headers().get(PLAN).and_then(|v| v.to_str().ok()))
             .flatten();
+        if let Some(store) = engine.shared.as_ref().filter(|s| s.ready()) {
+            let plan = hooked.as_deref().or(header_plan).map(str::to_owned);
+            let request = Request {
+                tier: classified.tier,
+                key: classified.key,
+                ip: classified.ip,
+                method: req.method().as_str(),
+                path: routed_path(&req),
+                plan: plan.as_deref(),
+            };
+            if let Some(asked) = shared::asks(settings, &request, &engine.plan.load()) {
+                let seed = self.rng.try_borrow_mut().map_or(0, |mut r| r.next_u64());
+                return ResponseFuture::Shared {
+                    fut: Box::pin(shared::decide(shared::Pending {
+                        service: self.service.clone(),
+                        engine: self.engine.clone(),
+                        store: store.clone(),
+                        settings: engine.settings.load_full(),
+                        req,
+                        classified,
+                        plan,
+                        asked,
+                        rng: SplitMix64::new(seed),
+                    })),
+                };
+            }
+        }
         let request = Request {
             tier: classified.tier,
             key: classified.key,
@@ -297,126 +251,15 @@ where
             // Unreachable on a single-threaded worker; never fail the request over it.
             Err(_) => Verdict::Allow(Admission::new(crate::metrics::Outcome::Allowed)),
         };
-        let tier = classified.tier;
-        match verdict {
-            Verdict::Reject(rejection, rate) => {
-                let policy = match rejection.policy {
-                    Some(RatePolicy::Quota(i)) => settings
-                        .rules
-                        .quotas
-                        .get(usize::from(i))
-                        .map(|q| q.name.as_str()),
-                    Some(RatePolicy::PerIp) => Some("per_ip"),
-                    None => None,
-                };
-                let mut response = rejection_response(&rejection, policy);
-                if let Some(status) = &rate {
-                    let secs = retry_after_secs(rejection.retry_after);
-                    let policy = self.policy(settings, status);
-                    let fields = rate_fields(settings, policy, status, Some((&rejection, secs)));
-                    insert_rate_fields(response.headers_mut(), fields);
-                }
-                ResponseFuture::Rejected {
-                    response: Some(req.into_response(response)),
-                }
-            }
-            Verdict::Allow(admission) => {
-                let after = AfterResponse::new(&self.engine, settings, &admission, |status| {
-                    self.policy(settings, status)
-                });
-                let guard = RequestGuard::admit(self.engine.clone(), tier, admission);
-                let deadline = &settings.limiters.deadline;
-                let expiry = Expiry::new(deadline.after.get(), deadline.cancel);
-                ResponseFuture::Allowed {
-                    fut: self.service.call(req),
-                    guard: Some(guard),
-                    after,
-                    deadline: None,
-                    expiry: Some(expiry),
-                    tier,
-                }
-            }
-        }
-    }
-}
-
-pin_project! {
-    /// The middleware's response future: the app's response with a tracked body, or a ready
-    /// rejection. An enum, not a box: no allocation per request.
-    /// (Its fields are private in spirit: the app's future and guard, or the rejection.)
-    #[project = ResponseFutureProj]
-    #[allow(missing_docs)]
-    pub enum ResponseFuture<F> {
-        /// The request was let through.
-        Allowed {
-            #[pin]
-            fut: F,
-            guard: Option<WorkerGuard>,
-            after: Option<AfterResponse>,
-            // Armed when the app does not answer at once (a fast handler never touches the
-            // timer), inline: no allocation.
-            #[pin]
-            deadline: Option<tokio::time::Sleep>,
-            expiry: Option<Expiry>,
-            tier: crate::tier::Tier,
-        },
-        /// The request was rejected.
-        Rejected {
-            response: Option<ServiceResponse<BoxBody>>,
-        },
-    }
-}
-
-impl<F, B> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<ServiceResponse<B>, Error>>,
-    B: MessageBody,
-{
-    type Output = Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project() {
-            ResponseFutureProj::Allowed {
-                fut,
-                guard,
-                after,
-                mut deadline,
-                expiry,
-                tier,
-            } => {
-                let Poll::Ready(response) = fut.poll(cx) else {
-                    let Some(due) = expiry.as_ref().map(|e| e.after) else {
-                        return Poll::Pending;
-                    };
-                    if deadline.is_none() {
-                        deadline.set(Some(tokio::time::sleep(due)));
-                    }
-                    let timer = deadline.as_pin_mut().expect("armed above");
-                    std::task::ready!(timer.poll(cx));
-                    // Past the deadline: the request stops counting, once.
-                    let expired = expiry.take().expect("checked above");
-                    if let Some(guard) = guard.take() {
-                        guard.expire();
-                    }
-                    if !expired.cancel {
-                        return Poll::Pending;
-                    }
-                    // Dropping this future (actix does, on the error) stops the handler.
-                    return Poll::Ready(Err(DeadlinePassed::new(due, *tier).into()));
-                };
-                let mut response = response?;
-                if let Some(after) = after.take() {
-                    after.apply(&mut response);
-                }
-                let guard = guard.take();
-                Poll::Ready(Ok(response.map_body(|_, body| {
-                    EitherBody::left(TrackedBody::new(body, guard))
-                })))
-            }
-            ResponseFutureProj::Rejected { response } => Poll::Ready(Ok(response
-                .take()
-                .expect("ResponseFuture polled after completion")
-                .map_into_right_body())),
-        }
+        respond(
+            &*self.service,
+            &self.engine,
+            settings,
+            req,
+            classified.tier,
+            verdict,
+            &|status| self.policy(settings, status),
+            None,
+        )
     }
 }

@@ -5,9 +5,12 @@ mod body;
 mod deadline;
 mod middleware;
 mod ratelimit;
+mod respond;
 mod response;
+mod shared;
 
 pub use admin::{AdminError, AdminServer, MAX_BODY, MIN_TOKEN_LEN};
 pub use body::TrackedBody;
-pub use middleware::{BrownoutMiddleware, BrownoutService, ResponseFuture};
+pub use middleware::{BrownoutMiddleware, BrownoutService};
+pub use respond::ResponseFuture;
 pub use response::{problem, rejection_response, retry_after_secs};

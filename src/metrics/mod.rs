@@ -274,6 +274,21 @@ impl Metrics {
         }
     }
 
+    /// Counts a failed call to a shared store (a rare path: the handle is looked up by label).
+    pub fn shared_store_error(&self, store: &'static str, op: &'static str) {
+        let k = key(
+            "brownout_store_errors_total",
+            &[("store", store), ("op", op)],
+        );
+        self.recorder.register_counter(&k, &META).increment(1);
+    }
+
+    /// Publishes the shared store's circuit breaker: 0 closed, 1 open, 2 half-open.
+    pub fn publish_breaker(&self, store: &'static str, state: f64) {
+        let k = key("brownout_store_breaker_state", &[("store", store)]);
+        self.recorder.register_gauge(&k, &META).set(state);
+    }
+
     /// Counts an accepted admin change.
     pub fn admin_change(&self, action: &str) {
         if let Some(i) = ACTIONS.iter().position(|a| *a == action) {
@@ -349,6 +364,10 @@ fn describe(r: &PrometheusRecorder) {
         (
             "brownout_concurrency_limit",
             "The limit adaptive_concurrency admits non-critical requests in flight under (learned from their latency).",
+        ),
+        (
+            "brownout_store_breaker_state",
+            "The shared store's circuit breaker: 0 closed (calls go to Redis), 1 open (limits decided locally), 2 half-open (one probe out).",
         ),
         (
             "brownout_kill_switch_engaged",

@@ -324,7 +324,7 @@ impl Operator {
                     merge(&mut doc, &overrides);
                 }
                 draft.limiters = limiters_from_json(doc)?;
-                draft.classifier = Classifier::new(&config.classifier, self.shared.seed)
+                draft.classifier = Classifier::new(&config.classifier, self.shared.key_seed)
                     .map_err(|m| ConfigError::invalid("classifier.critical", m))?;
                 draft.metrics_auth = config.admin.metrics_auth;
                 base = Some(config.limiters);

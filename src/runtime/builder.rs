@@ -5,7 +5,7 @@ use crate::classify::Classifier;
 use crate::classify::ClientKey;
 use crate::clock::{Clock, SystemClock};
 use crate::config::LimitersConfig;
-use crate::config::{Config, ConfigError, SourceKind};
+use crate::config::{Config, ConfigError, SourceKind, StoreKind};
 use crate::control::{
     ControllerParams, CpuSource, InFlight, InFlightSource, PublishedPlan, RuntimeRegistry,
     RuntimeSource, ShedPlan, UtilizationSource,
@@ -15,10 +15,12 @@ use crate::limiter::adaptive_concurrency::AdaptiveState;
 use crate::logging::LogGate;
 use crate::metrics::Metrics;
 use crate::ops::{limiters_from_json, patch, persist, AuditLog, PendingRevert};
+use crate::store::redis::RedisStore;
 use crate::store::{MemoryStore, Store};
 use crate::tier::Tier;
 use actix_web::dev::ServiceRequest;
 use arc_swap::ArcSwap;
+use std::hash::BuildHasher;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -134,7 +136,24 @@ impl BrownoutBuilder {
         self.config.validate()?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let seed = self.seed.unwrap_or_else(crate::rng::os_seed);
-        let classifier = Classifier::new(&self.config.classifier, seed)
+        let shared = match self.config.store.kind {
+            StoreKind::Memory => None,
+            StoreKind::Redis => Some(Arc::new(RedisStore::new(
+                &self.config.store,
+                crate::rng::os_seed() ^ u64::from(std::process::id()),
+                clock.clone(),
+            )?)),
+        };
+        // Shared limits need every server to hash a client to the same key: in fleet mode the
+        // key hash is seeded from the key prefix, not at random.
+        let key_seed = if shared.is_some() {
+            crate::rng::mix(
+                foldhash::quality::FixedState::with_seed(0).hash_one(&self.config.store.key_prefix),
+            )
+        } else {
+            seed
+        };
+        let classifier = Classifier::new(&self.config.classifier, key_seed)
             .map_err(|m| ConfigError::invalid("classifier.critical", m))?;
         let in_flight = Arc::new(InFlight::default());
         let runtimes = Arc::new(RuntimeRegistry::default());
@@ -172,8 +191,10 @@ impl BrownoutBuilder {
             metrics: Metrics::new(),
             in_flight,
             store,
+            shared,
             adaptive,
             seed,
+            key_seed,
             rng_streams: AtomicU64::new(0),
             fail_open_log: LogGate::new(Duration::from_secs(10)),
             dark_log: LogGate::new(Duration::from_secs(10)),

@@ -173,6 +173,14 @@ impl Brownout {
     pub fn start(&self) -> Result<(), Error> {
         tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
         let inner = &self.inner;
+        if let Some(store) = &inner.engine.shared {
+            let engine = Arc::downgrade(&inner.engine);
+            store.start(Arc::new(move |op| {
+                if let Some(engine) = engine.upgrade() {
+                    engine.metrics.shared_store_error("redis", op);
+                }
+            }));
+        }
         let taken = inner
             .pending_sources
             .lock()
@@ -257,7 +265,7 @@ impl Brownout {
             Verdict::Reject(rejection, _) => Decision::Rejected(rejection),
             Verdict::Allow(admission) => Decision::Allowed(Admitted {
                 outcome: admission.outcome,
-                _guard: RequestGuard::admit(shared.clone(), classified.tier, admission),
+                _guard: RequestGuard::admit(shared.clone(), classified.tier, admission, None),
             }),
         }
     }
@@ -301,6 +309,11 @@ impl Brownout {
 
     /// Every metric in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
+        let engine = &self.inner.engine;
+        if let Some(store) = &engine.shared {
+            let state = store.breaker_state().as_gauge();
+            engine.metrics.publish_breaker("redis", state);
+        }
         let (rate_keys, concurrency_keys) = self.inner.engine.store.tracked_keys();
         self.inner
             .engine
@@ -310,6 +323,16 @@ impl Brownout {
             .engine
             .metrics
             .render(&self.inner.engine.in_flight)
+    }
+
+    /// Where keyed limiter state lives: `("memory", true, "closed")`, or in fleet mode
+    /// `("redis", connected, breaker)` with the breaker `closed`, `open` or `half_open`
+    /// (shared limits are in use when connected and closed; otherwise limits are local).
+    pub fn store_state(&self) -> (&'static str, bool, &'static str) {
+        match &self.inner.engine.shared {
+            None => ("memory", true, "closed"),
+            Some(store) => ("redis", store.connected(), store.breaker_state().as_str()),
+        }
     }
 
     /// Keys tracked by the request-rate limiter (bucket and quotas) and the concurrency limiter.

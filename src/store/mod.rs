@@ -1,9 +1,12 @@
 //! Where the per-key limiters keep their state, behind one trait so a shared store (Redis)
 //! can replace the in-memory one. Every operation is one atomic step on the store's side.
 
+mod answered;
 mod memory;
+pub mod redis;
 pub mod table;
 
+pub(crate) use answered::Answered;
 pub use memory::MemoryStore;
 
 use crate::math::gcra::Charge;
@@ -48,7 +51,7 @@ impl<S: Store> StoreHandle for std::sync::Arc<S> {
 }
 
 /// The state operations of the per-key limiters.
-pub trait Store: Send + Sync + 'static {
+pub trait Store: Send + Sync {
     /// GCRA charge of `increment` µs against `tolerance` µs for `key` at `now` µs.
     fn rate_charge(
         &self,

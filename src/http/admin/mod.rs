@@ -236,6 +236,23 @@ fn adaptive_json(brownout: &Brownout) -> Value {
     })
 }
 
+/// Where keyed limiter state lives, and in fleet mode whether Redis is in use right now.
+fn store_json(brownout: &Brownout) -> Value {
+    match &brownout.engine().shared {
+        None => json!({"kind": "memory"}),
+        Some(store) => {
+            let breaker = store.breaker_state();
+            let shared = store.connected() && breaker == crate::store::redis::BreakerState::Closed;
+            json!({
+                "kind": "redis",
+                "connected": store.connected(),
+                "breaker": breaker.as_str(),
+                "limits": if shared { "shared" } else { "local" },
+            })
+        }
+    }
+}
+
 /// The body of `GET /v1/state`.
 pub(crate) fn state_json(brownout: &Brownout) -> Value {
     let settings = brownout.settings();
@@ -269,6 +286,7 @@ pub(crate) fn state_json(brownout: &Brownout) -> Value {
             "plan_age_seconds": now.saturating_sub(plan.at).as_secs_f64(),
         },
         "adaptive_concurrency": adaptive_json(brownout),
+        "store": store_json(brownout),
         "in_flight": brownout.in_flight(),
         "tiers": Tier::ALL.map(Tier::as_str),
     })

@@ -8,6 +8,8 @@ pub use rules::{CostTable, Plan, Quota, RateRules};
 use super::{Check, LimiterName, RatePolicy, RejectStatus, Rejection, Request};
 use crate::config::{QuotaCount, QuotaKey};
 use crate::math::gcra::Charge;
+use crate::math::window::WindowRule;
+use crate::store::redis::{BucketAsk, ClientAsk, QuotaAsk};
 use crate::store::{Store, StoreError};
 use std::time::Duration;
 
@@ -82,6 +84,13 @@ pub struct RateAdmit {
     pub ticket: RateTicket,
 }
 
+/// The buckets one request is charged in.
+struct Charges {
+    plan: usize,
+    bucket: BucketAsk,
+    ceiling: Option<BucketAsk>,
+}
+
 /// Whole seconds in `us` microseconds, rounded up.
 pub fn secs_up(us: u64) -> u32 {
     u32::try_from(us.div_ceil(1_000_000)).unwrap_or(u32::MAX)
@@ -109,10 +118,12 @@ impl RateRules {
         elastic: bool,
     ) -> Result<Check<RateAdmit, RateStatus>, StoreError> {
         let now = at.mono;
-        let plan = self.plan(req.plan);
-        let bucket = self.bucket(plan, elastic);
-        let cost = self.cost(plan, req.method, req.path);
-        let increment = bucket.increment(cost);
+        let Charges {
+            plan,
+            bucket,
+            ceiling,
+        } = self.charges(req, elastic);
+        let increment = bucket.increment;
         let mut status = RateStatus {
             plan: plan as u16,
             elastic,
@@ -131,10 +142,9 @@ impl RateRules {
             retry_after: Duration::from_micros(retry_us),
             policy,
         };
-        if let Some(ceiling) = &self.per_ip {
-            // An expensive route costs at most the whole ceiling, so it can always pass.
-            let charge = ceiling.increment(cost.min(ceiling.burst as u32));
-            match store.rate_charge(ceiling_key(req.ip), now, charge, ceiling.tolerance())? {
+        if let Some(ceiling) = ceiling {
+            let charge = ceiling.increment;
+            match store.rate_charge(ceiling.key, now, charge, ceiling.tolerance)? {
                 Charge::Denied { tat, wait } => {
                     status.ip_tat = tat;
                     let rejection = reject(wait, Some(RatePolicy::PerIp));
@@ -146,7 +156,7 @@ impl RateRules {
                 }
             }
         }
-        let charged = store.rate_charge(req.key, now, increment, bucket.tolerance());
+        let charged = store.rate_charge(req.key, now, increment, bucket.tolerance);
         let charged_tat = match charged {
             Ok(Charge::Allowed { tat }) => {
                 ticket.increment = increment;
@@ -164,14 +174,7 @@ impl RateRules {
         status.tat = charged_tat;
         // The bucket as it reads if this request's charge is given back.
         let refunded = charged_tat.saturating_sub(increment);
-        for (i, quota) in self.quotas.iter().enumerate() {
-            if !quota.applies(req.method, req.path) {
-                continue;
-            }
-            let key = match quota.key {
-                QuotaKey::Client => req.key,
-                QuotaKey::Ip => req.ip,
-            };
+        for (i, quota, key) in self.applying(req) {
             let add = quota.count == QuotaCount::Requests;
             let check = match store.quota_hit(i, key, at.unix, &quota.rule, add) {
                 Ok(check) => check,
@@ -203,6 +206,77 @@ impl RateRules {
         }))
     }
 
+    /// The buckets a request is charged in: its plan's (widened while `elastic`) and the
+    /// per-IP ceiling, if any.
+    fn charges(&self, req: &Request<'_>, elastic: bool) -> Charges {
+        let plan = self.plan(req.plan);
+        let bucket = self.bucket(plan, elastic);
+        let cost = self.cost(plan, req.method, req.path);
+        let ceiling = self.per_ip.as_ref().map(|ceiling| BucketAsk {
+            key: ceiling_key(req.ip),
+            // An expensive route costs at most the whole ceiling, so it can always pass.
+            increment: ceiling.increment(cost.min(ceiling.burst as u32)),
+            tolerance: ceiling.tolerance(),
+        });
+        Charges {
+            plan,
+            bucket: BucketAsk {
+                key: req.key,
+                increment: bucket.increment(cost),
+                tolerance: bucket.tolerance(),
+            },
+            ceiling,
+        }
+    }
+
+    /// The quotas that apply to a request, with their index and the key they count against.
+    fn applying<'s>(
+        &'s self,
+        req: &'s Request<'_>,
+    ) -> impl Iterator<Item = (usize, &'s Quota, u64)> + 's {
+        self.quotas
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| q.applies(req.method, req.path))
+            .map(|(i, q)| {
+                let key = match q.key {
+                    QuotaKey::Client => req.key,
+                    QuotaKey::Ip => req.ip,
+                };
+                (i, q, key)
+            })
+    }
+
+    /// What [`check`](Self::check) asks of the store, for a shared store to answer in one
+    /// step: the buckets (ceiling first) and the quotas, in that order.
+    pub fn ask(&self, req: &Request<'_>, elastic: bool, ask: &mut ClientAsk) {
+        let Charges {
+            bucket, ceiling, ..
+        } = self.charges(req, elastic);
+        ask.buckets.extend(ceiling);
+        ask.buckets.push(bucket);
+        ask.quotas
+            .extend(self.applying(req).map(|(index, q, key)| QuotaAsk {
+                index,
+                key,
+                rule: q.rule,
+                count: q.count == QuotaCount::Requests,
+            }));
+    }
+
+    /// The failure quotas `ticket` is counted against if its response fails: (index, key,
+    /// rule).
+    pub fn failure_quotas<'s>(
+        &'s self,
+        ticket: &'s RateTicket,
+    ) -> impl Iterator<Item = (usize, u64, WindowRule)> + 's {
+        self.quotas
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| ticket.failures & (1 << i) != 0)
+            .map(|(i, q)| (i, self.quota_key(q, ticket), q.rule))
+    }
+
     /// Gives back what `ticket` took (a later limiter rejected the request).
     pub fn refund(&self, store: &dyn Store, ticket: &RateTicket, at: CheckTime) {
         if ticket.increment > 0 {
@@ -222,11 +296,8 @@ impl RateRules {
     /// Counts a failed response against the failure quotas the request matched; `unix_now`
     /// in µs since the Unix epoch.
     pub fn record_failure(&self, store: &dyn Store, ticket: &RateTicket, unix_now: u64) {
-        for (i, quota) in self.quotas.iter().enumerate() {
-            if ticket.failures & (1 << i) != 0 {
-                let key = self.quota_key(quota, ticket);
-                let _ = store.quota_hit(i, key, unix_now, &quota.rule, true);
-            }
+        for (i, key, rule) in self.failure_quotas(ticket) {
+            let _ = store.quota_hit(i, key, unix_now, &rule, true);
         }
     }
 
@@ -248,158 +319,4 @@ impl RateRules {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{Config, QuotaAlgorithm};
-    use crate::store::MemoryStore;
-    use crate::tier::Tier;
-
-    const T0: CheckTime = CheckTime { mono: 0, unix: 0 };
-
-    fn rules(yaml: &str) -> RateRules {
-        RateRules::compile(&Config::from_yaml_str(yaml).unwrap().limiters.request_rate).unwrap()
-    }
-
-    /// What one check saw, whichever way it went.
-    struct Seen {
-        rejection: Option<Rejection>,
-        status: RateStatus,
-        ticket: RateTicket,
-    }
-
-    fn check(
-        r: &RateRules,
-        store: &MemoryStore,
-        req: &Request<'_>,
-        at: CheckTime,
-        elastic: bool,
-    ) -> Seen {
-        match r.check(store, req, at, elastic).unwrap() {
-            Check::Allowed(a) => Seen {
-                rejection: None,
-                status: a.status,
-                ticket: a.ticket,
-            },
-            Check::Rejected(rejection, status) => Seen {
-                rejection: Some(rejection),
-                status,
-                ticket: RateTicket::default(),
-            },
-        }
-    }
-
-    fn req<'a>(method: &'a str, path: &'a str, plan: Option<&'a str>) -> Request<'a> {
-        Request {
-            tier: Tier::Get,
-            key: 42,
-            ip: 7,
-            method,
-            path,
-            plan,
-        }
-    }
-
-    const YAML: &str = "limiters:\n  request_rate:\n    rate: 10\n    burst: 20\n    default_cost: 1\n    costs:\n      \"POST /v1/charges\": 5\n      \"GET /v1/items/{id}\": 2\n      \"GET /v1/items/search\": 4\n    plans:\n      free:\n        rate: 1\n        burst: 5\n        costs:\n          \"POST /v1/charges\": 3\n";
-
-    #[test]
-    fn costs_pick_the_most_specific_route_and_plans_override() {
-        let r = rules(YAML);
-        assert_eq!(r.cost(0, "GET", "/v1/items/search"), 4);
-        assert_eq!(r.cost(0, "GET", "/v1/items/it_1"), 2);
-        assert_eq!(r.cost(0, "POST", "/v1/charges"), 5);
-        assert_eq!(r.cost(0, "GET", "/elsewhere"), 1);
-        let free = r.plan(Some("free"));
-        assert_eq!(r.cost(free, "POST", "/v1/charges"), 3);
-        assert_eq!(
-            r.cost(free, "GET", "/v1/items/x"),
-            2,
-            "shared table still applies"
-        );
-        assert_eq!(r.plan(Some("nope")), 0, "unknown plan: default");
-        assert_eq!(r.plan(None), 0);
-        assert_eq!(r.plan_at(0).limits[0], (20.0, 10.0));
-        assert_eq!(r.plan_at(free).limits[0], (5.0, 1.0));
-    }
-
-    #[test]
-    fn plan_buckets_are_separate_limits() {
-        let r = rules(YAML);
-        let store = MemoryStore::new(64, 0, 64);
-        let mut passed = 0;
-        while check(&r, &store, &req("GET", "/x", Some("free")), T0, false)
-            .rejection
-            .is_none()
-        {
-            passed += 1;
-        }
-        assert_eq!(passed, 5);
-        let denied = check(&r, &store, &req("GET", "/x", Some("free")), T0, false);
-        let rejection = denied.rejection.unwrap();
-        assert_eq!(
-            (rejection.status.as_u16(), rejection.retry_after),
-            (429, Duration::from_secs(1))
-        );
-        assert_eq!(r.bucket_reading(&denied.status).0, 0);
-    }
-
-    #[test]
-    fn elastic_factor_widens_the_bucket() {
-        let r =
-            rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 4\n    elastic_factor: 2\n");
-        let store = MemoryStore::new(64, 0, 64);
-        let mut passed = 0;
-        while check(&r, &store, &req("GET", "/", None), T0, true)
-            .rejection
-            .is_none()
-        {
-            passed += 1;
-        }
-        assert_eq!(passed, 8);
-    }
-
-    #[test]
-    fn a_quota_rejection_refunds_the_bucket() {
-        let r = rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 10\n    quotas:\n      - {name: signups, algorithm: fixed_window, limit: 2, window: 1d, routes: [\"POST /v1/accounts\"], key: ip}\n");
-        assert_eq!(r.quotas[0].rule.algorithm, QuotaAlgorithm::FixedWindow);
-        let store = MemoryStore::new(64, 1, 64);
-        let signup = req("POST", "/v1/accounts", None);
-        for _ in 0..2 {
-            let d = check(&r, &store, &signup, T0, false);
-            assert!(d.rejection.is_none());
-        }
-        let d = check(&r, &store, &signup, T0, false);
-        let rej = d.rejection.unwrap();
-        assert_eq!(rej.policy, Some(RatePolicy::Quota(0)));
-        assert_eq!(rej.retry_after, Duration::from_secs(86_400));
-        // Eight credits were spent on the two that passed, none on the one that did not.
-        let mut passed = 0;
-        while check(&r, &store, &req("GET", "/", None), T0, false)
-            .rejection
-            .is_none()
-        {
-            passed += 1;
-        }
-        assert_eq!(passed, 8);
-        // The RateLimit field of that answer: tests in crate::http::ratelimit.
-        assert_eq!(r.bucket_reading(&d.status), (8, 2));
-        assert_eq!(d.status.quotas(), [(0, 0, 86_400)]);
-    }
-
-    #[test]
-    fn failure_quotas_count_only_failures() {
-        let r = rules("limiters:\n  request_rate:\n    quotas:\n      - {name: card_failures, algorithm: sliding_window, limit: 3, window: 1d, routes: [\"POST /v1/charges\"], count: failures}\n");
-        let store = MemoryStore::new(64, 1, 64);
-        let charge = req("POST", "/v1/charges", None);
-        for _ in 0..5 {
-            let d = check(&r, &store, &charge, T0, false);
-            assert!(d.rejection.is_none(), "successes are not counted");
-        }
-        for _ in 0..3 {
-            let d = check(&r, &store, &charge, T0, false);
-            assert!(d.rejection.is_none());
-            r.record_failure(&store, &d.ticket, 0);
-        }
-        let d = check(&r, &store, &charge, CheckTime { mono: 1, unix: 1 }, false);
-        assert_eq!(d.rejection.unwrap().policy, Some(RatePolicy::Quota(0)));
-    }
-}
+mod tests;

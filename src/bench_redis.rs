@@ -1,0 +1,279 @@
+//! `brownout bench redis`: what fleet mode costs. One process decides against a loopback
+//! Redis (its own redis-server, or `--url`) at several concurrency levels: decisions per second
+//! and the latency each adds (p50/p99), beside a plain pipelined `INCR`+`EXPIRE` rate counter
+//! in the same run (the cheapest shared counter there is, with none of the script's logic);
+//! then the same decisions while Redis is down and the breaker is open, beside the in-memory
+//! store's decision.
+
+use brownout::clock::{Clock, SystemClock};
+use brownout::config::{HumanDuration, StoreConfig, StoreKind};
+use brownout::math::gcra::Bucket;
+use brownout::store::redis::{BucketAsk, ClientAsk, RedisStore, SlotSet, Undo};
+use brownout::store::{MemoryStore, Store};
+use clap::Args;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args)]
+pub struct RedisArgs {
+    /// A Redis to measure against (default: start redis-server on a free loopback port).
+    #[arg(long)]
+    url: Option<String>,
+    /// Concurrent requests, one run each.
+    #[arg(long, default_value = "1,8,64", value_delimiter = ',')]
+    concurrency: Vec<usize>,
+    /// Decisions per run.
+    #[arg(long, default_value_t = 100_000)]
+    decisions: usize,
+}
+
+/// The bench's clock (real time).
+static CLOCK: std::sync::LazyLock<SystemClock> = std::sync::LazyLock::new(SystemClock::new);
+
+/// Latencies of one run, in µs, and its throughput.
+struct Run {
+    per_second: f64,
+    p50: f64,
+    p99: f64,
+}
+
+impl Run {
+    fn from(mut latencies: Vec<f64>, elapsed: Duration) -> Self {
+        latencies.sort_by(f64::total_cmp);
+        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+        Self {
+            per_second: latencies.len() as f64 / elapsed.as_secs_f64(),
+            p50: at(0.5),
+            p99: at(0.99),
+        }
+    }
+}
+
+/// One request's ask: a client's bucket (of 10,000 clients), a concurrency permit and a
+/// fleet slot.
+fn ask(client: u64) -> ClientAsk {
+    let bucket = Bucket::new(1_000.0, 1_000.0, 0.0);
+    ClientAsk {
+        buckets: vec![BucketAsk {
+            key: client,
+            increment: bucket.increment(1),
+            tolerance: bucket.tolerance(),
+        }],
+        quotas: Vec::new(),
+        in_flight: Some((client, 100)),
+        rate_enforced: true,
+        in_flight_enforced: true,
+        fleet: Some(1_000_000),
+        fleet_enforced: true,
+    }
+}
+
+/// `decisions` decisions from `concurrency` tasks; each gives its permit and fleet slot back
+/// afterwards, as a finished request does.
+async fn scripted(store: &Arc<RedisStore>, concurrency: usize, decisions: usize) -> Run {
+    let per_task = decisions / concurrency;
+    let started = CLOCK.now();
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|t| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(per_task);
+                for i in 0..per_task {
+                    let client = ((t * per_task + i) % 10_000) as u64;
+                    let ask = ask(client);
+                    let begun = CLOCK.now();
+                    let answer = store.decide(&ask).await;
+                    latencies.push((CLOCK.now() - begun).as_secs_f64() * 1e6);
+                    if let Ok(answer) = answer {
+                        for set in [SlotSet::Client(client), SlotSet::Fleet] {
+                            store.undo(Undo::Release {
+                                set,
+                                member: answer.member,
+                            });
+                        }
+                    }
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(decisions);
+    for t in tasks {
+        all.extend(t.await.unwrap_or_default());
+    }
+    Run::from(all, CLOCK.now() - started)
+}
+
+/// The same load as a pipelined `INCR`+`EXPIRE` per request (one round trip).
+async fn baseline(url: &str, concurrency: usize, decisions: usize) -> redis::RedisResult<Run> {
+    let client = redis::Client::open(url)?;
+    let conn = client.get_multiplexed_async_connection().await?;
+    let per_task = decisions / concurrency;
+    let started = CLOCK.now();
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|t| {
+            let mut conn = conn.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(per_task);
+                for i in 0..per_task {
+                    let key = format!("baseline:{{{:016x}}}", (t * per_task + i) % 10_000);
+                    let begun = CLOCK.now();
+                    let _: redis::RedisResult<(i64, i64)> = redis::pipe()
+                        .cmd("INCR")
+                        .arg(&key)
+                        .cmd("EXPIRE")
+                        .arg(&key)
+                        .arg(60)
+                        .query_async(&mut conn)
+                        .await;
+                    latencies.push((CLOCK.now() - begun).as_secs_f64() * 1e6);
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(decisions);
+    for t in tasks {
+        all.extend(t.await.unwrap_or_default());
+    }
+    Ok(Run::from(all, CLOCK.now() - started))
+}
+
+/// redis-server on a free loopback port, stopped when dropped.
+struct Server(Child, u16);
+
+impl Server {
+    fn start() -> std::io::Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()?;
+        let deadline = CLOCK.now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if CLOCK.now() > deadline {
+                return Err(std::io::Error::other("redis-server did not start"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Self(child, port))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn connected(config: &StoreConfig) -> Arc<RedisStore> {
+    let store = Arc::new(
+        RedisStore::new(config, 1, Arc::new(brownout::clock::SystemClock::new()))
+            .expect("a valid store config"),
+    );
+    store.start(Arc::new(|_| {}));
+    let deadline = CLOCK.now() + Duration::from_secs(10);
+    while !store.connected() && CLOCK.now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    store
+}
+
+/// ns per call of `f`, over `n` calls.
+fn ns_per_call(n: u32, mut f: impl FnMut(u64)) -> f64 {
+    let begun = CLOCK.now();
+    for i in 0..n {
+        f(u64::from(i % 10_000));
+    }
+    (CLOCK.now() - begun).as_nanos() as f64 / f64::from(n)
+}
+
+async fn measure(args: RedisArgs) -> Result<(), String> {
+    let mut own = match &args.url {
+        Some(_) => None,
+        None => Some(Server::start().map_err(|e| format!("starting redis-server: {e}"))?),
+    };
+    let url = args
+        .url
+        .clone()
+        .unwrap_or_else(|| format!("redis://127.0.0.1:{}/", own.as_ref().map_or(6379, |s| s.1)));
+    let config = StoreConfig {
+        kind: StoreKind::Redis,
+        url: Some(url.clone()),
+        timeout: HumanDuration::from_millis(100),
+        key_prefix: "brownout-bench:".into(),
+        ..StoreConfig::default()
+    };
+    let store = connected(&config).await;
+    if !store.connected() {
+        return Err(format!("cannot connect to {url}"));
+    }
+    println!("Redis at {url}; {} decisions per run\n", args.decisions);
+    println!("| concurrency | brownout decisions/s | p50 | p99 | INCR+EXPIRE ops/s | p50 | p99 |");
+    println!("|---|---|---|---|---|---|---|");
+    for &c in &args.concurrency {
+        let c = c.max(1);
+        let s = scripted(&store, c, args.decisions).await;
+        let b = baseline(&url, c, args.decisions)
+            .await
+            .map_err(|e| format!("baseline: {e}"))?;
+        println!(
+            "| {c} | {:.0} | {:.0} µs | {:.0} µs | {:.0} | {:.0} µs | {:.0} µs |",
+            s.per_second, s.p50, s.p99, b.per_second, b.p50, b.p99
+        );
+    }
+    if let Some(server) = own.take() {
+        // The outage: Redis gone; a few failed calls open the breaker.
+        drop(server);
+        for _ in 0..20 {
+            let _ = store.decide(&ask(1)).await;
+        }
+        let open = store.breaker_state();
+        let n = 1_000_000u32;
+        let mut ready = 0u32;
+        let skipped = ns_per_call(n, |_| {
+            ready += u32::from(std::hint::black_box(store.ready()))
+        });
+        let memory = MemoryStore::new(100_000, 0, 100_000);
+        let bucket = Bucket::new(1_000.0, 1_000.0, 0.0);
+        let local = ns_per_call(n, |key| {
+            let _ = memory.rate_charge(key, 0, bucket.increment(1), bucket.tolerance());
+            if memory.concurrency_acquire(key, 100) == Ok(true) {
+                memory.concurrency_release(key);
+            }
+        });
+        println!(
+            "\nRedis down, breaker {}: {skipped:.1} ns added per request (asking whether to call \
+             Redis; {ready} of {n} said yes), beside {local:.0} ns for the in-memory store's \
+             bucket and permit that then decide ({:.2}×)",
+            open.as_str(),
+            skipped / local
+        );
+    }
+    Ok(())
+}
+
+pub fn run(args: RedisArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("bench redis: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(measure(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench redis: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

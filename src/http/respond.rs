@@ -1,0 +1,251 @@
+//! What the middleware answers: the rejection or the app's response with its guard, the
+//! RateLimit fields, and the failure quotas counted once the app has answered.
+
+use super::body::{TrackedBody, WorkerGuard};
+use super::deadline::{DeadlinePassed, Expiry};
+use super::ratelimit;
+use super::response::{rejection_response, retry_after_secs};
+use crate::engine::{Admission, EngineRef, RequestGuard, Settings, Verdict, WorkerEngine};
+use crate::limiter::request_rate::{RateStatus, RateTicket};
+use crate::limiter::{RatePolicy, Rejection};
+use crate::store::redis::{RedisStore, Undo};
+use crate::tier::Tier;
+use actix_web::body::{BoxBody, EitherBody, MessageBody};
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
+use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
+use actix_web::Error;
+use pin_project_lite::pin_project;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// The RateLimit fields for `status`: `RateLimit-Policy` and `RateLimit`; for a rejected
+/// response, the ones consistent with its `Retry-After` (`rejected`: the rejection and its
+/// Retry-After in seconds).
+pub(super) fn rate_fields(
+    settings: &Settings,
+    policy: Option<HeaderValue>,
+    status: &RateStatus,
+    rejected: Option<(&Rejection, u64)>,
+) -> [Option<HeaderValue>; 2] {
+    let rules = &settings.rules;
+    let value = match rejected {
+        None => ratelimit::allowed(rules, status),
+        Some((rejection, secs)) => ratelimit::rejected(rules, status, rejection, secs),
+    };
+    [policy, value]
+}
+
+/// Adds the fields that [`rate_fields`] wrote.
+pub(super) fn insert_rate_fields(
+    headers: &mut HeaderMap,
+    [policy, value]: [Option<HeaderValue>; 2],
+) {
+    if let Some(policy) = policy {
+        headers.insert(RATELIMIT_POLICY, policy);
+    }
+    if let Some(value) = value {
+        headers.insert(RATELIMIT, value);
+    }
+}
+
+/// Work left for when the app has answered: the RateLimit fields (written down at decision
+/// time, from what the limiter saw) and failure quotas.
+pub struct AfterResponse {
+    engine: Rc<WorkerEngine>,
+    /// Where failures are counted when the request was decided on the shared store.
+    shared: Option<Arc<RedisStore>>,
+    /// `RateLimit-Policy` and `RateLimit`.
+    fields: [Option<HeaderValue>; 2],
+    failures: Option<RateTicket>,
+}
+
+impl AfterResponse {
+    fn new<Q: EngineRef>(
+        engine: &Rc<WorkerEngine>,
+        settings: &Settings,
+        admission: &Admission<'_, Q>,
+        policy: &dyn Fn(&RateStatus) -> Option<HeaderValue>,
+        shared: Option<&Arc<RedisStore>>,
+    ) -> Option<Self> {
+        (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
+            engine: engine.clone(),
+            shared: shared.cloned(),
+            fields: admission.rate.map_or([None, None], |status| {
+                rate_fields(settings, policy(&status), &status, None)
+            }),
+            failures: admission.failures,
+        })
+    }
+
+    fn apply<B>(self, response: &mut ServiceResponse<B>) {
+        insert_rate_fields(response.headers_mut(), self.fields);
+        if let Some(ticket) = &self.failures {
+            let failed = response.status().is_client_error() || response.status().is_server_error();
+            if failed {
+                let settings = self.engine.settings.load();
+                if let Some(shared) = &self.shared {
+                    for (index, key, rule) in settings.rules.failure_quotas(ticket) {
+                        shared.undo(Undo::Failure { index, key, rule });
+                    }
+                } else {
+                    let at = self.engine.check_time(self.engine.clock.now());
+                    settings
+                        .rules
+                        .record_failure(&*self.engine.store, ticket, at.unix);
+                }
+            }
+        }
+    }
+}
+
+/// The response to a verdict: the rejection (with its RateLimit fields), or the app's
+/// response to an admitted request, which holds its guard until the body ends. `shared`: the
+/// request was decided on the shared store, which holds its permits as this member.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn respond<S, B, Q>(
+    service: &S,
+    engine: &Rc<WorkerEngine>,
+    settings: &Settings,
+    req: ServiceRequest,
+    tier: Tier,
+    verdict: Verdict<'_, Q>,
+    policy: &dyn Fn(&RateStatus) -> Option<HeaderValue>,
+    shared: Option<(&Arc<RedisStore>, u64)>,
+) -> ResponseFuture<S::Future, B>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
+    Q: EngineRef,
+{
+    match verdict {
+        Verdict::Reject(rejection, rate) => {
+            let named = match rejection.policy {
+                Some(RatePolicy::Quota(i)) => settings
+                    .rules
+                    .quotas
+                    .get(usize::from(i))
+                    .map(|q| q.name.as_str()),
+                Some(RatePolicy::PerIp) => Some("per_ip"),
+                None => None,
+            };
+            let mut response = rejection_response(&rejection, named);
+            if let Some(status) = &rate {
+                let secs = retry_after_secs(rejection.retry_after);
+                let fields =
+                    rate_fields(settings, policy(status), status, Some((&rejection, secs)));
+                insert_rate_fields(response.headers_mut(), fields);
+            }
+            ResponseFuture::Rejected {
+                response: Some(req.into_response(response)),
+            }
+        }
+        Verdict::Allow(admission) => {
+            let after =
+                AfterResponse::new(engine, settings, &admission, policy, shared.map(|s| s.0));
+            let held = shared.map(|(store, member)| (store.clone(), member));
+            let guard = RequestGuard::admit(engine.clone(), tier, admission, held);
+            let deadline = &settings.limiters.deadline;
+            let expiry = Expiry::new(deadline.after.get(), deadline.cancel);
+            ResponseFuture::Allowed {
+                fut: service.call(req),
+                guard: Some(guard),
+                after,
+                deadline: None,
+                expiry: Some(expiry),
+                tier,
+            }
+        }
+    }
+}
+
+pin_project! {
+    /// The middleware's response future: the app's response with a tracked body, or a ready
+    /// rejection. An enum, not a box: no allocation per request.
+    /// (Its fields are private in spirit: the app's future and guard, or the rejection.)
+    #[project = ResponseFutureProj]
+    #[allow(missing_docs)]
+    pub enum ResponseFuture<F, B> {
+        /// The request was let through.
+        Allowed {
+            #[pin]
+            fut: F,
+            guard: Option<WorkerGuard>,
+            after: Option<AfterResponse>,
+            // Armed when the app does not answer at once (a fast handler never touches the
+            // timer), inline: no allocation.
+            #[pin]
+            deadline: Option<tokio::time::Sleep>,
+            expiry: Option<Expiry>,
+            tier: crate::tier::Tier,
+        },
+        /// The request was rejected.
+        Rejected {
+            response: Option<ServiceResponse<BoxBody>>,
+        },
+        /// Fleet mode: the decision waits for the shared store (boxed: a network round trip
+        /// dwarfs one allocation).
+        Shared {
+            fut: Pin<Box<dyn Future<Output = Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>>>>,
+        },
+    }
+}
+
+impl<F, B> Future for ResponseFuture<F, B>
+where
+    F: Future<Output = Result<ServiceResponse<B>, Error>>,
+    B: MessageBody,
+{
+    type Output = Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            ResponseFutureProj::Allowed {
+                fut,
+                guard,
+                after,
+                mut deadline,
+                expiry,
+                tier,
+            } => {
+                let Poll::Ready(response) = fut.poll(cx) else {
+                    let Some(due) = expiry.as_ref().map(|e| e.after) else {
+                        return Poll::Pending;
+                    };
+                    if deadline.is_none() {
+                        deadline.set(Some(tokio::time::sleep(due)));
+                    }
+                    let timer = deadline.as_pin_mut().expect("armed above");
+                    std::task::ready!(timer.poll(cx));
+                    // Past the deadline: the request stops counting, once.
+                    let expired = expiry.take().expect("checked above");
+                    if let Some(guard) = guard.take() {
+                        guard.expire();
+                    }
+                    if !expired.cancel {
+                        return Poll::Pending;
+                    }
+                    // Dropping this future (actix does, on the error) stops the handler.
+                    return Poll::Ready(Err(DeadlinePassed::new(due, *tier).into()));
+                };
+                let mut response = response?;
+                if let Some(after) = after.take() {
+                    after.apply(&mut response);
+                }
+                let guard = guard.take();
+                Poll::Ready(Ok(response.map_body(|_, body| {
+                    EitherBody::left(TrackedBody::new(body, guard))
+                })))
+            }
+            ResponseFutureProj::Rejected { response } => Poll::Ready(Ok(response
+                .take()
+                .expect("ResponseFuture polled after completion")
+                .map_into_right_body())),
+            ResponseFutureProj::Shared { fut } => fut.as_mut().poll(cx),
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The middleware in fleet mode: the shared store answers request_rate, concurrent_requests
+//! and fleet_usage for the request in one round trip (two at once with the fleet reserve),
+//! then the same limiter chain decides on those answers. When Redis cannot answer in time
+//! (error, timeout, missing script), the request is decided on this server's in-memory
+//! limiters instead, as every request is while the breaker is open: a Redis outage degrades
+//! to per-server limits, never to none, and never fails a request.
+
+use super::body::TrackedBody;
+use super::ratelimit;
+use super::respond::respond;
+use crate::classify::Classified;
+use crate::config::Mode;
+use crate::engine::{elastic, judge, Settings, SharedOwner, WorkerEngine};
+use crate::limiter::request_rate::RateStatus;
+use crate::limiter::Request;
+use crate::rng::SplitMix64;
+use crate::store::redis::{ClientAsk, RedisStore};
+use crate::store::Answered;
+use crate::tier::Tier;
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
+use actix_web::http::header::HeaderValue;
+use actix_web::Error;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// What the shared store is asked for `req`, or `None` when the limiters it serves have
+/// nothing to ask (kill switch, all off, a critical request with only fleet_usage on).
+pub(super) fn asks(
+    settings: &Settings,
+    req: &Request<'_>,
+    plan: &crate::control::ShedPlan,
+) -> Option<ClientAsk> {
+    if settings.kill_switch {
+        return None;
+    }
+    let l = &settings.limiters;
+    let mut client = ClientAsk::default();
+    if l.request_rate.mode != Mode::Off {
+        settings
+            .rules
+            .ask(req, elastic(settings, plan), &mut client);
+        client.rate_enforced = l.request_rate.mode == Mode::Enforce;
+    }
+    let cr = &l.concurrent_requests;
+    if cr.mode != Mode::Off {
+        client.in_flight = Some((req.key, u64::from(cr.max_in_flight)));
+        client.in_flight_enforced = cr.mode == Mode::Enforce;
+    }
+    let fu = &l.fleet_usage;
+    if fu.mode != Mode::Off && req.tier != Tier::Critical {
+        client.fleet = Some(fu.non_critical_limit());
+        client.fleet_enforced = fu.mode == Mode::Enforce;
+    }
+    (!client.is_empty()).then_some(client)
+}
+
+/// A request waiting for the shared store.
+pub(super) struct Pending<S> {
+    pub(super) service: Rc<S>,
+    pub(super) engine: Rc<WorkerEngine>,
+    pub(super) store: Arc<RedisStore>,
+    pub(super) settings: Arc<Settings>,
+    pub(super) req: ServiceRequest,
+    pub(super) classified: Classified,
+    pub(super) plan: Option<String>,
+    pub(super) asked: ClientAsk,
+    pub(super) rng: SplitMix64,
+}
+
+/// Asks the shared store, decides, and answers.
+pub(super) async fn decide<S, B>(
+    p: Pending<S>,
+) -> Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
+{
+    let Pending {
+        service,
+        engine,
+        store,
+        settings,
+        req,
+        classified,
+        plan,
+        asked,
+        mut rng,
+    } = p;
+    let answer = store.decide(&asked).await;
+    let policies = ratelimit::policies(&settings.rules);
+    let policy = |status: &RateStatus| -> Option<HeaderValue> {
+        let plan = policies.get(usize::from(status.plan))?;
+        Some(plan[usize::from(status.elastic)].clone())
+    };
+    let request = Request {
+        tier: classified.tier,
+        key: classified.key,
+        ip: classified.ip,
+        method: req.method().as_str(),
+        path: req.match_info().as_str(),
+        plan: plan.as_deref(),
+    };
+    let response = match &answer {
+        Ok(answer) => {
+            let answered = Answered::new(&store, &asked, answer);
+            let owner = SharedOwner {
+                engine: &engine,
+                answered: &answered,
+            };
+            let verdict = judge(&owner, &settings, &request, &mut rng);
+            answered.give_back_unused();
+            respond(
+                &*service,
+                &engine,
+                &settings,
+                req,
+                classified.tier,
+                verdict,
+                &policy,
+                Some((&store, answer.member)),
+            )
+        }
+        Err(failed) => {
+            // A call that failed is counted; one not made (the breaker opened meanwhile) is
+            // what the breaker's gauge shows.
+            if failed.skipped.is_none() {
+                engine.metrics.shared_store_error("redis", failed.op);
+                engine.fail_open("store", failed.reason(), || {
+                    format!(
+                        "redis {}: {}; deciding on local limits",
+                        failed.op, failed.error
+                    )
+                });
+            }
+            let verdict = judge(&engine, &settings, &request, &mut rng);
+            respond(
+                &*service,
+                &engine,
+                &settings,
+                req,
+                classified.tier,
+                verdict,
+                &policy,
+                None,
+            )
+        }
+    };
+    response.await
+}

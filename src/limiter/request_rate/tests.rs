@@ -1,0 +1,153 @@
+//! The request-rate limiter over the in-memory store.
+use super::*;
+use crate::config::{Config, QuotaAlgorithm};
+use crate::store::MemoryStore;
+use crate::tier::Tier;
+
+const T0: CheckTime = CheckTime { mono: 0, unix: 0 };
+
+fn rules(yaml: &str) -> RateRules {
+    RateRules::compile(&Config::from_yaml_str(yaml).unwrap().limiters.request_rate).unwrap()
+}
+
+/// What one check saw, whichever way it went.
+struct Seen {
+    rejection: Option<Rejection>,
+    status: RateStatus,
+    ticket: RateTicket,
+}
+
+fn check(
+    r: &RateRules,
+    store: &MemoryStore,
+    req: &Request<'_>,
+    at: CheckTime,
+    elastic: bool,
+) -> Seen {
+    match r.check(store, req, at, elastic).unwrap() {
+        Check::Allowed(a) => Seen {
+            rejection: None,
+            status: a.status,
+            ticket: a.ticket,
+        },
+        Check::Rejected(rejection, status) => Seen {
+            rejection: Some(rejection),
+            status,
+            ticket: RateTicket::default(),
+        },
+    }
+}
+
+fn req<'a>(method: &'a str, path: &'a str, plan: Option<&'a str>) -> Request<'a> {
+    Request {
+        tier: Tier::Get,
+        key: 42,
+        ip: 7,
+        method,
+        path,
+        plan,
+    }
+}
+
+const YAML: &str = "limiters:\n  request_rate:\n    rate: 10\n    burst: 20\n    default_cost: 1\n    costs:\n      \"POST /v1/charges\": 5\n      \"GET /v1/items/{id}\": 2\n      \"GET /v1/items/search\": 4\n    plans:\n      free:\n        rate: 1\n        burst: 5\n        costs:\n          \"POST /v1/charges\": 3\n";
+
+#[test]
+fn costs_pick_the_most_specific_route_and_plans_override() {
+    let r = rules(YAML);
+    assert_eq!(r.cost(0, "GET", "/v1/items/search"), 4);
+    assert_eq!(r.cost(0, "GET", "/v1/items/it_1"), 2);
+    assert_eq!(r.cost(0, "POST", "/v1/charges"), 5);
+    assert_eq!(r.cost(0, "GET", "/elsewhere"), 1);
+    let free = r.plan(Some("free"));
+    assert_eq!(r.cost(free, "POST", "/v1/charges"), 3);
+    assert_eq!(
+        r.cost(free, "GET", "/v1/items/x"),
+        2,
+        "shared table still applies"
+    );
+    assert_eq!(r.plan(Some("nope")), 0, "unknown plan: default");
+    assert_eq!(r.plan(None), 0);
+    assert_eq!(r.plan_at(0).limits[0], (20.0, 10.0));
+    assert_eq!(r.plan_at(free).limits[0], (5.0, 1.0));
+}
+
+#[test]
+fn plan_buckets_are_separate_limits() {
+    let r = rules(YAML);
+    let store = MemoryStore::new(64, 0, 64);
+    let mut passed = 0;
+    while check(&r, &store, &req("GET", "/x", Some("free")), T0, false)
+        .rejection
+        .is_none()
+    {
+        passed += 1;
+    }
+    assert_eq!(passed, 5);
+    let denied = check(&r, &store, &req("GET", "/x", Some("free")), T0, false);
+    let rejection = denied.rejection.unwrap();
+    assert_eq!(
+        (rejection.status.as_u16(), rejection.retry_after),
+        (429, Duration::from_secs(1))
+    );
+    assert_eq!(r.bucket_reading(&denied.status).0, 0);
+}
+
+#[test]
+fn elastic_factor_widens_the_bucket() {
+    let r = rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 4\n    elastic_factor: 2\n");
+    let store = MemoryStore::new(64, 0, 64);
+    let mut passed = 0;
+    while check(&r, &store, &req("GET", "/", None), T0, true)
+        .rejection
+        .is_none()
+    {
+        passed += 1;
+    }
+    assert_eq!(passed, 8);
+}
+
+#[test]
+fn a_quota_rejection_refunds_the_bucket() {
+    let r = rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 10\n    quotas:\n      - {name: signups, algorithm: fixed_window, limit: 2, window: 1d, routes: [\"POST /v1/accounts\"], key: ip}\n");
+    assert_eq!(r.quotas[0].rule.algorithm, QuotaAlgorithm::FixedWindow);
+    let store = MemoryStore::new(64, 1, 64);
+    let signup = req("POST", "/v1/accounts", None);
+    for _ in 0..2 {
+        let d = check(&r, &store, &signup, T0, false);
+        assert!(d.rejection.is_none());
+    }
+    let d = check(&r, &store, &signup, T0, false);
+    let rej = d.rejection.unwrap();
+    assert_eq!(rej.policy, Some(RatePolicy::Quota(0)));
+    assert_eq!(rej.retry_after, Duration::from_secs(86_400));
+    // Eight credits were spent on the two that passed, none on the one that did not.
+    let mut passed = 0;
+    while check(&r, &store, &req("GET", "/", None), T0, false)
+        .rejection
+        .is_none()
+    {
+        passed += 1;
+    }
+    assert_eq!(passed, 8);
+    // The RateLimit field of that answer: tests in crate::http::ratelimit.
+    assert_eq!(r.bucket_reading(&d.status), (8, 2));
+    assert_eq!(d.status.quotas(), [(0, 0, 86_400)]);
+}
+
+#[test]
+fn failure_quotas_count_only_failures() {
+    let r = rules("limiters:\n  request_rate:\n    quotas:\n      - {name: card_failures, algorithm: sliding_window, limit: 3, window: 1d, routes: [\"POST /v1/charges\"], count: failures}\n");
+    let store = MemoryStore::new(64, 1, 64);
+    let charge = req("POST", "/v1/charges", None);
+    for _ in 0..5 {
+        let d = check(&r, &store, &charge, T0, false);
+        assert!(d.rejection.is_none(), "successes are not counted");
+    }
+    for _ in 0..3 {
+        let d = check(&r, &store, &charge, T0, false);
+        assert!(d.rejection.is_none());
+        r.record_failure(&store, &d.ticket, 0);
+    }
+    let d = check(&r, &store, &charge, CheckTime { mono: 1, unix: 1 }, false);
+    assert_eq!(d.rejection.unwrap().policy, Some(RatePolicy::Quota(0)));
+}

@@ -1,0 +1,384 @@
+//! Fleet mode: request_rate, concurrent_requests and fleet_usage keep their state in Redis,
+//! shared by every server (DESIGN.md §10). One script decides a client's limiters in one round
+//! trip, the fleet reserve with them. Every call has a hard deadline;
+//! an error, a timeout or a missing script makes the request decide on the local in-memory
+//! limiters instead (the caller does), and a circuit breaker stops calling a failing Redis for
+//! a backoff. What is given back later (permits, refunds, failure counts) goes through a
+//! bounded queue to a task that sends it in batches, off the request path.
+
+mod breaker;
+mod script;
+
+pub use breaker::{Breaker, BreakerParams, BreakerState};
+pub use script::{BucketAsk, ClientAsk, ClientReply, Keys, QuotaAsk, SlotSet, Undo};
+
+use super::StoreError;
+use crate::clock::Clock;
+use crate::config::{ConfigError, StoreConfig};
+use arc_swap::ArcSwapOption;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use script::Scripts;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Most undo operations waiting to be sent; past it they are dropped (and counted): permits
+/// then expire by their TTL, refunds are lost (the client was charged for a refused request).
+const UNDO_QUEUE: usize = 65_536;
+/// Most operations in one undo script call.
+const UNDO_BATCH: usize = 256;
+/// Deadline of an undo batch (off the request path).
+const UNDO_DEADLINE: Duration = Duration::from_millis(250);
+
+/// The shared answers for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedAnswer {
+    /// What the script answered.
+    pub reply: ClientReply,
+    /// The member the permits were taken as.
+    pub member: u64,
+}
+
+/// Redis, as the limiters' shared store.
+pub struct RedisStore {
+    client: redis::Client,
+    /// Set once connected and the scripts are loaded.
+    conn: ArcSwapOption<ConnectionManager>,
+    keys: Keys,
+    scripts: Scripts,
+    timeout: Duration,
+    ttl_us: u64,
+    /// Names this process's permits.
+    instance: u64,
+    members: AtomicU64,
+    breaker: Breaker,
+    /// The breaker's clock.
+    clock: Arc<dyn Clock>,
+    undo_tx: mpsc::Sender<Undo>,
+    undo_rx: Mutex<Option<mpsc::Receiver<Undo>>>,
+    /// `conn` is set (read on every request: cheaper than loading it).
+    connected: AtomicBool,
+    /// A script reload is under way.
+    reloading: AtomicBool,
+    /// Undo operations dropped because the queue was full.
+    dropped: AtomicU64,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("connected", &self.connected())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the shared store did not answer, with the `op` label a failed call is counted under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedError {
+    /// decide, fleet.
+    pub op: &'static str,
+    /// What went wrong.
+    pub error: StoreError,
+    /// No call was made: not connected yet, or the breaker is open (`reason` says which).
+    pub skipped: Option<&'static str>,
+}
+
+impl SharedError {
+    /// The `reason` label of `brownout_fail_open_total`.
+    pub fn reason(&self) -> &'static str {
+        self.skipped.unwrap_or_else(|| self.error.reason())
+    }
+}
+
+impl RedisStore {
+    /// A store for `config` (nothing is connected until [`start`](Self::start)); `instance`
+    /// names this process's permits; `clock` times the breaker.
+    pub fn new(
+        config: &StoreConfig,
+        instance: u64,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, ConfigError> {
+        let url = config.url.as_deref().ok_or_else(|| {
+            ConfigError::invalid("store.url", "is required when store.kind is redis")
+        })?;
+        let client = redis::Client::open(url)
+            .map_err(|e| ConfigError::invalid("store.url", format!("is not a Redis URL: {e}")))?;
+        let (undo_tx, undo_rx) = mpsc::channel(UNDO_QUEUE);
+        Ok(Self {
+            client,
+            conn: ArcSwapOption::empty(),
+            keys: Keys::new(&config.key_prefix),
+            scripts: Scripts::new(),
+            timeout: config.timeout.get(),
+            ttl_us: config.permit_ttl.get().as_micros() as u64,
+            instance,
+            members: AtomicU64::new(0),
+            breaker: Breaker::new(BreakerParams::default()),
+            clock,
+            undo_tx,
+            undo_rx: Mutex::new(Some(undo_rx)),
+            connected: AtomicBool::new(false),
+            reloading: AtomicBool::new(false),
+            dropped: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether a connection is up and the scripts were loaded on it.
+    pub fn connected(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
+    }
+
+    /// Whether a request should ask Redis now: connected, and the breaker not open (closed,
+    /// or its backoff over so that a probe may go). What a request pays during an outage:
+    /// two relaxed loads and a clock reading; it then decides on the local limiters.
+    pub fn ready(&self) -> bool {
+        self.connected() && self.breaker.state(self.now_us()) != BreakerState::Open
+    }
+
+    /// The breaker's state now.
+    pub fn breaker_state(&self) -> BreakerState {
+        self.breaker.state(self.now_us())
+    }
+
+    fn now_us(&self) -> u64 {
+        self.clock.now().as_micros() as u64
+    }
+
+    /// Connects (in the background, retrying) and starts the task that sends undo
+    /// operations; call inside a tokio runtime, once. `on_error` counts a failed call by op.
+    pub fn start(self: &Arc<Self>, on_error: Arc<dyn Fn(&'static str) + Send + Sync>) {
+        let Some(rx) = self
+            .undo_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return; // started already
+        };
+        tokio::spawn(undo_loop(Arc::downgrade(self), rx, on_error.clone()));
+        let store = self.clone();
+        tokio::spawn(async move {
+            let mut wait = Duration::from_millis(50);
+            while let Err(e) = store.connect().await {
+                on_error("connect");
+                tracing::warn!("redis store: cannot connect yet ({e}); limits stay local");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(1));
+            }
+        });
+    }
+
+    async fn connect(&self) -> redis::RedisResult<()> {
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(self.timeout))
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(200));
+        let manager = ConnectionManager::new_with_config(self.client.clone(), config).await?;
+        self.load_scripts(&manager).await?;
+        self.conn.store(Some(Arc::new(manager)));
+        self.connected.store(true, Ordering::Release);
+        tracing::info!("redis store: connected; limits are shared");
+        Ok(())
+    }
+
+    async fn load_scripts(&self, conn: &ConnectionManager) -> redis::RedisResult<()> {
+        let mut c = conn.clone();
+        for (_, source) in self.scripts.all() {
+            let _: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(source)
+                .query_async(&mut c)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Reloads the scripts in the background (Redis answered NOSCRIPT: it restarted or was
+    /// flushed); meanwhile requests decide locally.
+    fn reload_scripts(self: &Arc<Self>) {
+        if self.reloading.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let store = self.clone();
+        tokio::spawn(async move {
+            if let Some(conn) = store.conn.load_full() {
+                let loaded =
+                    tokio::time::timeout(Duration::from_secs(1), store.load_scripts(&conn)).await;
+                if !matches!(loaded, Ok(Ok(()))) {
+                    tracing::warn!("redis store: reloading the scripts failed; will retry on the next NOSCRIPT");
+                }
+            }
+            store.reloading.store(false, Ordering::Release);
+        });
+    }
+
+    /// Asks Redis for one request's shared limiters, in one round trip. `Err` means: decide
+    /// locally.
+    pub async fn decide(self: &Arc<Self>, ask: &ClientAsk) -> Result<SharedAnswer, SharedError> {
+        self.decide_at(ask, 0).await
+    }
+
+    /// [`decide`](Self::decide) as of `at_us` µs since the Unix epoch instead of the server's
+    /// clock (0): for tests that replay the in-memory limiters' vectors.
+    pub async fn decide_at(
+        self: &Arc<Self>,
+        ask: &ClientAsk,
+        at_us: u64,
+    ) -> Result<SharedAnswer, SharedError> {
+        let skip = |why: &'static str| SharedError {
+            op: "decide",
+            error: StoreError::Failed(why.replace('_', " ")),
+            skipped: Some(why),
+        };
+        let Some(conn) = self.conn.load_full() else {
+            return Err(skip("not_connected"));
+        };
+        if !self.breaker.allow(self.now_us()) {
+            return Err(skip("breaker_open"));
+        }
+        let n = self.members.fetch_add(1, Ordering::Relaxed);
+        let member = script::member(self.instance, n);
+        let cmd = script::decide_cmd(
+            &self.scripts.decide,
+            &self.keys,
+            ask,
+            &member,
+            self.ttl_us,
+            at_us,
+        );
+        let value: redis::Value = self.call(&conn, &cmd).await?;
+        let reply = script::decide_reply(ask, &value).map_err(|e| SharedError {
+            op: "decide",
+            error: StoreError::Failed(e.to_string()),
+            skipped: None,
+        })?;
+        self.breaker.success();
+        Ok(SharedAnswer { reply, member: n })
+    }
+
+    /// Gives back everything the decide script took for `ask` (`reply`), as `member`.
+    pub fn give_back(&self, ask: &ClientAsk, reply: &ClientReply, member: u64) {
+        if reply.fleet_written {
+            self.undo(Undo::Release {
+                set: SlotSet::Fleet,
+                member,
+            });
+        }
+        if reply.rate_written {
+            for b in &ask.buckets {
+                self.undo(Undo::Bucket {
+                    key: b.key,
+                    increment: b.increment,
+                });
+            }
+            for q in ask.quotas.iter().filter(|q| q.count) {
+                self.undo(Undo::Quota {
+                    index: q.index,
+                    key: q.key,
+                    window: q.rule.window,
+                });
+            }
+        }
+        if let (true, Some((key, _))) = (reply.in_flight_written, ask.in_flight) {
+            self.undo(Undo::Release {
+                set: SlotSet::Client(key),
+                member,
+            });
+        }
+    }
+
+    async fn call<T: redis::FromRedisValue>(
+        self: &Arc<Self>,
+        conn: &ConnectionManager,
+        cmd: &redis::Cmd,
+    ) -> Result<T, SharedError> {
+        let mut c = conn.clone();
+        let result = tokio::time::timeout(self.timeout, cmd.query_async::<T>(&mut c)).await;
+        let error = match result {
+            Ok(Ok(v)) => return Ok(v),
+            Err(_) => StoreError::Timeout,
+            Ok(Err(e)) => {
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) {
+                    self.reload_scripts();
+                }
+                StoreError::Failed(e.to_string())
+            }
+        };
+        self.breaker.failure(self.now_us());
+        Err(SharedError {
+            op: "decide",
+            error,
+            skipped: None,
+        })
+    }
+
+    /// Queues an undo operation (never waits; a full queue drops it, and it is counted).
+    pub fn undo(&self, undo: Undo) {
+        if self.undo_tx.try_send(undo).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The key names.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+}
+
+/// Sends queued undo operations in batches of up to [`UNDO_BATCH`] until the store is gone.
+async fn undo_loop(
+    store: std::sync::Weak<RedisStore>,
+    mut rx: mpsc::Receiver<Undo>,
+    on_error: Arc<dyn Fn(&'static str) + Send + Sync>,
+) {
+    let mut batch = Vec::with_capacity(UNDO_BATCH);
+    while rx.recv_many(&mut batch, UNDO_BATCH).await > 0 {
+        let Some(store) = store.upgrade() else { return };
+        let Some(conn) = store.conn.load_full() else {
+            on_error("undo");
+            batch.clear();
+            continue;
+        };
+        // Releases (nearly all of it) are plain ZREMs; refunds and failure counts need the
+        // script's arithmetic. One pipeline, one round trip.
+        let mut pipe = redis::pipe();
+        let (releases, rest): (Vec<Undo>, Vec<Undo>) = batch
+            .drain(..)
+            .partition(|u| matches!(u, Undo::Release { .. }));
+        for u in &releases {
+            if let Undo::Release { set, member } = *u {
+                let key = match set {
+                    SlotSet::Client(key) => store.keys.in_flight(key),
+                    SlotSet::Fleet => store.keys.fleet(),
+                };
+                pipe.cmd("ZREM")
+                    .arg(key)
+                    .arg(script::member(store.instance, member))
+                    .ignore();
+            }
+        }
+        if !rest.is_empty() {
+            pipe.add_command(script::undo_cmd(
+                &store.scripts.undo,
+                &store.keys,
+                store.instance,
+                &rest,
+            ))
+            .ignore();
+        }
+        let mut c = (*conn).clone();
+        let sent = tokio::time::timeout(UNDO_DEADLINE, pipe.query_async::<()>(&mut c)).await;
+        match sent {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) {
+                    store.reload_scripts();
+                }
+                on_error("undo");
+            }
+            Err(_) => on_error("undo"),
+        }
+    }
+}

@@ -1,0 +1,49 @@
+-- brownout: gives back what an admitted request took when a later limiter refused it, and
+-- counts failed responses against failure quotas, on the server's clock. (Permits and fleet
+-- slots of finished requests are given back with plain ZREMs.)
+-- KEYS: one per operation. ARGV: per operation a kind and its arguments:
+--   'b', increment_us            take a charge back from a bucket;
+--   'q', window_us               take one request back from this window's count;
+--   'f', sliding, limit, window  count a failure if the quota has room;
+--   'z', member                  give a slot of an in-flight set back.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function fmt(x) return string.format('%.0f', x) end
+local a = 1
+for i = 1, #KEYS do
+  local kind, key = ARGV[a], KEYS[i]
+  if kind == 'b' then
+    local tat = tonumber(redis.call('GET', key) or '')
+    if tat then redis.call('SET', key, fmt(math.max(tat - tonumber(ARGV[a + 1]), 0)), 'KEEPTTL') end
+    a = a + 2
+  elseif kind == 'q' then
+    local window = tonumber(ARGV[a + 1])
+    local x, y, z = string.match(redis.call('GET', key) or '', '^(%d+) (%d+) (%d+)$')
+    if x and tonumber(x) == math.floor(now / window) and tonumber(y) > 0 then
+      redis.call('SET', key, x .. ' ' .. fmt(tonumber(y) - 1) .. ' ' .. z, 'KEEPTTL')
+    end
+    a = a + 2
+  elseif kind == 'f' then
+    local sliding, limit, window = ARGV[a + 1] == '1', tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    local id = math.floor(now / window)
+    local elapsed = now - id * window
+    local cur, prev = 0, 0
+    local x, y, z = string.match(redis.call('GET', key) or '', '^(%d+) (%d+) (%d+)$')
+    if x then
+      if tonumber(x) == id then cur, prev = tonumber(y), tonumber(z)
+      elseif tonumber(x) == id - 1 then prev = tonumber(y) end
+    end
+    local estimate = cur
+    if sliding then estimate = prev * (1 - elapsed / window) + cur end
+    if estimate + 1 <= limit + 1e-9 then
+      redis.call('SET', key, fmt(id) .. ' ' .. fmt(cur + 1) .. ' ' .. fmt(prev), 'PX', math.floor(2 * window / 1000))
+    end
+    a = a + 4
+  elseif kind == 'z' then
+    redis.call('ZREM', key, ARGV[a + 1])
+    a = a + 2
+  else
+    return redis.error_reply('brownout undo: unknown operation ' .. tostring(kind))
+  end
+end
+return #KEYS

@@ -1,0 +1,598 @@
+//! Fleet mode against a real Redis: redis-server processes started by the tests on loopback
+//! ports. Two brownout instances (two middlewares, as on two servers) share one per-client
+//! bucket, one fleet reserve and one set of concurrency permits; a dead server's permits
+//! expire; a Redis outage degrades to local limits without failing a request, and shared
+//! limits come back when Redis does.
+
+#![allow(clippy::disallowed_methods)] // real servers, real time
+
+mod common;
+
+use actix_web::http::StatusCode;
+use actix_web::{test, web, App, HttpResponse};
+use brownout::config::{
+    HumanDuration, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey, StoreKind,
+};
+use brownout::{Config, Mode};
+use common::Rig;
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+/// A redis-server of its own on a loopback port, stopped when dropped.
+struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl RedisServer {
+    fn start() -> Self {
+        Self::on(free_port())
+    }
+
+    /// Starts one on `port` (a restart uses the same one) and waits until it answers PING.
+    fn on(port: u16) -> Self {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (.ci/run installs it)");
+        let server = Self {
+            child: Some(child),
+            port,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !server.answers() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    fn answers(&self) -> bool {
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+        let mut buf = [0u8; 7];
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn connection(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `config` in fleet mode on `redis`.
+fn fleet(mut config: Config, redis: &RedisServer) -> Config {
+    config.limiters.worker_utilization.mode = Mode::Off;
+    config.store.kind = StoreKind::Redis;
+    config.store.url = Some(redis.url());
+    config.store.timeout = HumanDuration::from_millis(200);
+    config
+}
+
+/// Waits until `rig` is connected to Redis with the breaker closed.
+async fn shared(rig: &Rig) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let state = rig.brownout.store_state();
+        if state == ("redis", true, "closed") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not connected: {state:?}");
+        actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn slow(gate: web::Data<Arc<Semaphore>>) -> HttpResponse {
+    if let Ok(permit) = gate.acquire().await {
+        permit.forget();
+    }
+    HttpResponse::Ok().body("slow")
+}
+
+macro_rules! app {
+    ($rig:expr, $gate:expr) => {
+        Rc::new(
+            test::init_service(
+                App::new()
+                    .wrap($rig.brownout.middleware())
+                    .app_data(web::Data::new($gate.clone()))
+                    .route(
+                        "/v1/items",
+                        web::get().to(|| async { HttpResponse::Ok().body("items") }),
+                    )
+                    .route("/slow", web::get().to(slow))
+                    .route("/v1/charges", web::post().to(charge)),
+            )
+            .await,
+        )
+    };
+}
+
+async fn charge(req: actix_web::HttpRequest) -> HttpResponse {
+    if req.headers().contains_key("x-decline") {
+        HttpResponse::PaymentRequired().body("card declined")
+    } else {
+        HttpResponse::Created().body("charged")
+    }
+}
+
+fn get(key: &str) -> test::TestRequest {
+    test::TestRequest::get()
+        .uri("/v1/items")
+        .insert_header(("Authorization", format!("Bearer {key}")))
+}
+
+fn gate() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(0))
+}
+
+#[actix_web::test]
+async fn two_servers_share_one_bucket_per_client() {
+    let redis = RedisServer::start();
+    let config = fleet(common::slow_bucket(10), &redis);
+    let (a, b) = (Rig::new(config.clone()), Rig::new(config));
+    shared(&a).await;
+    shared(&b).await;
+    let (app_a, app_b) = (app!(a, gate()), app!(b, gate()));
+    let mut allowed = 0;
+    for i in 0..30 {
+        let app = if i % 2 == 0 { &app_a } else { &app_b };
+        let res = test::call_service(&**app, get("sk_live_alternating").to_request()).await;
+        match res.status() {
+            StatusCode::OK => allowed += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert_eq!(res.headers().get("retry-after").unwrap(), "1000");
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!(
+        allowed, 10,
+        "one bucket of 10 between the two servers, not 10 each"
+    );
+    // Another client has its own bucket, on either server.
+    let other = test::call_service(&*app_b, get("sk_live_other").to_request()).await;
+    assert_eq!(other.status(), StatusCode::OK);
+    let rejected =
+        "brownout_rejections_total{limiter=\"request_rate\",tier=\"get\",mode=\"enforce\"}";
+    assert_eq!(a.metric(rejected) + b.metric(rejected), 20.0);
+    assert_eq!(
+        a.metric("brownout_store_errors_total{store=\"redis\",op=\"decide\"}"),
+        0.0
+    );
+}
+
+/// The Redis server's clock, µs since the Unix epoch.
+fn server_now(c: &mut redis::Connection) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(c).unwrap();
+    s * 1_000_000 + us
+}
+
+/// Waits (bounded) until `check` holds.
+async fn until(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[actix_web::test]
+async fn the_fleet_reserve_counts_every_servers_requests() {
+    let redis = RedisServer::start();
+    let mut config = common::config();
+    let fu = &mut config.limiters.fleet_usage;
+    fu.mode = Mode::Enforce;
+    fu.capacity = 4;
+    fu.reserved_for_critical = 0.5; // two non-critical slots for the fleet
+    let config = fleet(config, &redis);
+    let (a, b) = (Rig::new(config.clone()), Rig::new(config));
+    shared(&a).await;
+    shared(&b).await;
+    let (gate_a, gate_b) = (gate(), gate());
+    let (app_a, app_b) = (app!(a, gate_a), app!(b, gate_b));
+    // Two slow GETs hold the fleet's two slots on server A.
+    let mut held = Vec::new();
+    for i in 0..2 {
+        let app = app_a.clone();
+        let req = test::TestRequest::get()
+            .uri("/slow")
+            .insert_header(("Authorization", format!("Bearer sk_holder_{i}")));
+        held.push(actix_web::rt::spawn(async move {
+            test::call_service(&*app, req.to_request()).await.status()
+        }));
+    }
+    let mut c = redis.connection();
+    until("two fleet slots taken", || {
+        redis::cmd("ZCARD")
+            .arg("brownout:{fleet}:in_flight")
+            .query::<u64>(&mut c)
+            .unwrap()
+            == 2
+    })
+    .await;
+    // Server B has no request of its own in flight, yet the fleet is full for non-critical…
+    let refused = test::call_service(&*app_b, get("sk_live_b").to_request()).await;
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    // …and never for critical traffic.
+    let critical = test::TestRequest::post()
+        .uri("/v1/charges")
+        .insert_header(("Authorization", "Bearer sk_live_b"))
+        .to_request();
+    assert_eq!(
+        test::call_service(&*app_b, critical).await.status(),
+        StatusCode::CREATED
+    );
+    // The slots come back when A's requests end, and B admits again.
+    gate_a.add_permits(2);
+    for h in held {
+        assert_eq!(h.await.unwrap(), StatusCode::OK);
+    }
+    until("the slots given back", || {
+        redis::cmd("ZCARD")
+            .arg("brownout:{fleet}:in_flight")
+            .query::<u64>(&mut c)
+            .unwrap()
+            == 0
+    })
+    .await;
+    let res = test::call_service(&*app_b, get("sk_live_b").to_request()).await;
+    assert_eq!(res.status(), StatusCode::OK);
+}
+
+#[actix_web::test]
+async fn a_dead_servers_permits_expire_after_the_ttl() {
+    let redis = RedisServer::start();
+    let mut config = common::slow_bucket(1_000);
+    let cr = &mut config.limiters.concurrent_requests;
+    cr.mode = Mode::Enforce;
+    cr.max_in_flight = 1;
+    let mut config = fleet(config, &redis);
+    config.store.permit_ttl = HumanDuration::from_secs(5);
+    let rig = Rig::new(config);
+    shared(&rig).await;
+    let app = app!(rig, gate());
+    let first = test::call_service(&*app, get("sk_live_c").to_request()).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    drop(first); // the body holds the permit until it is gone
+                 // The client's keys, hash-tagged by client: its bucket names its in-flight set.
+    let mut c = redis.connection();
+    let buckets: Vec<String> = redis::cmd("KEYS")
+        .arg("brownout:*:rate")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(buckets.len(), 1, "{buckets:?}");
+    let set = buckets[0].replace(":rate", ":in_flight");
+    assert!(set.starts_with("brownout:{") && set.contains("}:"), "{set}");
+    // A server died holding this client's only permit: refused while the permit is fresh…
+    let now = server_now(&mut c);
+    let _: () = redis::cmd("ZADD")
+        .arg(&set)
+        .arg(now)
+        .arg("dead-server:1")
+        .query(&mut c)
+        .unwrap();
+    let refused = test::call_service(&*app, get("sk_live_c").to_request()).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    // …and admitted once it is older than the TTL (5 s): it is swept.
+    let stale = now - 6_000_000;
+    let _: () = redis::cmd("ZADD")
+        .arg(&set)
+        .arg(stale)
+        .arg("dead-server:1")
+        .query(&mut c)
+        .unwrap();
+    let admitted = test::call_service(&*app, get("sk_live_c").to_request()).await;
+    assert_eq!(admitted.status(), StatusCode::OK);
+    until("the admitted request's permit given back", || {
+        redis::cmd("ZCARD").arg(&set).query::<u64>(&mut c).unwrap() == 0
+    })
+    .await;
+    // Every key expires: the set within the TTL, the bucket once it would be full again.
+    let ttl: i64 = redis::cmd("PTTL").arg(&buckets[0]).query(&mut c).unwrap();
+    assert!(ttl > 0 && ttl <= 3_000_000, "bucket TTL {ttl} ms");
+}
+
+#[actix_web::test]
+async fn a_later_refusal_gives_the_credits_back_in_redis() {
+    let redis = RedisServer::start();
+    let mut config = common::slow_bucket(3);
+    let fu = &mut config.limiters.fleet_usage;
+    fu.mode = Mode::Enforce;
+    fu.capacity = 2;
+    fu.reserved_for_critical = 0.5; // one non-critical slot
+    let rig = Rig::new(fleet(config, &redis));
+    shared(&rig).await;
+    let gate = gate();
+    let app = app!(rig, gate);
+    let holder = {
+        let app = app.clone();
+        let req = test::TestRequest::get()
+            .uri("/slow")
+            .insert_header(("Authorization", "Bearer sk_holder"));
+        actix_web::rt::spawn(
+            async move { test::call_service(&*app, req.to_request()).await.status() },
+        )
+    };
+    let mut c = redis.connection();
+    until("the slot taken", || {
+        redis::cmd("ZCARD")
+            .arg("brownout:{fleet}:in_flight")
+            .query::<u64>(&mut c)
+            .unwrap()
+            == 1
+    })
+    .await;
+    // Refused by fleet_usage five times: request_rate charged and refunded each time.
+    for _ in 0..5 {
+        let res = test::call_service(&*app, get("sk_live_d").to_request()).await;
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+    gate.add_permits(1);
+    assert_eq!(holder.await.unwrap(), StatusCode::OK);
+    until("the slot given back", || {
+        redis::cmd("ZCARD")
+            .arg("brownout:{fleet}:in_flight")
+            .query::<u64>(&mut c)
+            .unwrap()
+            == 0
+    })
+    .await;
+    // The whole burst of 3 is still there.
+    let mut allowed = 0;
+    for _ in 0..5 {
+        let status = test::call_service(&*app, get("sk_live_d").to_request())
+            .await
+            .status();
+        if status == StatusCode::OK {
+            allowed += 1;
+        }
+        // Each admitted request's slot must be back before the next one (one slot).
+        until("the slot given back", || {
+            redis::cmd("ZCARD")
+                .arg("brownout:{fleet}:in_flight")
+                .query::<u64>(&mut c)
+                .unwrap()
+                == 0
+        })
+        .await;
+    }
+    assert_eq!(allowed, 3);
+}
+
+/// Requests for `key` alternating between two servers: how many were admitted. Every answer
+/// must be 200 or 429: brownout never fails a request.
+macro_rules! alternate {
+    ($a:expr, $b:expr, $key:expr, $n:expr) => {{
+        let key: &str = &$key;
+        let mut allowed = 0;
+        for i in 0..$n {
+            let req = get(key).to_request();
+            let status = if i % 2 == 0 {
+                test::call_service(&*$a, req).await.status()
+            } else {
+                test::call_service(&*$b, req).await.status()
+            };
+            match status {
+                StatusCode::OK => allowed += 1,
+                StatusCode::TOO_MANY_REQUESTS => {}
+                other => panic!("request {i} of {key} failed: {other}"),
+            }
+        }
+        allowed
+    }};
+}
+
+#[actix_web::test]
+async fn a_redis_outage_degrades_to_local_limits_and_shared_limits_come_back() {
+    let mut redis = RedisServer::start();
+    let port = redis.port;
+    let mut config = fleet(common::slow_bucket(5), &redis);
+    config.store.timeout = HumanDuration::from_millis(50);
+    let (a, b) = (Rig::new(config.clone()), Rig::new(config));
+    shared(&a).await;
+    shared(&b).await;
+    let (app_a, app_b) = (app!(a, gate()), app!(b, gate()));
+    assert_eq!(alternate!(app_a, app_b, "sk_before", 12), 5, "shared");
+
+    redis.kill();
+    // A bounded load through the outage: nothing fails; each server keeps its own buckets.
+    for i in 0..6 {
+        alternate!(app_a, app_b, &format!("sk_during_{i}"), 10);
+    }
+    assert_eq!(
+        alternate!(app_a, app_a, "sk_local", 12),
+        5,
+        "local bucket on A"
+    );
+    assert_eq!(
+        alternate!(app_b, app_b, "sk_local", 12),
+        5,
+        "local bucket on B"
+    );
+    let errors = "brownout_store_errors_total{store=\"redis\",op=\"decide\"}";
+    assert!(a.metric(errors) >= 1.0, "errors counted");
+    let failed_open = a
+        .metric("brownout_fail_open_total{limiter=\"store\",reason=\"store_error\"}")
+        + a.metric("brownout_fail_open_total{limiter=\"store\",reason=\"store_timeout\"}");
+    assert!(failed_open >= 1.0);
+    // The breaker stops calling Redis after five failures: far fewer calls than requests.
+    assert!(a.metric(errors) < 40.0, "{} failed calls", a.metric(errors));
+    assert_ne!(a.brownout.store_state().2, "closed");
+    let base = a.admin();
+    let state = common::state(&base).await;
+    assert_eq!(state["store"]["limits"], "local", "{}", state["store"]);
+    assert!(
+        a.brownout
+            .render_metrics()
+            .contains("brownout_store_breaker_state{store=\"redis\"} 1")
+            || a.brownout
+                .render_metrics()
+                .contains("brownout_store_breaker_state{store=\"redis\"} 2")
+    );
+
+    // Redis comes back (empty: no scripts, no state). Shared limits return by themselves: the
+    // breaker (on the rigs' clock, moved 50 ms a round) lets a probe through once its backoff
+    // (at most 1 s) is over, the connection comes back, the scripts are reloaded.
+    let redis = RedisServer::on(port);
+    let answered = Instant::now();
+    let mut c = redis.connection();
+    let mut n = 0;
+    loop {
+        n += 1;
+        for rig in [&a, &b] {
+            rig.clock.advance(Duration::from_millis(50));
+        }
+        alternate!(app_a, app_b, &format!("sk_probe_{n}"), 2);
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("brownout:*:rate")
+            .query(&mut c)
+            .unwrap();
+        if !keys.is_empty() {
+            break;
+        }
+        assert!(
+            answered.elapsed() < Duration::from_secs(5),
+            "shared limits did not come back"
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    eprintln!(
+        "shared limits back {} ms after Redis answered ({} ms of breaker time)",
+        answered.elapsed().as_millis(),
+        n * 50
+    );
+    assert!(n * 50 <= 1_500, "the breaker waited {} ms", n * 50);
+    shared(&a).await;
+    shared(&b).await;
+    assert_eq!(alternate!(app_a, app_b, "sk_after", 12), 5, "shared again");
+}
+
+#[actix_web::test]
+async fn failures_count_against_a_quota_across_servers() {
+    let redis = RedisServer::start();
+    let mut config = common::slow_bucket(1_000);
+    config.limiters.request_rate.quotas.push(QuotaConfig {
+        name: "card_failures".into(),
+        algorithm: QuotaAlgorithm::SlidingWindow,
+        limit: 2,
+        window: HumanDuration::from_secs(86_400),
+        routes: vec!["POST /v1/charges".into()],
+        key: QuotaKey::Client,
+        count: QuotaCount::Failures,
+    });
+    let config = fleet(config, &redis);
+    let (a, b) = (Rig::new(config.clone()), Rig::new(config));
+    shared(&a).await;
+    shared(&b).await;
+    let (app_a, app_b) = (app!(a, gate()), app!(b, gate()));
+    let charge = |decline: bool| {
+        let req = test::TestRequest::post()
+            .uri("/v1/charges")
+            .insert_header(("Authorization", "Bearer sk_live_card_tester"));
+        if decline {
+            req.insert_header(("x-decline", "1")).to_request()
+        } else {
+            req.to_request()
+        }
+    };
+    // Successes do not count; one declined card on each server does.
+    for _ in 0..3 {
+        assert_eq!(
+            test::call_service(&*app_a, charge(false)).await.status(),
+            StatusCode::CREATED
+        );
+    }
+    assert_eq!(
+        test::call_service(&*app_a, charge(true)).await.status(),
+        StatusCode::PAYMENT_REQUIRED
+    );
+    assert_eq!(
+        test::call_service(&*app_b, charge(true)).await.status(),
+        StatusCode::PAYMENT_REQUIRED
+    );
+    // The failures reach Redis after the responses (off the request path).
+    let mut c = redis.connection();
+    until("both failures counted", || {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("brownout:*:quota:0")
+            .query(&mut c)
+            .unwrap();
+        keys.len() == 1
+            && redis::cmd("GET")
+                .arg(&keys[0])
+                .query::<String>(&mut c)
+                .unwrap()
+                .split(' ')
+                .nth(1)
+                == Some("2")
+    })
+    .await;
+    // Two failures between the servers: the third attempt is refused on either.
+    for app in [&app_a, &app_b] {
+        let res = test::call_service(&**app, charge(false)).await;
+        assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+        let body: serde_json::Value = serde_json::from_slice(&test::read_body(res).await).unwrap();
+        assert_eq!(body["limiter"], "request_rate");
+    }
+}
+
+#[actix_web::test]
+async fn bench_redis_measures_against_its_own_redis() {
+    let out = Command::new(env!("CARGO_BIN_EXE_brownout"))
+        .args([
+            "bench",
+            "redis",
+            "--decisions",
+            "2000",
+            "--concurrency",
+            "1,8",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for row in ["| 1 | ", "| 8 | ", "Redis down, breaker open"] {
+        assert!(text.contains(row), "{row} missing from:\n{text}");
+    }
+}

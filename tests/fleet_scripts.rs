@@ -1,0 +1,256 @@
+//! The Lua scripts' arithmetic against the in-memory limiters', on a real Redis: the same
+//! vectors (Stripe's credit-pool example) and long seeded random sequences across window
+//! boundaries, compared answer by answer. The scripts are run "as of" chosen times
+//! (`RedisStore::decide_at`), so the server's clock does not enter.
+#![allow(clippy::disallowed_methods)] // real servers, real time
+
+use brownout::config::{QuotaAlgorithm, StoreConfig, StoreKind};
+use brownout::math::gcra::{self, Bucket, Charge};
+use brownout::math::window::{WindowCheck, WindowRule};
+use brownout::rng::SplitMix64;
+use brownout::store::redis::{BucketAsk, ClientAsk, QuotaAsk, RedisStore};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct RedisServer(Child, u16);
+
+impl RedisServer {
+    fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (.ci/run installs it)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                let mut buf = [0u8; 7];
+                if s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self(child, port)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn store(redis: &RedisServer) -> Arc<RedisStore> {
+    let config = StoreConfig {
+        kind: StoreKind::Redis,
+        url: Some(format!("redis://127.0.0.1:{}/", redis.1)),
+        timeout: brownout::config::HumanDuration::from_millis(500),
+        ..StoreConfig::default()
+    };
+    let store = Arc::new(
+        RedisStore::new(&config, 1, Arc::new(brownout::clock::SystemClock::new())).unwrap(),
+    );
+    store.start(Arc::new(|op| panic!("redis call failed: {op}")));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !store.connected() {
+        assert!(Instant::now() < deadline, "not connected");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    store
+}
+
+/// The in-memory limiters' answer to `ask` at `now`, with the same all-or-nothing rule as
+/// the chain (a refused request is charged nothing).
+#[derive(Default)]
+struct Oracle {
+    tats: HashMap<u64, u64>,
+    windows: HashMap<(usize, u64), u64>,
+}
+
+impl Oracle {
+    fn decide(
+        &mut self,
+        ask: &ClientAsk,
+        now: u64,
+    ) -> (Vec<Option<Charge>>, Vec<Option<WindowCheck>>) {
+        let mut refused = false;
+        let mut tats = Vec::new();
+        let mut windows = Vec::new();
+        let mut buckets = Vec::new();
+        for b in &ask.buckets {
+            if refused {
+                buckets.push(None);
+                continue;
+            }
+            let charge = gcra::charge(
+                self.tats.get(&b.key).copied().unwrap_or(0),
+                now,
+                b.increment,
+                b.tolerance,
+            );
+            match charge {
+                Charge::Allowed { tat } => tats.push((b.key, tat)),
+                Charge::Denied { .. } => refused = true,
+            }
+            buckets.push(Some(charge));
+        }
+        let mut quotas = Vec::new();
+        for q in &ask.quotas {
+            if refused {
+                quotas.push(None);
+                continue;
+            }
+            let v = self.windows.get(&(q.index, q.key)).copied().unwrap_or(0);
+            let (next, check) = q.rule.hit(v, now, q.count);
+            if let Some(n) = next {
+                windows.push(((q.index, q.key), n));
+            }
+            refused |= !check.allowed;
+            quotas.push(Some(check));
+        }
+        if !refused {
+            self.tats.extend(tats);
+            self.windows.extend(windows);
+        }
+        (buckets, quotas)
+    }
+}
+
+/// 2023-11-14T22:13:20Z, on a whole day: windows start at round times.
+const T0: u64 = 1_700_006_400_000_000;
+const SEC: u64 = 1_000_000;
+const MINUTE: u64 = 60 * SEC;
+
+#[tokio::test]
+async fn the_credit_pool_example_in_redis() {
+    let redis = RedisServer::start();
+    let store = store(&redis).await;
+    // 100 credits, one a minute; three POSTs of 20 at 00:10, a GET of 2 at 00:20.
+    let b = Bucket::new(1.0 / 60.0, 100.0, 0.0);
+    let ask = |cost| ClientAsk {
+        buckets: vec![BucketAsk {
+            key: 9,
+            increment: b.increment(cost),
+            tolerance: b.tolerance(),
+        }],
+        rate_enforced: true,
+        ..ClientAsk::default()
+    };
+    let mut tat = 0;
+    for _ in 0..3 {
+        let answer = store.decide_at(&ask(20), T0 + 10 * MINUTE).await.unwrap();
+        let Some(Charge::Allowed { tat: t }) = answer.reply.buckets[0] else {
+            panic!("refused")
+        };
+        tat = t;
+    }
+    assert!((b.balance(tat - T0, 10 * MINUTE) - 40.0).abs() < 1e-9);
+    let answer = store.decide_at(&ask(2), T0 + 20 * MINUTE).await.unwrap();
+    let Some(Charge::Allowed { tat }) = answer.reply.buckets[0] else {
+        panic!("refused")
+    };
+    assert_eq!(b.remaining(tat - T0, 20 * MINUTE), 48);
+    assert!((b.balance(tat - T0, 20 * MINUTE) - 48.0).abs() < 1e-9);
+}
+
+#[tokio::test]
+async fn the_scripts_answer_exactly_as_the_in_memory_limiters() {
+    let redis = RedisServer::start();
+    let store = store(&redis).await;
+    let mut rng = SplitMix64::new(20261122);
+    let mut oracle = Oracle::default();
+    let ceiling = Bucket::new(20.0, 30.0, 0.0);
+    let bucket = Bucket::new(5.0, 10.0, 0.25);
+    let rules = [
+        WindowRule {
+            algorithm: QuotaAlgorithm::FixedWindow,
+            limit: 5,
+            window: 2 * SEC,
+        },
+        WindowRule {
+            algorithm: QuotaAlgorithm::SlidingWindow,
+            limit: 8,
+            window: 3 * SEC,
+        },
+        WindowRule {
+            algorithm: QuotaAlgorithm::SlidingWindow,
+            limit: 3,
+            window: SEC,
+        },
+    ];
+    let mut now = T0;
+    let mut compared = (0, 0);
+    let mut refused = [0; 2];
+    for i in 0..3_000 {
+        now += rng.next_u64() % (150_000);
+        let client = 100 + rng.next_u64() % 3;
+        let ip = 200 + rng.next_u64() % 2;
+        let cost = 1 + (rng.next_u64() % 4) as u32;
+        let mut ask = ClientAsk {
+            rate_enforced: true,
+            ..ClientAsk::default()
+        };
+        if i % 3 != 0 {
+            ask.buckets.push(BucketAsk {
+                key: ip,
+                increment: ceiling.increment(cost),
+                tolerance: ceiling.tolerance(),
+            });
+        }
+        ask.buckets.push(BucketAsk {
+            key: client,
+            increment: bucket.increment(cost),
+            tolerance: bucket.tolerance(),
+        });
+        for (index, rule) in rules.iter().enumerate() {
+            if rng.next_u64().is_multiple_of(2) {
+                ask.quotas.push(QuotaAsk {
+                    index,
+                    key: if index == 2 { ip } else { client },
+                    rule: *rule,
+                    count: index != 1 || !rng.next_u64().is_multiple_of(4),
+                });
+            }
+        }
+        let want = oracle.decide(&ask, now);
+        let got = store.decide_at(&ask, now).await.unwrap().reply;
+        assert_eq!(
+            got.buckets,
+            want.0,
+            "request {i} at +{} µs: buckets",
+            now - T0
+        );
+        assert_eq!(
+            got.quotas,
+            want.1,
+            "request {i} at +{} µs: quotas",
+            now - T0
+        );
+        compared.0 += got.buckets.iter().flatten().count();
+        compared.1 += got.quotas.iter().flatten().count();
+        refused[0] += got
+            .buckets
+            .iter()
+            .flatten()
+            .filter(|c| matches!(c, Charge::Denied { .. }))
+            .count();
+        refused[1] += got.quotas.iter().flatten().filter(|c| !c.allowed).count();
+    }
+    eprintln!("compared {compared:?} answers, refusals (buckets, quotas) {refused:?}");
+    assert!(refused[0] > 100 && refused[1] > 100, "{refused:?}");
+    // Both outcomes happened often enough to mean something.
+    assert!(compared.0 > 3_000 && compared.1 > 1_000, "{compared:?}");
+    assert!(oracle.tats.len() == 5);
+}
