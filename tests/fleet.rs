@@ -484,7 +484,8 @@ async fn a_redis_outage_degrades_to_local_limits_and_shared_limits_come_back() {
             .arg("brownout:*:rate")
             .query(&mut c)
             .unwrap();
-        if !keys.is_empty() {
+        let closed = [&a, &b].map(|r| r.brownout.store_state() == ("redis", true, "closed"));
+        if !keys.is_empty() && closed == [true, true] {
             break;
         }
         assert!(
@@ -594,5 +595,54 @@ async fn bench_redis_measures_against_its_own_redis() {
     );
     for row in ["| 1 | ", "| 8 | ", "Redis down, breaker open"] {
         assert!(text.contains(row), "{row} missing from:\n{text}");
+    }
+}
+
+#[actix_web::test]
+async fn a_client_gone_while_redis_answers_gives_its_permits_back() {
+    let redis = RedisServer::start();
+    let mut config = common::slow_bucket(1_000);
+    config.limiters.concurrent_requests.mode = Mode::Enforce;
+    config.limiters.concurrent_requests.max_in_flight = 1;
+    let fu = &mut config.limiters.fleet_usage;
+    fu.mode = Mode::Enforce;
+    fu.capacity = 2;
+    fu.reserved_for_critical = 0.5; // one non-critical slot for the fleet
+    let rig = Rig::new(fleet(config, &redis));
+    shared(&rig).await;
+    let app = app!(rig, gate());
+    let mut c = redis.connection();
+    for round in 0..20 {
+        // Polled once (the script is sent), then dropped: the client went away.
+        let gone = actix_web::dev::Service::call(&*app, get("sk_live_gone").to_request());
+        let _ = tokio::time::timeout(Duration::ZERO, gone).await;
+        until("the script to have run", || {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("brownout:*:rate")
+                .query(&mut c)
+                .unwrap();
+            !keys.is_empty()
+        })
+        .await;
+        until("the permit and the fleet slot given back", || {
+            redis::cmd("ZCARD")
+                .arg("brownout:{fleet}:in_flight")
+                .query::<u64>(&mut c)
+                .unwrap()
+                == 0
+        })
+        .await;
+        let status = test::call_service(&*app, get("sk_live_gone").to_request())
+            .await
+            .status();
+        assert_eq!(status, StatusCode::OK, "round {round}");
+        until("the next request's permit given back", || {
+            redis::cmd("ZCARD")
+                .arg("brownout:{fleet}:in_flight")
+                .query::<u64>(&mut c)
+                .unwrap()
+                == 0
+        })
+        .await;
     }
 }

@@ -221,14 +221,16 @@ where
                 path: routed_path(&req),
                 plan: plan.as_deref(),
             };
-            if let Some(asked) = shared::asks(settings, &request, &engine.plan.load()) {
+            // The settings the request is asked and decided under, both.
+            let live = engine.settings.load_full();
+            if let Some(asked) = shared::asks(&live, &request, &engine.plan.load()) {
                 let seed = self.rng.try_borrow_mut().map_or(0, |mut r| r.next_u64());
                 return ResponseFuture::Shared {
                     fut: Box::pin(shared::decide(shared::Pending {
                         service: self.service.clone(),
                         engine: self.engine.clone(),
                         store: store.clone(),
-                        settings: engine.settings.load_full(),
+                        settings: live,
                         req,
                         classified,
                         plan,

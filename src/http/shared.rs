@@ -87,20 +87,29 @@ where
         asked,
         mut rng,
     } = p;
-    let answer = store.decide(&asked).await;
-    let policies = ratelimit::policies(&settings.rules);
-    let policy = |status: &RateStatus| -> Option<HeaderValue> {
-        let plan = policies.get(usize::from(status.plan))?;
-        Some(plan[usize::from(status.elastic)].clone())
+    // The call runs to its end in a task of its own: if the client goes away meanwhile (this
+    // future is dropped), what the script took is given back rather than held until the TTL.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let caller = store.clone();
+    tokio::spawn(async move {
+        let answer = caller.decide(&asked).await;
+        if let Err((asked, Ok(answer))) = tx.send((asked, answer)) {
+            caller.give_back(&asked, &answer.reply, answer.member);
+        }
+    });
+    let Ok((asked, answer)) = rx.await else {
+        // The task panicked: decide locally.
+        let request = request_of(&req, &classified, plan.as_deref());
+        let verdict = judge(&engine, &settings, &request, &mut rng);
+        let policy = |status: &RateStatus| policy(&settings, status);
+        let tier = classified.tier;
+        return respond(
+            &*service, &engine, &settings, req, tier, verdict, &policy, None,
+        )
+        .await;
     };
-    let request = Request {
-        tier: classified.tier,
-        key: classified.key,
-        ip: classified.ip,
-        method: req.method().as_str(),
-        path: req.match_info().as_str(),
-        plan: plan.as_deref(),
-    };
+    let policy = |status: &RateStatus| policy(&settings, status);
+    let request = request_of(&req, &classified, plan.as_deref());
     let response = match &answer {
         Ok(answer) => {
             let answered = Answered::new(&store, &asked, answer);
@@ -147,4 +156,22 @@ where
         }
     };
     response.await
+}
+
+fn request_of<'a>(req: &'a ServiceRequest, c: &Classified, plan: Option<&'a str>) -> Request<'a> {
+    Request {
+        tier: c.tier,
+        key: c.key,
+        ip: c.ip,
+        method: req.method().as_str(),
+        path: req.match_info().as_str(),
+        plan,
+    }
+}
+
+/// The `RateLimit-Policy` value for `status` (built when a response needs it).
+fn policy(settings: &Settings, status: &RateStatus) -> Option<HeaderValue> {
+    let policies = ratelimit::policies(&settings.rules);
+    let plan = policies.get(usize::from(status.plan))?;
+    Some(plan[usize::from(status.elastic)].clone())
 }

@@ -248,7 +248,16 @@ impl RedisStore {
             self.ttl_us,
             at_us,
         );
-        let value: redis::Value = self.call(&conn, &cmd).await?;
+        let value: redis::Value = match self.call(&conn, &cmd).await {
+            Ok(value) => value,
+            Err(e) => {
+                // A call that timed out may still run on the server: give back the permits
+                // it may have taken (harmless if it did not). Rate charges stay (the client
+                // is charged for a request that may not have been counted).
+                self.release_as(ask, n);
+                return Err(e);
+            }
+        };
         let reply = script::decide_reply(ask, &value).map_err(|e| SharedError {
             op: "decide",
             error: StoreError::Failed(e.to_string()),
@@ -256,6 +265,22 @@ impl RedisStore {
         })?;
         self.breaker.success();
         Ok(SharedAnswer { reply, member: n })
+    }
+
+    /// Gives back the permit and fleet slot `ask` may have taken as `member`.
+    fn release_as(&self, ask: &ClientAsk, member: u64) {
+        if let Some((key, _)) = ask.in_flight {
+            self.undo(Undo::Release {
+                set: SlotSet::Client(key),
+                member,
+            });
+        }
+        if ask.fleet.is_some() {
+            self.undo(Undo::Release {
+                set: SlotSet::Fleet,
+                member,
+            });
+        }
     }
 
     /// Gives back everything the decide script took for `ask` (`reply`), as `member`.
