@@ -57,6 +57,7 @@ fn ask(client: u64) -> ClientAsk {
     ClientAsk {
         buckets: vec![BucketAsk {
             key: client,
+            tag: client,
             increment: bucket.increment(1),
             tolerance: bucket.tolerance(),
         }],

@@ -7,94 +7,21 @@
 #![allow(clippy::disallowed_methods)] // real servers, real time
 
 mod common;
+mod redis_server;
 
 use actix_web::http::StatusCode;
 use actix_web::{test, web, App, HttpResponse};
 use brownout::config::{
-    HumanDuration, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey, StoreKind,
+    HumanDuration, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey, StoreKind,
 };
 use brownout::{Config, Mode};
 use common::Rig;
-use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
+use redis_server::{Cluster, RedisServer};
+use std::process::Command;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
-
-/// A redis-server of its own on a loopback port, stopped when dropped.
-struct RedisServer {
-    child: Option<Child>,
-    port: u16,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl RedisServer {
-    fn start() -> Self {
-        Self::on(free_port())
-    }
-
-    /// Starts one on `port` (a restart uses the same one) and waits until it answers PING.
-    fn on(port: u16) -> Self {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (.ci/run installs it)");
-        let server = Self {
-            child: Some(child),
-            port,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !server.answers() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    fn answers(&self) -> bool {
-        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-        let mut buf = [0u8; 7];
-        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn connection(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 /// `config` in fleet mode on `redis`.
 fn fleet(mut config: Config, redis: &RedisServer) -> Config {
@@ -645,4 +572,100 @@ async fn a_client_gone_while_redis_answers_gives_its_permits_back() {
         })
         .await;
     }
+}
+
+/// `config` in fleet mode on a Cluster.
+fn on_cluster(config: Config, cluster: &Cluster) -> Config {
+    let mut config = fleet(config, &cluster.nodes[0]);
+    config.store.url = None;
+    config.store.nodes = cluster.urls();
+    config
+}
+
+fn from_ip(key: &str, ip: &str) -> test::TestRequest {
+    get(key).peer_addr(format!("{ip}:4000").parse().unwrap())
+}
+
+#[actix_web::test]
+async fn a_cluster_shards_clients_and_shares_their_limits() {
+    let cluster = Cluster::start();
+    let mut config = common::slow_bucket(3);
+    config.limiters.request_rate.per_ip = Some(PerIpConfig {
+        rate: 0.001,
+        burst: 10,
+    });
+    let config = on_cluster(config, &cluster);
+    let (a, b) = (Rig::new(config.clone()), Rig::new(config));
+    shared(&a).await;
+    shared(&b).await;
+    let (app_a, app_b) = (app!(a, gate()), app!(b, gate()));
+    // 30 clients from 30 addresses, alternating between the servers: 3 each, not 6.
+    for i in 0..30 {
+        let (key, ip) = (format!("sk_live_{i}"), format!("198.51.100.{i}"));
+        let mut allowed = 0;
+        for n in 0..8 {
+            let app = if n % 2 == 0 { &app_a } else { &app_b };
+            let status = test::call_service(&**app, from_ip(&key, &ip).to_request())
+                .await
+                .status();
+            allowed += usize::from(status == StatusCode::OK);
+        }
+        assert_eq!(allowed, 3, "client {i}");
+    }
+    // Their keys are spread over the three primaries.
+    let per_node = cluster.keys_per_node();
+    assert!(per_node.iter().all(|&n| n >= 5), "{per_node:?}");
+    // The per-IP ceiling (under the IP's tag, on its own node) is shared too: 30 invented keys
+    // from one address get its 10 credits between the two servers.
+    let mut allowed = 0;
+    for n in 0..30 {
+        let app = if n % 2 == 0 { &app_a } else { &app_b };
+        let req = from_ip(&format!("sk_invented_{n}"), "203.0.113.7");
+        allowed += usize::from(
+            test::call_service(&**app, req.to_request()).await.status() == StatusCode::OK,
+        );
+    }
+    assert_eq!(allowed, 10);
+    assert_eq!(
+        a.metric("brownout_store_errors_total{store=\"redis\",op=\"decide\"}"),
+        0.0
+    );
+}
+
+#[actix_web::test]
+async fn a_cluster_survives_a_primary_restart() {
+    let mut cluster = Cluster::start();
+    let mut config = on_cluster(common::slow_bucket(4), &cluster);
+    config.store.timeout = HumanDuration::from_millis(100);
+    let (a, b) = (Rig::new(config.clone()), Rig::new(config));
+    shared(&a).await;
+    shared(&b).await;
+    let (app_a, app_b) = (app!(a, gate()), app!(b, gate()));
+    assert_eq!(alternate!(app_a, app_b, "sk_before_restart", 10), 4);
+    cluster.kill(1);
+    // Meanwhile nothing fails: clients on the missing node's slots are decided locally.
+    for i in 0..20 {
+        alternate!(app_a, app_b, &format!("sk_during_restart_{i}"), 4);
+    }
+    cluster.restart(1);
+    // Shared again for every client (on every node) once the breaker lets a probe through.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut round = 0;
+    loop {
+        round += 1;
+        for rig in [&a, &b] {
+            rig.clock.advance(Duration::from_millis(100));
+        }
+        let mut exact = true;
+        for i in 0..12 {
+            let key = format!("sk_after_restart_{round}_{i}");
+            exact &= alternate!(app_a, app_b, &key, 8) == 4;
+        }
+        if exact {
+            break;
+        }
+        assert!(Instant::now() < deadline, "shared limits did not come back");
+        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("shared on every node again after {round} rounds");
 }

@@ -4,58 +4,22 @@
 //! (`RedisStore::decide_at`), so the server's clock does not enter.
 #![allow(clippy::disallowed_methods)] // real servers, real time
 
+mod redis_server;
+
 use brownout::config::{QuotaAlgorithm, StoreConfig, StoreKind};
 use brownout::math::gcra::{self, Bucket, Charge};
 use brownout::math::window::{WindowCheck, WindowRule};
 use brownout::rng::SplitMix64;
 use brownout::store::redis::{BucketAsk, ClientAsk, QuotaAsk, RedisStore};
+use redis_server::RedisServer;
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-struct RedisServer(Child, u16);
-
-impl RedisServer {
-    fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (.ci/run installs it)");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-                let mut buf = [0u8; 7];
-                if s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() {
-                    break;
-                }
-            }
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self(child, port)
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 async fn store(redis: &RedisServer) -> Arc<RedisStore> {
     let config = StoreConfig {
         kind: StoreKind::Redis,
-        url: Some(format!("redis://127.0.0.1:{}/", redis.1)),
+        url: Some(redis.url()),
         timeout: brownout::config::HumanDuration::from_millis(500),
         ..StoreConfig::default()
     };
@@ -142,6 +106,7 @@ async fn the_credit_pool_example_in_redis() {
     let ask = |cost| ClientAsk {
         buckets: vec![BucketAsk {
             key: 9,
+            tag: 9,
             increment: b.increment(cost),
             tolerance: b.tolerance(),
         }],
@@ -205,12 +170,14 @@ async fn the_scripts_answer_exactly_as_the_in_memory_limiters() {
         if i % 3 != 0 {
             ask.buckets.push(BucketAsk {
                 key: ip,
+                tag: ip,
                 increment: ceiling.increment(cost),
                 tolerance: ceiling.tolerance(),
             });
         }
         ask.buckets.push(BucketAsk {
             key: client,
+            tag: client,
             increment: bucket.increment(cost),
             tolerance: bucket.tolerance(),
         });

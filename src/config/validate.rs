@@ -151,21 +151,20 @@ impl Config {
         )?;
         if s.kind == StoreKind::Redis {
             ensure(
-                s.nodes.is_empty(),
-                "store.nodes",
-                "Redis Cluster is not available in this version of brownout; name one server with store.url",
-            )?;
-            ensure(
-                s.url.is_some(),
+                s.url.is_some() == s.nodes.is_empty(),
                 "store.url",
-                "is required when store.kind is redis",
+                "or store.nodes (a Redis Cluster's seed nodes) is required when store.kind is redis, not both",
             )?;
-            let url = s.url.as_deref().unwrap_or_default();
-            ensure(
-                url.starts_with("redis://") || url.starts_with("redis+unix://") || url.starts_with("unix://"),
-                "store.url",
-                "must be a redis:// (or redis+unix://) URL; TLS (rediss://) is not built into this version",
-            )?;
+            let urls = s.url.iter().map(|u| ("store.url", u));
+            for (key, url) in urls.chain(s.nodes.iter().map(|u| ("store.nodes", u))) {
+                ensure(
+                    url.starts_with("redis://")
+                        || (key == "store.url"
+                            && (url.starts_with("redis+unix://") || url.starts_with("unix://"))),
+                    key,
+                    "must be a redis:// URL; TLS (rediss://) is not built into this version",
+                )?;
+            }
         }
         Ok(())
     }
@@ -409,11 +408,15 @@ mod tests {
         let ok = "store:\n  kind: redis\n  url: redis://127.0.0.1:6379/\n";
         Config::from_yaml_str(ok).unwrap().validate().unwrap();
         let e = refused("store:\n  kind: redis\n");
-        assert!(e.starts_with("store.url is required"), "{e}");
+        assert!(e.starts_with("store.url or store.nodes"), "{e}");
+        let cluster = "store:\n  kind: redis\n  nodes: [\"redis://127.0.0.1:7000\"]\n";
+        Config::from_yaml_str(cluster).unwrap();
         let e = refused("store:\n  kind: redis\n  url: rediss://127.0.0.1/\n");
         assert!(e.starts_with("store.url must be a redis://"), "{e}");
-        let e = refused("store:\n  kind: redis\n  nodes: [\"redis://127.0.0.1:7000\"]\n");
-        assert!(e.starts_with("store.nodes"), "{e}");
+        let e = refused("store:\n  kind: redis\n  nodes: [\"127.0.0.1:7000\"]\n");
+        assert!(e.starts_with("store.nodes must be a redis://"), "{e}");
+        let both = "store:\n  kind: redis\n  url: redis://a/\n  nodes: [\"redis://b\"]\n";
+        assert!(refused(both).starts_with("store.url or store.nodes"));
         let e = refused("store:\n  timeout: 2s\n");
         assert!(e.starts_with("store.timeout"), "{e}");
         let e = refused("store:\n  permit_ttl: 0s\n");

@@ -85,8 +85,18 @@ impl Store for Answered<'_> {
     }
 
     fn rate_refund(&self, key: u64, increment: u64) -> Result<(), StoreError> {
-        if self.answer.reply.rate_written {
-            self.store.undo(Undo::Bucket { key, increment });
+        let tag = self
+            .ask
+            .buckets
+            .iter()
+            .find(|b| b.key == key)
+            .map(|b| b.tag);
+        if let (true, Some(tag)) = (self.answer.reply.rate_written, tag) {
+            self.store.undo(Undo::Bucket {
+                tag,
+                key,
+                increment,
+            });
         }
         Ok(())
     }

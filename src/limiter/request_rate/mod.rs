@@ -214,6 +214,7 @@ impl RateRules {
         let cost = self.cost(plan, req.method, req.path);
         let ceiling = self.per_ip.as_ref().map(|ceiling| BucketAsk {
             key: ceiling_key(req.ip),
+            tag: req.ip,
             // An expensive route costs at most the whole ceiling, so it can always pass.
             increment: ceiling.increment(cost.min(ceiling.burst as u32)),
             tolerance: ceiling.tolerance(),
@@ -222,6 +223,7 @@ impl RateRules {
             plan,
             bucket: BucketAsk {
                 key: req.key,
+                tag: req.key,
                 increment: bucket.increment(cost),
                 tolerance: bucket.tolerance(),
             },

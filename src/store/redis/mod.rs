@@ -7,7 +7,9 @@
 //! bounded queue to a task that sends it in batches, off the request path.
 
 mod breaker;
+mod conn;
 mod script;
+mod split;
 
 pub use breaker::{Breaker, BreakerParams, BreakerState};
 pub use script::{BucketAsk, ClientAsk, ClientReply, Keys, QuotaAsk, SlotSet, Undo};
@@ -16,7 +18,7 @@ use super::StoreError;
 use crate::clock::Clock;
 use crate::config::{ConfigError, StoreConfig};
 use arc_swap::ArcSwapOption;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use conn::{Conn, Target};
 use script::Scripts;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,9 +44,9 @@ pub struct SharedAnswer {
 
 /// Redis, as the limiters' shared store.
 pub struct RedisStore {
-    client: redis::Client,
+    target: Target,
     /// Set once connected and the scripts are loaded.
-    conn: ArcSwapOption<ConnectionManager>,
+    conn: ArcSwapOption<Conn>,
     keys: Keys,
     scripts: Scripts,
     timeout: Duration,
@@ -99,14 +101,10 @@ impl RedisStore {
         instance: u64,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, ConfigError> {
-        let url = config.url.as_deref().ok_or_else(|| {
-            ConfigError::invalid("store.url", "is required when store.kind is redis")
-        })?;
-        let client = redis::Client::open(url)
-            .map_err(|e| ConfigError::invalid("store.url", format!("is not a Redis URL: {e}")))?;
+        let target = Target::new(config)?;
         let (undo_tx, undo_rx) = mpsc::channel(UNDO_QUEUE);
         Ok(Self {
-            client,
+            target,
             conn: ArcSwapOption::empty(),
             keys: Keys::new(&config.key_prefix),
             scripts: Scripts::new(),
@@ -170,20 +168,15 @@ impl RedisStore {
     }
 
     async fn connect(&self) -> redis::RedisResult<()> {
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(self.timeout))
-            .set_connection_timeout(Some(Duration::from_secs(1)))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(200));
-        let manager = ConnectionManager::new_with_config(self.client.clone(), config).await?;
-        self.load_scripts(&manager).await?;
-        self.conn.store(Some(Arc::new(manager)));
+        let conn = self.target.connect(self.timeout).await?;
+        self.load_scripts(&conn).await?;
+        self.conn.store(Some(Arc::new(conn)));
         self.connected.store(true, Ordering::Release);
         tracing::info!("redis store: connected; limits are shared");
         Ok(())
     }
 
-    async fn load_scripts(&self, conn: &ConnectionManager) -> redis::RedisResult<()> {
+    async fn load_scripts(&self, conn: &Conn) -> redis::RedisResult<()> {
         let mut c = conn.clone();
         for (_, source) in self.scripts.all() {
             let _: String = redis::cmd("SCRIPT")
@@ -239,6 +232,23 @@ impl RedisStore {
             return Err(skip("breaker_open"));
         }
         let n = self.members.fetch_add(1, Ordering::Relaxed);
+        let reply = if self.target.is_cluster() {
+            self.decide_parts(&conn, ask, n, at_us).await?
+        } else {
+            self.decide_one(&conn, ask, n, at_us).await?
+        };
+        self.breaker.success();
+        Ok(SharedAnswer { reply, member: n })
+    }
+
+    /// One script for the whole ask (standalone Redis).
+    async fn decide_one(
+        self: &Arc<Self>,
+        conn: &Conn,
+        ask: &ClientAsk,
+        n: u64,
+        at_us: u64,
+    ) -> Result<ClientReply, SharedError> {
         let member = script::member(self.instance, n);
         let cmd = script::decide_cmd(
             &self.scripts.decide,
@@ -248,7 +258,7 @@ impl RedisStore {
             self.ttl_us,
             at_us,
         );
-        let value: redis::Value = match self.call(&conn, &cmd).await {
+        let value: redis::Value = match self.call(conn, &cmd).await {
             Ok(value) => value,
             Err(e) => {
                 // A call that timed out may still run on the server: give back the permits
@@ -258,13 +268,66 @@ impl RedisStore {
                 return Err(e);
             }
         };
-        let reply = script::decide_reply(ask, &value).map_err(|e| SharedError {
+        script::decide_reply(ask, &value).map_err(|e| SharedError {
             op: "decide",
             error: StoreError::Failed(e.to_string()),
             skipped: None,
-        })?;
-        self.breaker.success();
-        Ok(SharedAnswer { reply, member: n })
+        })
+    }
+
+    /// Cluster: one script per hash tag, all sent at once, merged into one answer.
+    async fn decide_parts(
+        self: &Arc<Self>,
+        conn: &Conn,
+        ask: &ClientAsk,
+        n: u64,
+        at_us: u64,
+    ) -> Result<ClientReply, SharedError> {
+        let parts = split::split(ask);
+        let calls: Vec<_> = parts
+            .iter()
+            .map(|part| {
+                let (store, conn, ask) = (self.clone(), conn.clone(), part.ask.clone());
+                tokio::spawn(async move { store.decide_one(&conn, &ask, n, at_us).await })
+            })
+            .collect();
+        let mut replies = Vec::with_capacity(calls.len());
+        let mut failed = None;
+        for call in calls {
+            let reply = call.await.unwrap_or_else(|e| {
+                Err(SharedError {
+                    op: "decide",
+                    error: StoreError::Failed(format!("the call's task failed: {e}")),
+                    skipped: None,
+                })
+            });
+            match reply {
+                Ok(reply) => replies.push(Some(reply)),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    replies.push(None);
+                }
+            }
+        }
+        if let Some(error) = failed {
+            // The request decides locally: give back what the parts that answered took.
+            for (part, reply) in parts.iter().zip(&replies) {
+                if let Some(reply) = reply {
+                    self.give_back(&part.ask, reply, n);
+                }
+            }
+            return Err(error);
+        }
+        let replies: Vec<ClientReply> = replies.into_iter().flatten().collect();
+        let (merged, give_backs) = split::merge(ask, &parts, &replies);
+        for ((part, reply), give_back) in parts.iter().zip(&replies).zip(give_backs) {
+            match give_back {
+                split::GiveBack::Nothing => {}
+                split::GiveBack::Rate => self.give_back_rate(&part.ask, reply),
+                split::GiveBack::All => self.give_back(&part.ask, reply, n),
+            }
+        }
+        Ok(merged)
     }
 
     /// Gives back the permit and fleet slot `ask` may have taken as `member`.
@@ -291,21 +354,7 @@ impl RedisStore {
                 member,
             });
         }
-        if reply.rate_written {
-            for b in &ask.buckets {
-                self.undo(Undo::Bucket {
-                    key: b.key,
-                    increment: b.increment,
-                });
-            }
-            for q in ask.quotas.iter().filter(|q| q.count) {
-                self.undo(Undo::Quota {
-                    index: q.index,
-                    key: q.key,
-                    window: q.rule.window,
-                });
-            }
-        }
+        self.give_back_rate(ask, reply);
         if let (true, Some((key, _))) = (reply.in_flight_written, ask.in_flight) {
             self.undo(Undo::Release {
                 set: SlotSet::Client(key),
@@ -314,9 +363,30 @@ impl RedisStore {
         }
     }
 
+    /// Gives back the rate charges the decide script wrote for `ask` (`reply`).
+    fn give_back_rate(&self, ask: &ClientAsk, reply: &ClientReply) {
+        if !reply.rate_written {
+            return;
+        }
+        for b in &ask.buckets {
+            self.undo(Undo::Bucket {
+                tag: b.tag,
+                key: b.key,
+                increment: b.increment,
+            });
+        }
+        for q in ask.quotas.iter().filter(|q| q.count) {
+            self.undo(Undo::Quota {
+                index: q.index,
+                key: q.key,
+                window: q.rule.window,
+            });
+        }
+    }
+
     async fn call<T: redis::FromRedisValue>(
         self: &Arc<Self>,
-        conn: &ConnectionManager,
+        conn: &Conn,
         cmd: &redis::Cmd,
     ) -> Result<T, SharedError> {
         let mut c = conn.clone();
@@ -367,31 +437,50 @@ async fn undo_loop(
             continue;
         };
         // Releases (nearly all of it) are plain ZREMs; refunds and failure counts need the
-        // script's arithmetic. One pipeline, one round trip.
+        // script's arithmetic. Standalone: one pipeline, one round trip. Cluster: a pipeline
+        // goes to one node, so each operation is sent on its own (all at once).
+        let cluster = store.target.is_cluster();
         let mut pipe = redis::pipe();
-        let (releases, rest): (Vec<Undo>, Vec<Undo>) = batch
-            .drain(..)
-            .partition(|u| matches!(u, Undo::Release { .. }));
-        for u in &releases {
-            if let Undo::Release { set, member } = *u {
-                let key = match set {
-                    SlotSet::Client(key) => store.keys.in_flight(key),
-                    SlotSet::Fleet => store.keys.fleet(),
-                };
-                pipe.cmd("ZREM")
-                    .arg(key)
-                    .arg(script::member(store.instance, member))
-                    .ignore();
+        let mut alone = Vec::new();
+        for u in batch.drain(..) {
+            let cmd = match u {
+                Undo::Release { set, member } => {
+                    let key = match set {
+                        SlotSet::Client(key) => store.keys.in_flight(key),
+                        SlotSet::Fleet => store.keys.fleet(),
+                    };
+                    let mut cmd = redis::cmd("ZREM");
+                    cmd.arg(key).arg(script::member(store.instance, member));
+                    cmd
+                }
+                other => {
+                    script::undo_cmd(&store.scripts.undo, &store.keys, store.instance, &[other])
+                }
+            };
+            if cluster {
+                alone.push(cmd);
+            } else {
+                pipe.add_command(cmd).ignore();
             }
         }
-        if !rest.is_empty() {
-            pipe.add_command(script::undo_cmd(
-                &store.scripts.undo,
-                &store.keys,
-                store.instance,
-                &rest,
-            ))
-            .ignore();
+        if cluster {
+            let sends: Vec<_> = alone
+                .into_iter()
+                .map(|cmd| {
+                    let mut c = (*conn).clone();
+                    tokio::spawn(async move {
+                        tokio::time::timeout(UNDO_DEADLINE, cmd.query_async::<redis::Value>(&mut c))
+                            .await
+                    })
+                })
+                .collect();
+            for send in sends {
+                match send.await {
+                    Ok(Ok(Ok(_))) => {}
+                    _ => on_error("undo"),
+                }
+            }
+            continue;
         }
         let mut c = (*conn).clone();
         let sent = tokio::time::timeout(UNDO_DEADLINE, pipe.query_async::<()>(&mut c)).await;

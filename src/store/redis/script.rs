@@ -37,6 +37,9 @@ impl Scripts {
 pub struct BucketAsk {
     /// The key hash.
     pub key: u64,
+    /// The hash tag it lives under: the client's (its own bucket) or the IP's (the per-IP
+    /// ceiling), so that in a Cluster each lives with the rest of that client's or IP's keys.
+    pub tag: u64,
     /// µs the request moves the TAT.
     pub increment: u64,
     /// µs the TAT may run ahead of now.
@@ -91,6 +94,8 @@ impl ClientAsk {
 pub struct ClientReply {
     /// The server's time of the decision (µs since the Unix epoch).
     pub now: u64,
+    /// A bucket or quota refused.
+    pub rate_refused: bool,
     /// Whether the rate charges were written (every bucket and quota passed, and no enforced
     /// refusal stopped the script): only then is there anything to refund.
     pub rate_written: bool,
@@ -122,9 +127,13 @@ impl Keys {
         }
     }
 
-    /// A bucket (a client's own, or an IP's ceiling).
-    pub fn bucket(&self, key: u64) -> String {
-        format!("{}{{{key:016x}}}:rate", self.prefix)
+    /// A bucket: a client's own (`key` is its tag), or an IP's ceiling (under the IP's tag).
+    pub fn bucket(&self, tag: u64, key: u64) -> String {
+        if tag == key {
+            format!("{}{{{tag:016x}}}:rate", self.prefix)
+        } else {
+            format!("{}{{{tag:016x}}}:rate:{key:016x}", self.prefix)
+        }
     }
 
     /// A quota's counter.
@@ -172,7 +181,7 @@ pub(super) fn decide_cmd(
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(script.get_hash()).arg(n);
     for b in &ask.buckets {
-        cmd.arg(keys.bucket(b.key));
+        cmd.arg(keys.bucket(b.tag, b.key));
     }
     for q in &ask.quotas {
         cmd.arg(keys.quota(q.index, q.key));
@@ -226,6 +235,8 @@ pub enum SlotSet {
 pub enum Undo {
     /// A bucket's charge.
     Bucket {
+        /// Its hash tag.
+        tag: u64,
         /// The key hash.
         key: u64,
         /// µs to take back.
@@ -269,7 +280,7 @@ pub(super) fn undo_cmd(script: &Script, keys: &Keys, instance: u64, undos: &[Und
     cmd.arg(script.get_hash()).arg(undos.len());
     for u in undos {
         cmd.arg(match *u {
-            Undo::Bucket { key, .. } => keys.bucket(key),
+            Undo::Bucket { tag, key, .. } => keys.bucket(tag, key),
             Undo::Quota { index, key, .. } | Undo::Failure { index, key, .. } => {
                 keys.quota(index, key)
             }
@@ -359,6 +370,7 @@ pub(super) fn decide_reply(ask: &ClientAsk, v: &Value) -> Result<ClientReply, re
     let (in_flight, fleet, written) = (state(2), state(3), n[4] == 1);
     Ok(ClientReply {
         now: u(0),
+        rate_refused: n[1] != 0,
         rate_written: written && n[1] == 0,
         in_flight,
         in_flight_written: written && in_flight == Some(true),

@@ -1,0 +1,190 @@
+//! redis-server processes of the tests' own on loopback ports: standalone, or three primaries
+//! made into a Cluster.
+#![allow(dead_code)] // each test file uses its share
+
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A redis-server of its own on a loopback port, stopped when dropped.
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl RedisServer {
+    pub fn start() -> Self {
+        Self::on(free_port())
+    }
+
+    /// Starts one on `port` (a restart uses the same one) and waits until it answers PING.
+    pub fn on(port: u16) -> Self {
+        Self::with(port, &[])
+    }
+
+    /// Starts one on `port` with extra arguments (e.g. Cluster mode), and waits until it answers.
+    pub fn with(port: u16, extra: &[&str]) -> Self {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(extra)
+            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (.ci/run installs it)");
+        let server = Self {
+            child: Some(child),
+            port,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !server.answers() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    fn answers(&self) -> bool {
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+        let mut buf = [0u8; 7];
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn connection(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Three primaries on loopback ports made into a Cluster (no replicas), in a directory of its
+/// own (their nodes.conf files, so that a restarted node rejoins with its slots).
+pub struct Cluster {
+    pub nodes: Vec<RedisServer>,
+    dir: std::path::PathBuf,
+}
+
+impl Cluster {
+    pub fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "brownout-cluster-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let nodes: Vec<RedisServer> = (0..3).map(|_| Self::node(&dir, free_port())).collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("redis-cli must be installed (Debian's redis-tools, with redis-server)");
+        assert!(created.success(), "redis-cli --cluster create failed");
+        let cluster = Self { nodes, dir };
+        cluster.wait_ok();
+        cluster
+    }
+
+    fn node(dir: &std::path::Path, port: u16) -> RedisServer {
+        let conf = dir.join(format!("nodes-{port}.conf"));
+        RedisServer::with(
+            port,
+            &[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                conf.to_str().unwrap(),
+                "--dir",
+                dir.to_str().unwrap(),
+            ],
+        )
+    }
+
+    /// The seed nodes, as `store.nodes` takes them.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// Waits until every node says the cluster is ok.
+    pub fn wait_ok(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let ok = self.nodes.iter().all(|n| {
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query(&mut n.connection())
+                    .unwrap_or_default();
+                info.contains("cluster_state:ok")
+            });
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the cluster did not become ok");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Keys held by each node.
+    pub fn keys_per_node(&self) -> Vec<u64> {
+        self.nodes
+            .iter()
+            .map(|n| redis::cmd("DBSIZE").query(&mut n.connection()).unwrap())
+            .collect()
+    }
+
+    /// Stops node `i`.
+    pub fn kill(&mut self, i: usize) {
+        self.nodes[i].kill();
+    }
+
+    /// Starts node `i` again on its port, with its nodes.conf: it rejoins with its slots.
+    pub fn restart(&mut self, i: usize) {
+        let port = self.nodes[i].port;
+        self.nodes[i] = Self::node(&self.dir, port);
+        self.wait_ok();
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            n.kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
