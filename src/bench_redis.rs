@@ -18,8 +18,11 @@ use std::time::Duration;
 #[derive(Args)]
 pub struct RedisArgs {
     /// A Redis to measure against (default: start redis-server on a free loopback port).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "nodes")]
     url: Option<String>,
+    /// A Redis Cluster's seed nodes to measure against instead (comma-separated URLs).
+    #[arg(long, value_delimiter = ',')]
+    nodes: Vec<String>,
     /// Concurrent requests, one run each.
     #[arg(long, default_value = "1,8,64", value_delimiter = ',')]
     concurrency: Vec<usize>,
@@ -108,8 +111,28 @@ async fn scripted(store: &Arc<RedisStore>, concurrency: usize, decisions: usize)
 
 /// The same load as a pipelined `INCR`+`EXPIRE` per request (one round trip).
 async fn baseline(url: &str, concurrency: usize, decisions: usize) -> redis::RedisResult<Run> {
-    let client = redis::Client::open(url)?;
-    let conn = client.get_multiplexed_async_connection().await?;
+    let conn = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    Ok(counters(conn, concurrency, decisions).await)
+}
+
+/// [`baseline`] on a Cluster (both commands of a request go to its key's node).
+async fn baseline_cluster(
+    nodes: &[String],
+    concurrency: usize,
+    decisions: usize,
+) -> redis::RedisResult<Run> {
+    let conn = redis::cluster::ClusterClient::new(nodes.to_vec())?
+        .get_async_connection()
+        .await?;
+    Ok(counters(conn, concurrency, decisions).await)
+}
+
+async fn counters<C>(conn: C, concurrency: usize, decisions: usize) -> Run
+where
+    C: redis::aio::ConnectionLike + Clone + Send + 'static,
+{
     let per_task = decisions / concurrency;
     let started = CLOCK.now();
     let tasks: Vec<_> = (0..concurrency)
@@ -138,7 +161,7 @@ async fn baseline(url: &str, concurrency: usize, decisions: usize) -> redis::Red
     for t in tasks {
         all.extend(t.await.unwrap_or_default());
     }
-    Ok(Run::from(all, CLOCK.now() - started))
+    Run::from(all, CLOCK.now() - started)
 }
 
 /// redis-server on a free loopback port, stopped when dropped.
@@ -195,17 +218,19 @@ fn ns_per_call(n: u32, mut f: impl FnMut(u64)) -> f64 {
 }
 
 async fn measure(args: RedisArgs) -> Result<(), String> {
-    let mut own = match &args.url {
-        Some(_) => None,
-        None => Some(Server::start().map_err(|e| format!("starting redis-server: {e}"))?),
+    let mut own = match (&args.url, args.nodes.is_empty()) {
+        (None, true) => Some(Server::start().map_err(|e| format!("starting redis-server: {e}"))?),
+        _ => None,
     };
     let url = args
         .url
         .clone()
         .unwrap_or_else(|| format!("redis://127.0.0.1:{}/", own.as_ref().map_or(6379, |s| s.1)));
+    let cluster = !args.nodes.is_empty();
     let config = StoreConfig {
         kind: StoreKind::Redis,
-        url: Some(url.clone()),
+        url: (!cluster).then(|| url.clone()),
+        nodes: args.nodes.clone(),
         timeout: HumanDuration::from_millis(100),
         key_prefix: "brownout-bench:".into(),
         ..StoreConfig::default()
@@ -214,15 +239,23 @@ async fn measure(args: RedisArgs) -> Result<(), String> {
     if !store.connected() {
         return Err(format!("cannot connect to {url}"));
     }
-    println!("Redis at {url}; {} decisions per run\n", args.decisions);
+    let at = if cluster {
+        format!("the Cluster at {}", args.nodes.join(","))
+    } else {
+        url.clone()
+    };
+    println!("Redis at {at}; {} decisions per run\n", args.decisions);
     println!("| concurrency | brownout decisions/s | p50 | p99 | INCR+EXPIRE ops/s | p50 | p99 |");
     println!("|---|---|---|---|---|---|---|");
     for &c in &args.concurrency {
         let c = c.max(1);
         let s = scripted(&store, c, args.decisions).await;
-        let b = baseline(&url, c, args.decisions)
-            .await
-            .map_err(|e| format!("baseline: {e}"))?;
+        let b = if cluster {
+            baseline_cluster(&args.nodes, c, args.decisions).await
+        } else {
+            baseline(&url, c, args.decisions).await
+        }
+        .map_err(|e| format!("baseline: {e}"))?;
         println!(
             "| {c} | {:.0} | {:.0} µs | {:.0} µs | {:.0} | {:.0} µs | {:.0} µs |",
             s.per_second, s.p50, s.p99, b.per_second, b.p50, b.p99
