@@ -129,7 +129,7 @@ if in_flight then
   k = k + 1
   if room(KEYS[k], tonumber(ARGV[a])) then
     out[3] = 1
-    take[#take + 1] = KEYS[k]
+    take[#take + 1] = {KEYS[k], true}
   else
     out[3] = 0
     if in_flight_enforced then return out end
@@ -140,7 +140,7 @@ if fleet then
   k = k + 1
   if room(KEYS[k], tonumber(ARGV[a])) then
     out[4] = 1
-    take[#take + 1] = KEYS[k]
+    take[#take + 1] = {KEYS[k], false}
   else
     out[4] = 0
     if fleet_enforced then return out end
@@ -153,8 +153,10 @@ if refused == 0 then
 end
 local at = string.format('%.0f', now)
 local px = math.floor(ttl / 1000) + 1
-for _, key in ipairs(take) do
-  redis.call('ZADD', key, at, member)
-  redis.call('PEXPIRE', key, px)
+-- A client's set expires with its last permit's TTL (idle clients cost nothing even when a
+-- dead server left permits in it); the fleet's set is one key, deleted by Redis when empty.
+for _, set in ipairs(take) do
+  redis.call('ZADD', set[1], at, member)
+  if set[2] then redis.call('PEXPIRE', set[1], px) end
 end
 return out
