@@ -247,6 +247,12 @@ async fn a_dead_servers_permits_expire_after_the_ttl() {
         .unwrap();
     let admitted = test::call_service(&*app, get("sk_live_c").to_request()).await;
     assert_eq!(admitted.status(), StatusCode::OK);
+    let set_ttl: i64 = redis::cmd("PTTL").arg(&set).query(&mut c).unwrap();
+    assert!(
+        set_ttl > 4_000 && set_ttl <= 5_001,
+        "the set expires with the TTL: {set_ttl} ms"
+    );
+    drop(admitted);
     until("the admitted request's permit given back", || {
         redis::cmd("ZCARD").arg(&set).query::<u64>(&mut c).unwrap() == 0
     })
