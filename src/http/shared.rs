@@ -14,8 +14,9 @@ use crate::engine::{elastic, judge, Settings, SharedOwner, WorkerEngine};
 use crate::limiter::request_rate::RateStatus;
 use crate::limiter::Request;
 use crate::rng::SplitMix64;
-use crate::store::redis::{ClientAsk, RedisStore};
+use crate::store::redis::{ClientAsk, RedisStore, SharedError};
 use crate::store::Answered;
+use crate::store::StoreError;
 use crate::tier::Tier;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
@@ -97,22 +98,20 @@ where
             caller.give_back(&asked, &answer.reply, answer.member);
         }
     });
-    let Ok((asked, answer)) = rx.await else {
-        // The task panicked: decide locally.
-        let request = request_of(&req, &classified, plan.as_deref());
-        let verdict = judge(&engine, &settings, &request, &mut rng);
-        let policy = |status: &RateStatus| policy(&settings, status);
-        let tier = classified.tier;
-        return respond(
-            &*service, &engine, &settings, req, tier, verdict, &policy, None,
-        )
-        .await;
+    let answer = match rx.await {
+        Ok((asked, Ok(answer))) => Ok((asked, answer)),
+        Ok((_, Err(failed))) => Err(failed),
+        Err(_) => Err(SharedError {
+            op: "decide",
+            error: StoreError::Failed("the call's task failed".into()),
+            skipped: None,
+        }),
     };
     let policy = |status: &RateStatus| policy(&settings, status);
     let request = request_of(&req, &classified, plan.as_deref());
     let response = match &answer {
-        Ok(answer) => {
-            let answered = Answered::new(&store, &asked, answer);
+        Ok((asked, answer)) => {
+            let answered = Answered::new(&store, asked, answer);
             let owner = SharedOwner {
                 engine: &engine,
                 answered: &answered,

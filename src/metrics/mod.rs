@@ -283,6 +283,15 @@ impl Metrics {
         self.recorder.register_counter(&k, &META).increment(1);
     }
 
+    /// Publishes how many undo operations the shared store dropped (its queue was full).
+    pub fn publish_undo_dropped(&self, store: &'static str, dropped: u64) {
+        let k = key(
+            "brownout_store_errors_total",
+            &[("store", store), ("op", "undo_dropped")],
+        );
+        self.recorder.register_counter(&k, &META).absolute(dropped);
+    }
+
     /// Publishes the shared store's circuit breaker: 0 closed, 1 open, 2 half-open.
     pub fn publish_breaker(&self, store: &'static str, state: f64) {
         let k = key("brownout_store_breaker_state", &[("store", store)]);

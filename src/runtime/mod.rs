@@ -313,6 +313,9 @@ impl Brownout {
         if let Some(store) = &engine.shared {
             let state = store.breaker_state().as_gauge();
             engine.metrics.publish_breaker("redis", state);
+            engine
+                .metrics
+                .publish_undo_dropped("redis", store.dropped());
         }
         let (rate_keys, concurrency_keys) = self.inner.engine.store.tracked_keys();
         self.inner

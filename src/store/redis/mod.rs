@@ -10,6 +10,7 @@ mod breaker;
 mod conn;
 mod script;
 mod split;
+mod undo;
 
 pub use breaker::{Breaker, BreakerParams, BreakerState};
 pub use script::{BucketAsk, ClientAsk, ClientReply, Keys, QuotaAsk, SlotSet, Undo};
@@ -24,14 +25,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
-
-/// Most undo operations waiting to be sent; past it they are dropped (and counted): permits
-/// then expire by their TTL, refunds are lost (the client was charged for a refused request).
-const UNDO_QUEUE: usize = 65_536;
-/// Most operations in one undo script call.
-const UNDO_BATCH: usize = 256;
-/// Deadline of an undo batch (off the request path).
-const UNDO_DEADLINE: Duration = Duration::from_millis(250);
 
 /// The shared answers for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +95,7 @@ impl RedisStore {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, ConfigError> {
         let target = Target::new(config)?;
-        let (undo_tx, undo_rx) = mpsc::channel(UNDO_QUEUE);
+        let (undo_tx, undo_rx) = mpsc::channel(undo::QUEUE);
         Ok(Self {
             target,
             conn: ArcSwapOption::empty(),
@@ -154,7 +147,7 @@ impl RedisStore {
         else {
             return; // started already
         };
-        tokio::spawn(undo_loop(Arc::downgrade(self), rx, on_error.clone()));
+        tokio::spawn(undo::run(Arc::downgrade(self), rx, on_error.clone()));
         let store = self.clone();
         tokio::spawn(async move {
             let mut wait = Duration::from_millis(50);
@@ -330,60 +323,6 @@ impl RedisStore {
         Ok(merged)
     }
 
-    /// Gives back the permit and fleet slot `ask` may have taken as `member`.
-    fn release_as(&self, ask: &ClientAsk, member: u64) {
-        if let Some((key, _)) = ask.in_flight {
-            self.undo(Undo::Release {
-                set: SlotSet::Client(key),
-                member,
-            });
-        }
-        if ask.fleet.is_some() {
-            self.undo(Undo::Release {
-                set: SlotSet::Fleet,
-                member,
-            });
-        }
-    }
-
-    /// Gives back everything the decide script took for `ask` (`reply`), as `member`.
-    pub fn give_back(&self, ask: &ClientAsk, reply: &ClientReply, member: u64) {
-        if reply.fleet_written {
-            self.undo(Undo::Release {
-                set: SlotSet::Fleet,
-                member,
-            });
-        }
-        self.give_back_rate(ask, reply);
-        if let (true, Some((key, _))) = (reply.in_flight_written, ask.in_flight) {
-            self.undo(Undo::Release {
-                set: SlotSet::Client(key),
-                member,
-            });
-        }
-    }
-
-    /// Gives back the rate charges the decide script wrote for `ask` (`reply`).
-    fn give_back_rate(&self, ask: &ClientAsk, reply: &ClientReply) {
-        if !reply.rate_written {
-            return;
-        }
-        for b in &ask.buckets {
-            self.undo(Undo::Bucket {
-                tag: b.tag,
-                key: b.key,
-                increment: b.increment,
-            });
-        }
-        for q in ask.quotas.iter().filter(|q| q.count) {
-            self.undo(Undo::Quota {
-                index: q.index,
-                key: q.key,
-                window: q.rule.window,
-            });
-        }
-    }
-
     async fn call<T: redis::FromRedisValue>(
         self: &Arc<Self>,
         conn: &Conn,
@@ -409,90 +348,8 @@ impl RedisStore {
         })
     }
 
-    /// Queues an undo operation (never waits; a full queue drops it, and it is counted).
-    pub fn undo(&self, undo: Undo) {
-        if self.undo_tx.try_send(undo).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
     /// The key names.
     pub fn keys(&self) -> &Keys {
         &self.keys
-    }
-}
-
-/// Sends queued undo operations in batches of up to [`UNDO_BATCH`] until the store is gone.
-async fn undo_loop(
-    store: std::sync::Weak<RedisStore>,
-    mut rx: mpsc::Receiver<Undo>,
-    on_error: Arc<dyn Fn(&'static str) + Send + Sync>,
-) {
-    let mut batch = Vec::with_capacity(UNDO_BATCH);
-    while rx.recv_many(&mut batch, UNDO_BATCH).await > 0 {
-        let Some(store) = store.upgrade() else { return };
-        let Some(conn) = store.conn.load_full() else {
-            on_error("undo");
-            batch.clear();
-            continue;
-        };
-        // Releases (nearly all of it) are plain ZREMs; refunds and failure counts need the
-        // script's arithmetic. Standalone: one pipeline, one round trip. Cluster: a pipeline
-        // goes to one node, so each operation is sent on its own (all at once).
-        let cluster = store.target.is_cluster();
-        let mut pipe = redis::pipe();
-        let mut alone = Vec::new();
-        for u in batch.drain(..) {
-            let cmd = match u {
-                Undo::Release { set, member } => {
-                    let key = match set {
-                        SlotSet::Client(key) => store.keys.in_flight(key),
-                        SlotSet::Fleet => store.keys.fleet(),
-                    };
-                    let mut cmd = redis::cmd("ZREM");
-                    cmd.arg(key).arg(script::member(store.instance, member));
-                    cmd
-                }
-                other => {
-                    script::undo_cmd(&store.scripts.undo, &store.keys, store.instance, &[other])
-                }
-            };
-            if cluster {
-                alone.push(cmd);
-            } else {
-                pipe.add_command(cmd).ignore();
-            }
-        }
-        if cluster {
-            let sends: Vec<_> = alone
-                .into_iter()
-                .map(|cmd| {
-                    let mut c = (*conn).clone();
-                    tokio::spawn(async move {
-                        tokio::time::timeout(UNDO_DEADLINE, cmd.query_async::<redis::Value>(&mut c))
-                            .await
-                    })
-                })
-                .collect();
-            for send in sends {
-                match send.await {
-                    Ok(Ok(Ok(_))) => {}
-                    _ => on_error("undo"),
-                }
-            }
-            continue;
-        }
-        let mut c = (*conn).clone();
-        let sent = tokio::time::timeout(UNDO_DEADLINE, pipe.query_async::<()>(&mut c)).await;
-        match sent {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) {
-                    store.reload_scripts();
-                }
-                on_error("undo");
-            }
-            Err(_) => on_error("undo"),
-        }
     }
 }
