@@ -86,8 +86,8 @@ pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     /// When the request was admitted, if it holds an adaptive-concurrency slot.
     adaptive: Option<std::time::Duration>,
     /// Where its permit and fleet slot live when they were taken in the shared store, and the
-    /// member that holds them.
-    shared: Option<(Arc<RedisStore>, u64)>,
+    /// member that holds them (boxed: the in-memory path keeps the guard as small as it was).
+    shared: Option<Box<(Arc<RedisStore>, u64)>>,
 }
 
 impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
@@ -119,7 +119,7 @@ impl<P: EngineRef> RequestGuard<P> {
             concurrency,
             fleet,
             adaptive,
-            shared,
+            shared: shared.map(Box::new),
         }
     }
 }
@@ -135,7 +135,8 @@ impl<P: EngineRef> Drop for RequestGuard<P> {
     fn drop(&mut self) {
         let engine = self.engine.engine();
         engine.in_flight.leave(self.tier);
-        if let Some((shared, member)) = &self.shared {
+        if let Some(held) = &self.shared {
+            let (shared, member) = &**held;
             if let Some(key) = self.concurrency {
                 shared.undo(Undo::Release {
                     set: SlotSet::Client(key),
