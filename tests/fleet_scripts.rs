@@ -1,7 +1,7 @@
 //! The Lua scripts' arithmetic against the in-memory limiters', on a real Redis: the same
-//! vectors (Stripe's credit-pool example) and long seeded random sequences across window
-//! boundaries, compared answer by answer. The scripts are run "as of" chosen times
-//! (`RedisStore::decide_at`), so the server's clock does not enter.
+//! vectors (Stripe's credit-pool example and its 500-token bucket) and long seeded random
+//! sequences across window boundaries, compared answer by answer. The scripts are run "as of"
+//! chosen times (`RedisStore::decide_at`), so the server's clock does not enter.
 #![allow(clippy::disallowed_methods)] // real servers, real time
 
 mod redis_server;
@@ -220,4 +220,40 @@ async fn the_scripts_answer_exactly_as_the_in_memory_limiters() {
     // Both outcomes happened often enough to mean something.
     assert!(compared.0 > 3_000 && compared.1 > 1_000, "{compared:?}");
     assert!(oracle.tats.len() == 5);
+}
+
+#[tokio::test]
+async fn stripes_token_bucket_of_500_at_100_a_second_in_redis() {
+    let redis = RedisServer::start();
+    let store = store(&redis).await;
+    // Stripe's reference: REPLENISH_RATE 100, CAPACITY 5 × 100, one token a request.
+    let b = Bucket::new(100.0, 500.0, 0.0);
+    let ask = ClientAsk {
+        buckets: vec![BucketAsk {
+            key: 5,
+            tag: 5,
+            increment: b.increment(1),
+            tolerance: b.tolerance(),
+        }],
+        rate_enforced: true,
+        ..ClientAsk::default()
+    };
+    let burst = |at: u64| {
+        let (store, ask) = (store.clone(), ask.clone());
+        async move {
+            let mut allowed = 0;
+            loop {
+                let reply = store.decide_at(&ask, at).await.unwrap().reply;
+                match reply.buckets[0] {
+                    Some(Charge::Allowed { .. }) => allowed += 1,
+                    Some(Charge::Denied { wait, .. }) => return (allowed, wait),
+                    None => panic!("not evaluated"),
+                }
+            }
+        }
+    };
+    // A full bucket at once: 500, then the next token in 10 ms.
+    assert_eq!(burst(T0).await, (500, 10_000));
+    // A second later, 100 more.
+    assert_eq!(burst(T0 + SEC).await, (100, 10_000));
 }
