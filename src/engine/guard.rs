@@ -2,7 +2,7 @@
 //! count and its limiter permits, all released when it is dropped.
 
 use super::{Admission, Engine};
-use crate::store::redis::{RedisStore, SlotSet, Undo};
+use crate::store::redis::{SlotSet, Undo};
 use crate::store::{Answered, Store, StoreHandle};
 use crate::tier::Tier;
 use std::rc::Rc;
@@ -85,9 +85,9 @@ pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     fleet: bool,
     /// When the request was admitted, if it holds an adaptive-concurrency slot.
     adaptive: Option<std::time::Duration>,
-    /// Where its permit and fleet slot live when they were taken in the shared store, and the
-    /// member that holds them (boxed: the in-memory path keeps the guard as small as it was).
-    shared: Option<Box<(Arc<RedisStore>, u64)>>,
+    /// The member that holds its permit and fleet slot when they were taken in the engine's
+    /// shared store; 0 when they are local (members are numbered from 1).
+    shared_member: u64,
 }
 
 impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
@@ -102,12 +102,12 @@ impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
 
 impl<P: EngineRef> RequestGuard<P> {
     /// Enters the in-flight count of `tier` and takes over the admission's permits: local
-    /// ones, or with `shared`, ones taken in the shared store as its member.
+    /// ones, or ones taken in the engine's shared store as `shared_member` (0: local).
     pub(crate) fn admit<Q: EngineRef>(
         engine: P,
         tier: Tier,
         admission: Admission<'_, Q>,
-        shared: Option<(Arc<RedisStore>, u64)>,
+        shared_member: u64,
     ) -> Self {
         engine.engine().in_flight.enter(tier);
         let concurrency = admission.concurrency.map(|p| p.keep());
@@ -119,7 +119,7 @@ impl<P: EngineRef> RequestGuard<P> {
             concurrency,
             fleet,
             adaptive,
-            shared: shared.map(Box::new),
+            shared_member,
         }
     }
 }
@@ -135,18 +135,19 @@ impl<P: EngineRef> Drop for RequestGuard<P> {
     fn drop(&mut self) {
         let engine = self.engine.engine();
         engine.in_flight.leave(self.tier);
-        if let Some(held) = &self.shared {
-            let (shared, member) = &**held;
+        let shared = engine.shared.as_ref().filter(|_| self.shared_member != 0);
+        if let Some(shared) = shared {
+            let member = self.shared_member;
             if let Some(key) = self.concurrency {
                 shared.undo(Undo::Release {
                     set: SlotSet::Client(key),
-                    member: *member,
+                    member,
                 });
             }
             if self.fleet {
                 shared.undo(Undo::Release {
                     set: SlotSet::Fleet,
-                    member: *member,
+                    member,
                 });
             }
         } else {

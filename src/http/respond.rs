@@ -147,8 +147,8 @@ where
         Verdict::Allow(admission) => {
             let after =
                 AfterResponse::new(engine, settings, &admission, policy, shared.map(|s| s.0));
-            let held = shared.map(|(store, member)| (store.clone(), member));
-            let guard = RequestGuard::admit(engine.clone(), tier, admission, held);
+            let member = shared.map_or(0, |(_, member)| member);
+            let guard = RequestGuard::admit(engine.clone(), tier, admission, member);
             let deadline = &settings.limiters.deadline;
             let expiry = Expiry::new(deadline.after.get(), deadline.cancel);
             ResponseFuture::Allowed {

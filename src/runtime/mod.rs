@@ -265,7 +265,7 @@ impl Brownout {
             Verdict::Reject(rejection, _) => Decision::Rejected(rejection),
             Verdict::Allow(admission) => Decision::Allowed(Admitted {
                 outcome: admission.outcome,
-                _guard: RequestGuard::admit(shared.clone(), classified.tier, admission, None),
+                _guard: RequestGuard::admit(shared.clone(), classified.tier, admission, 0),
             }),
         }
     }

@@ -104,7 +104,8 @@ impl RedisStore {
             timeout: config.timeout.get(),
             ttl_us: config.permit_ttl.get().as_micros() as u64,
             instance,
-            members: AtomicU64::new(0),
+            // From 1: a request guard's member 0 means "local".
+            members: AtomicU64::new(1),
             breaker: Breaker::new(BreakerParams::default()),
             clock,
             undo_tx,
