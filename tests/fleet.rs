@@ -131,6 +131,14 @@ fn server_now(c: &mut redis::Connection) -> u64 {
     s * 1_000_000 + us
 }
 
+/// The fleet's set of non-critical requests in flight.
+const FLEET: &str = "brownout:{fleet}:in_flight";
+
+/// Members of the sorted set `key`.
+fn card(c: &mut redis::Connection, key: &str) -> u64 {
+    redis::cmd("ZCARD").arg(key).query(c).unwrap()
+}
+
 /// Waits (bounded) until `check` holds.
 async fn until(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -166,14 +174,7 @@ async fn the_fleet_reserve_counts_every_servers_requests() {
         }));
     }
     let mut c = redis.connection();
-    until("two fleet slots taken", || {
-        redis::cmd("ZCARD")
-            .arg("brownout:{fleet}:in_flight")
-            .query::<u64>(&mut c)
-            .unwrap()
-            == 2
-    })
-    .await;
+    until("two fleet slots taken", || card(&mut c, FLEET) == 2).await;
     // Server B has no request of its own in flight, yet the fleet is full for non-critical…
     let refused = test::call_service(&*app_b, get("sk_live_b").to_request()).await;
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -191,14 +192,7 @@ async fn the_fleet_reserve_counts_every_servers_requests() {
     for h in held {
         assert_eq!(h.await.unwrap(), StatusCode::OK);
     }
-    until("the slots given back", || {
-        redis::cmd("ZCARD")
-            .arg("brownout:{fleet}:in_flight")
-            .query::<u64>(&mut c)
-            .unwrap()
-            == 0
-    })
-    .await;
+    until("the slots given back", || card(&mut c, FLEET) == 0).await;
     let res = test::call_service(&*app_b, get("sk_live_b").to_request()).await;
     assert_eq!(res.status(), StatusCode::OK);
 }
@@ -254,7 +248,7 @@ async fn a_dead_servers_permits_expire_after_the_ttl() {
     );
     drop(admitted);
     until("the admitted request's permit given back", || {
-        redis::cmd("ZCARD").arg(&set).query::<u64>(&mut c).unwrap() == 0
+        card(&mut c, &set) == 0
     })
     .await;
     // Every key expires: the set within the TTL, the bucket once it would be full again.
@@ -284,14 +278,7 @@ async fn a_later_refusal_gives_the_credits_back_in_redis() {
         )
     };
     let mut c = redis.connection();
-    until("the slot taken", || {
-        redis::cmd("ZCARD")
-            .arg("brownout:{fleet}:in_flight")
-            .query::<u64>(&mut c)
-            .unwrap()
-            == 1
-    })
-    .await;
+    until("the slot taken", || card(&mut c, FLEET) == 1).await;
     // Refused by fleet_usage five times: request_rate charged and refunded each time.
     for _ in 0..5 {
         let res = test::call_service(&*app, get("sk_live_d").to_request()).await;
@@ -299,14 +286,7 @@ async fn a_later_refusal_gives_the_credits_back_in_redis() {
     }
     gate.add_permits(1);
     assert_eq!(holder.await.unwrap(), StatusCode::OK);
-    until("the slot given back", || {
-        redis::cmd("ZCARD")
-            .arg("brownout:{fleet}:in_flight")
-            .query::<u64>(&mut c)
-            .unwrap()
-            == 0
-    })
-    .await;
+    until("the slot given back", || card(&mut c, FLEET) == 0).await;
     // The whole burst of 3 is still there.
     let mut allowed = 0;
     for _ in 0..5 {
@@ -317,14 +297,7 @@ async fn a_later_refusal_gives_the_credits_back_in_redis() {
             allowed += 1;
         }
         // Each admitted request's slot must be back before the next one (one slot).
-        until("the slot given back", || {
-            redis::cmd("ZCARD")
-                .arg("brownout:{fleet}:in_flight")
-                .query::<u64>(&mut c)
-                .unwrap()
-                == 0
-        })
-        .await;
+        until("the slot given back", || card(&mut c, FLEET) == 0).await;
     }
     assert_eq!(allowed, 3);
 }
@@ -558,11 +531,7 @@ async fn a_client_gone_while_redis_answers_gives_its_permits_back() {
         })
         .await;
         until("the permit and the fleet slot given back", || {
-            redis::cmd("ZCARD")
-                .arg("brownout:{fleet}:in_flight")
-                .query::<u64>(&mut c)
-                .unwrap()
-                == 0
+            card(&mut c, FLEET) == 0
         })
         .await;
         let status = test::call_service(&*app, get("sk_live_gone").to_request())
@@ -570,11 +539,7 @@ async fn a_client_gone_while_redis_answers_gives_its_permits_back() {
             .status();
         assert_eq!(status, StatusCode::OK, "round {round}");
         until("the next request's permit given back", || {
-            redis::cmd("ZCARD")
-                .arg("brownout:{fleet}:in_flight")
-                .query::<u64>(&mut c)
-                .unwrap()
-                == 0
+            card(&mut c, FLEET) == 0
         })
         .await;
     }

@@ -80,6 +80,15 @@ pub struct SharedError {
 }
 
 impl SharedError {
+    /// A decide call that failed with `error`.
+    fn failed(error: StoreError) -> Self {
+        Self {
+            op: "decide",
+            error,
+            skipped: None,
+        }
+    }
+
     /// The `reason` label of `brownout_fail_open_total`.
     pub fn reason(&self) -> &'static str {
         self.skipped.unwrap_or_else(|| self.error.reason())
@@ -262,11 +271,8 @@ impl RedisStore {
                 return Err(e);
             }
         };
-        script::decide_reply(ask, &value).map_err(|e| SharedError {
-            op: "decide",
-            error: StoreError::Failed(e.to_string()),
-            skipped: None,
-        })
+        script::decide_reply(ask, &value)
+            .map_err(|e| SharedError::failed(StoreError::Failed(e.to_string())))
     }
 
     /// Cluster: one script per hash tag, all sent at once, merged into one answer.
@@ -289,11 +295,9 @@ impl RedisStore {
         let mut failed = None;
         for call in calls {
             let reply = call.await.unwrap_or_else(|e| {
-                Err(SharedError {
-                    op: "decide",
-                    error: StoreError::Failed(format!("the call's task failed: {e}")),
-                    skipped: None,
-                })
+                Err(SharedError::failed(StoreError::Failed(format!(
+                    "the call's task failed: {e}"
+                ))))
             });
             match reply {
                 Ok(reply) => replies.push(Some(reply)),
@@ -342,11 +346,7 @@ impl RedisStore {
             }
         };
         self.breaker.failure(self.now_us());
-        Err(SharedError {
-            op: "decide",
-            error,
-            skipped: None,
-        })
+        Err(SharedError::failed(error))
     }
 
     /// The key names.
