@@ -11,7 +11,6 @@ use super::shared;
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
 use crate::engine::{judge, Admission, Settings, Verdict, WorkerEngine};
 use crate::limiter::request_rate::RateStatus;
-use crate::limiter::Request;
 use crate::rng::{mix, SplitMix64};
 use crate::runtime::Brownout;
 use actix_web::body::{EitherBody, MessageBody};
@@ -211,19 +210,12 @@ where
             .trust_plan_header
             .then(|| req.headers().get(PLAN).and_then(|v| v.to_str().ok()))
             .flatten();
+        let request = shared::request_of(&req, &classified, hooked.as_deref().or(header_plan));
         if let Some(store) = engine.shared.as_ref().filter(|s| s.ready()) {
-            let plan = hooked.as_deref().or(header_plan).map(str::to_owned);
-            let request = Request {
-                tier: classified.tier,
-                key: classified.key,
-                ip: classified.ip,
-                method: req.method().as_str(),
-                path: routed_path(&req),
-                plan: plan.as_deref(),
-            };
             // The settings the request is asked and decided under, both.
             let live = engine.settings.load_full();
             if let Some(asked) = shared::asks(&live, &request, &engine.plan.load()) {
+                let plan = request.plan.map(str::to_owned);
                 let seed = self.rng.try_borrow_mut().map_or(0, |mut r| r.next_u64());
                 return ResponseFuture::Shared {
                     fut: Box::pin(shared::decide(shared::Pending {
@@ -240,14 +232,6 @@ where
                 };
             }
         }
-        let request = Request {
-            tier: classified.tier,
-            key: classified.key,
-            ip: classified.ip,
-            method: req.method().as_str(),
-            path: routed_path(&req),
-            plan: hooked.as_deref().or(header_plan),
-        };
         let verdict = match self.rng.try_borrow_mut() {
             Ok(mut rng) => judge(&self.engine, settings, &request, &mut rng),
             // Unreachable on a single-threaded worker; never fail the request over it.

@@ -157,7 +157,12 @@ where
     response.await
 }
 
-fn request_of<'a>(req: &'a ServiceRequest, c: &Classified, plan: Option<&'a str>) -> Request<'a> {
+/// The request as the limiters see it.
+pub(super) fn request_of<'a>(
+    req: &'a ServiceRequest,
+    c: &Classified,
+    plan: Option<&'a str>,
+) -> Request<'a> {
     Request {
         tier: c.tier,
         key: c.key,
