@@ -59,6 +59,10 @@ pub(crate) enum Verdict<'a, P: EngineRef> {
 /// One `catch_unwind` guards the whole chain: a panic in any limiter releases what earlier
 /// limiters took (their permits unwind), is counted against the limiter that was running, and
 /// lets the request through.
+///
+/// `#[inline]`: with three owners instantiating it, the compiler stopped inlining it into
+/// `judge`, and `Brownout::check` paid 2-4% more (callgrind, instructions per decision).
+#[inline]
 pub(crate) fn decide<'a, P: EngineRef>(
     owner: &'a P,
     settings: &Settings,

@@ -207,7 +207,9 @@ impl RateRules {
     }
 
     /// The buckets a request is charged in: its plan's (widened while `elastic`) and the
-    /// per-IP ceiling, if any.
+    /// per-IP ceiling, if any. (Always inlined into `check`: out of line, the answer goes
+    /// through memory and the hot path pays ~40 instructions more.)
+    #[inline(always)]
     fn charges(&self, req: &Request<'_>, elastic: bool) -> Charges {
         let plan = self.plan(req.plan);
         let bucket = self.bucket(plan, elastic);
