@@ -9,6 +9,7 @@ mod limits;
 mod limits_check;
 mod parse;
 mod route;
+mod store;
 mod validate;
 
 pub use adaptive::{AdaptiveConcurrencyConfig, DeadlineConfig};
@@ -18,6 +19,7 @@ pub use limits::{
     QuotaConfig, QuotaCount, QuotaKey, RequestRateConfig,
 };
 pub use route::RoutePattern;
+pub use store::{AdminScope, StoreConfig, StoreKind};
 pub use validate::ConfigError;
 
 /// Most `X-Forwarded-For` header lines read (the last ones: entries are taken from the end).
@@ -115,6 +117,12 @@ pub struct AdminConfig {
     pub reload_on_sighup: bool,
     /// How long an admin request's body may take to arrive.
     pub body_timeout: HumanDuration,
+    /// Where admin changes apply: `fleet` (every instance sharing the Redis store; the default
+    /// with `store.kind: redis`) or `local` (this instance only; the default otherwise).
+    pub scope: Option<AdminScope>,
+    /// This instance's name in the audit log and in fleet settings (default: host name and
+    /// process id).
+    pub instance: Option<String>,
 }
 
 impl Default for AdminConfig {
@@ -127,6 +135,8 @@ impl Default for AdminConfig {
             token_file: None,
             reload_on_sighup: true,
             body_timeout: HumanDuration::from_secs(10),
+            scope: None,
+            instance: None,
         }
     }
 }
@@ -323,49 +333,6 @@ impl Default for WorkerUtilizationConfig {
             selection: Selection::Random,
             cohort_rotation: HumanDuration::from_secs(300),
             retry_after: None,
-        }
-    }
-}
-
-/// Which backing store keyed limiter state uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StoreKind {
-    /// In this process.
-    #[default]
-    Memory,
-    /// Shared through Redis.
-    Redis,
-}
-
-/// `store:`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct StoreConfig {
-    /// memory | redis.
-    pub kind: StoreKind,
-    /// Standalone Redis URL.
-    pub url: Option<String>,
-    /// Redis Cluster seed nodes.
-    pub nodes: Vec<String>,
-    /// Deadline of each store call.
-    pub timeout: HumanDuration,
-    /// Prefix of every Redis key.
-    pub key_prefix: String,
-    /// How long a concurrency permit or fleet slot taken in Redis counts at most: a server
-    /// that dies while its requests run never gives them back, and they expire after this.
-    pub permit_ttl: HumanDuration,
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        Self {
-            kind: StoreKind::Memory,
-            url: None,
-            nodes: Vec::new(),
-            timeout: HumanDuration::from_millis(5),
-            key_prefix: "brownout:".into(),
-            permit_ttl: HumanDuration::from_secs(60),
         }
     }
 }

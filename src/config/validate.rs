@@ -1,6 +1,6 @@
 //! Validation of a parsed [`Config`]: impossible settings are refused with the key's name.
 
-use super::{Config, SourceKind, StoreKind, WorkerUtilizationConfig};
+use super::{Config, SourceKind, WorkerUtilizationConfig};
 use super::{RoutePattern, MAX_FORWARDED_LINES};
 use crate::tier::Tier;
 use std::net::SocketAddr;
@@ -129,44 +129,6 @@ impl Config {
         self.validate_store()?;
         address(&self.demo.bind, "demo.bind")?;
         ensure(self.demo.workers >= 1, "demo.workers", "must be at least 1")
-    }
-
-    fn validate_store(&self) -> Check {
-        let s = &self.store;
-        ensure(
-            !s.timeout.get().is_zero(),
-            "store.timeout",
-            "must be greater than zero",
-        )?;
-        ensure(
-            s.timeout.get() <= std::time::Duration::from_secs(1),
-            "store.timeout",
-            "must be at most 1s (it bounds every request's wait for Redis)",
-        )?;
-        ensure(
-            s.permit_ttl.get() >= std::time::Duration::from_secs(1)
-                && s.permit_ttl.get() <= std::time::Duration::from_secs(86_400),
-            "store.permit_ttl",
-            "must be between 1s and 24h",
-        )?;
-        if s.kind == StoreKind::Redis {
-            ensure(
-                s.url.is_some() == s.nodes.is_empty(),
-                "store.url",
-                "or store.nodes (a Redis Cluster's seed nodes) is required when store.kind is redis, not both",
-            )?;
-            let urls = s.url.iter().map(|u| ("store.url", u));
-            for (key, url) in urls.chain(s.nodes.iter().map(|u| ("store.nodes", u))) {
-                ensure(
-                    url.starts_with("redis://")
-                        || (key == "store.url"
-                            && (url.starts_with("redis+unix://") || url.starts_with("unix://"))),
-                    key,
-                    "must be a redis:// URL; TLS (rediss://) is not built into this version",
-                )?;
-            }
-        }
-        Ok(())
     }
 }
 

@@ -4,6 +4,7 @@
 //! Each [`Brownout`](crate::Brownout) owns its own recorder (no global state), so several
 //! instances — in tests, say — never mix their numbers.
 
+mod describe;
 mod histogram;
 
 pub use histogram::AtomicHistogram;
@@ -13,7 +14,7 @@ use crate::control::{InFlight, ShedPlan};
 use crate::limiter::LimiterName;
 use crate::shard::Sharded;
 use crate::tier::Tier;
-use metrics::{Counter, Gauge, Key, KeyName, Label, Metadata, Recorder};
+use metrics::{Counter, Gauge, Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -120,7 +121,7 @@ impl Metrics {
     /// Registers and describes every metric.
     pub fn new() -> Self {
         let recorder = PrometheusBuilder::new().build_recorder();
-        describe(&recorder);
+        describe::describe(&recorder);
         let r = &recorder;
         let counter = |name, labels: &[_]| r.register_counter(&key(name, labels), &META);
         let gauge = |name, labels: &[_]| r.register_gauge(&key(name, labels), &META);
@@ -334,69 +335,6 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-fn describe(r: &PrometheusRecorder) {
-    let counters = [
-        ("brownout_requests_total", "Requests seen by the middleware, by tier and outcome (allowed, rejected, dark_rejected, failed_open)."),
-        ("brownout_rejections_total", "Rejections by limiter, tier and mode; mode=dark counts requests a dark-launched limiter would have rejected."),
-        ("brownout_store_errors_total", "Failed calls to the keyed-state store (full table, timeout, error), by store and operation."),
-        ("brownout_admin_changes_total", "Accepted admin changes, by action (mode, kill_switch, patch, revert, reload)."),
-        ("brownout_fail_open_total", "Times a limiter or source failed and the request was let through, by limiter and reason."),
-        ("brownout_expired_requests_total", "Admitted requests still unanswered after limiters.deadline.after, by tier: they stopped counting against in-flight limits (and with deadline.cancel were stopped and answered 503)."),
-    ];
-    for (name, help) in counters {
-        r.describe_counter(KeyName::from(name), None, help.into());
-    }
-    let gauges = [
-        (
-            "brownout_utilization_ratio",
-            "Utilization last seen by the worker-utilization controller (0..1).",
-        ),
-        (
-            "brownout_shedding_amount",
-            "The controller's shedding amount (resting value below 0 up to 1).",
-        ),
-        (
-            "brownout_shed_probability",
-            "Probability that the worker-utilization shedder drops a request of the tier.",
-        ),
-        (
-            "brownout_in_flight_requests",
-            "Requests in progress through the middleware, by tier.",
-        ),
-        (
-            "brownout_limiter_mode",
-            "1 for each limiter's active mode (enforce, dark, off), 0 otherwise.",
-        ),
-        (
-            "brownout_concurrency_limit",
-            "The limit adaptive_concurrency admits non-critical requests in flight under (learned from their latency).",
-        ),
-        (
-            "brownout_store_breaker_state",
-            "The shared store's circuit breaker: 0 closed (calls go to Redis), 1 open (limits decided locally), 2 half-open (one probe out).",
-        ),
-        (
-            "brownout_kill_switch_engaged",
-            "1 while the global kill switch turns every limiter off.",
-        ),
-        (
-            "brownout_config_version",
-            "Version of the live settings; bumped by every accepted change.",
-        ),
-        (
-            "brownout_build_info",
-            "Always 1; the version label carries the brownout version.",
-        ),
-        (
-            "brownout_tracked_keys",
-            "Client keys the keyed limiters hold state for, by limiter (bounded by max_keys).",
-        ),
-    ];
-    for (name, help) in gauges {
-        r.describe_gauge(KeyName::from(name), None, help.into());
     }
 }
 

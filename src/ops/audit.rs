@@ -21,8 +21,11 @@ pub struct AuditEntry {
     pub after: Value,
     /// The settings version it produced.
     pub version: u64,
-    /// Who asked: the client address, or `timer` / `signal`.
+    /// Who asked: the client address, or `timer` / `signal` (`fleet`: another instance's
+    /// change, read from the fleet's settings).
     pub source: String,
+    /// The instance the change was made on (`admin.instance`).
+    pub instance: String,
 }
 
 /// A bounded log.
@@ -96,6 +99,7 @@ mod tests {
                 after: Value::Null,
                 version,
                 source: String::new(),
+                instance: String::new(),
             });
         }
         let entries = log.entries();

@@ -15,7 +15,7 @@ mod reload;
 
 pub use crate::metrics::ACTIONS;
 pub use audit::{AuditEntry, AuditLog};
-pub(crate) use operator::{spawn, OperatorSetup, OpsMsg};
+pub(crate) use operator::{spawn, FleetStatus, OperatorSetup, OpsMsg};
 pub use persist::PendingRevert;
 #[cfg(unix)]
 pub(crate) use reload::spawn_reloader;
@@ -93,6 +93,10 @@ pub enum ChangeError {
         /// The OS error.
         reason: String,
     },
+    /// Other instances kept changing the fleet's settings while this change was worked out
+    /// again on top of theirs.
+    #[error("the fleet's settings kept changing while this change was being made; try again")]
+    Contended,
     /// There is no configuration file to reload (built from a `Config`, not a file).
     #[error("there is no configuration file to reload (build with Brownout::from_config_file or BrownoutBuilder::config_file)")]
     NoFile,
@@ -103,6 +107,9 @@ pub enum ChangeError {
 pub struct Applied {
     /// The new settings version.
     pub version: u64,
+    /// Whether it is the fleet's settings (`admin.scope: fleet`, Redis reachable); `false`:
+    /// this instance's only.
+    pub fleet: bool,
 }
 
 /// Parses limiter settings from JSON, naming the offending field on error.

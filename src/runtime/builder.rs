@@ -205,8 +205,10 @@ impl BrownoutBuilder {
             .metrics
             .publish_concurrency_limit(engine.adaptive.limit());
         let sources = build_sources(&engine, &runtimes, &self.config, self.custom)?;
+        let fleet_status = Arc::new(Mutex::new(crate::ops::FleetStatus::new(&self.config)));
         let inner = Inner {
             engine,
+            fleet_status,
             config: Arc::new(self.config),
             tier_hook: self.tier_hook,
             key_hook: self.key_hook,

@@ -120,6 +120,8 @@ pub(crate) struct Inner {
     /// The file the configuration came from (what a reload reads), if any.
     config_path: Option<PathBuf>,
     pub(crate) audit: Arc<Mutex<AuditLog>>,
+    /// Whether this instance runs the fleet's settings (the operator keeps it up to date).
+    pub(crate) fleet_status: Arc<Mutex<crate::ops::FleetStatus>>,
 }
 
 impl std::fmt::Debug for Brownout {
@@ -198,6 +200,7 @@ impl Brownout {
                 config: inner.config.clone(),
                 audit: inner.audit.clone(),
                 pending,
+                status: inner.fleet_status.clone(),
             };
             let reload = inner
                 .config
@@ -336,6 +339,16 @@ impl Brownout {
             None => ("memory", true, "closed"),
             Some(store) => ("redis", store.connected(), store.breaker_state().as_str()),
         }
+    }
+
+    /// Where this instance's settings come from (`admin.scope`) and whether it runs the
+    /// fleet's.
+    pub(crate) fn fleet_status(&self) -> crate::ops::FleetStatus {
+        self.inner
+            .fleet_status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Keys tracked by the request-rate limiter (bucket and quotas) and the concurrency limiter.

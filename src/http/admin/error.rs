@@ -70,6 +70,7 @@ impl AdminError {
             AdminError::Change(ChangeError::Stale { .. }) => "Stale version",
             AdminError::Change(ChangeError::NotRunning | ChangeError::NoFile) => "Not running",
             AdminError::Change(ChangeError::NotPersisted { .. }) => "Not persisted",
+            AdminError::Change(ChangeError::Contended) => "Conflict",
         }
     }
 
@@ -108,6 +109,7 @@ impl ResponseError for AdminError {
             AdminError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             AdminError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             AdminError::Change(ChangeError::Stale { .. }) => StatusCode::PRECONDITION_FAILED,
+            AdminError::Change(ChangeError::Contended) => StatusCode::CONFLICT,
             AdminError::Change(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }

@@ -253,6 +253,21 @@ fn store_json(brownout: &Brownout) -> Value {
     }
 }
 
+/// Where this instance's settings come from: `{scope, instance, fleet_version, in_sync,
+/// connected, local_changes, refused}`.
+fn settings_json(brownout: &Brownout) -> Value {
+    let status = brownout.fleet_status();
+    json!({
+        "scope": status.scope,
+        "instance": status.instance,
+        "fleet_version": status.fleet_version,
+        "in_sync": status.in_sync(),
+        "connected": status.connected,
+        "local_changes": status.local_changes,
+        "refused": status.refused.as_ref().map(|(version, error)| json!({"version": version, "error": error})),
+    })
+}
+
 /// The body of `GET /v1/state`.
 pub(crate) fn state_json(brownout: &Brownout) -> Value {
     let settings = brownout.settings();
@@ -287,6 +302,7 @@ pub(crate) fn state_json(brownout: &Brownout) -> Value {
         },
         "adaptive_concurrency": adaptive_json(brownout),
         "store": store_json(brownout),
+        "settings": settings_json(brownout),
         "in_flight": brownout.in_flight(),
         "tiers": Tier::ALL.map(Tier::as_str),
     })

@@ -108,6 +108,7 @@ pub(super) async fn put_mode(
     let applied = brownout.change(change, source(&req)).await?;
     Ok(HttpResponse::Ok().json(json!({
         "version": applied.version,
+        "scope": scope(applied),
         "limiter": limiter.as_str(),
         "mode": body.mode,
         "ttl_seconds": body.ttl_seconds,
@@ -126,8 +127,18 @@ pub(super) async fn put_kill_switch(
         .await?;
     Ok(HttpResponse::Ok().json(json!({
         "version": applied.version,
+        "scope": scope(applied),
         "engaged": body.engaged,
     })))
+}
+
+/// Whether a change reached the fleet (`fleet`) or this instance only (`local`).
+fn scope(applied: crate::ops::Applied) -> &'static str {
+    if applied.fleet {
+        "fleet"
+    } else {
+        "local"
+    }
 }
 
 fn config_response(brownout: &Brownout) -> HttpResponse {

@@ -9,11 +9,13 @@
 mod breaker;
 mod conn;
 mod script;
+mod settings;
 mod split;
 mod undo;
 
 pub use breaker::{Breaker, BreakerParams, BreakerState};
 pub use script::{BucketAsk, ClientAsk, ClientReply, Keys, QuotaAsk, SlotSet, Undo};
+pub use settings::Cas;
 
 use super::StoreError;
 use crate::clock::Clock;
@@ -58,6 +60,8 @@ pub struct RedisStore {
     reloading: AtomicBool,
     /// Undo operations dropped because the queue was full.
     dropped: AtomicU64,
+    /// Where the settings channel is subscribed: the URL, or each Cluster seed node.
+    pubsub_urls: Vec<String>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -122,6 +126,7 @@ impl RedisStore {
             connected: AtomicBool::new(false),
             reloading: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
+            pubsub_urls: config.url.iter().chain(&config.nodes).cloned().collect(),
         })
     }
 

@@ -127,6 +127,11 @@ impl Keys {
         }
     }
 
+    /// The prefix of every key.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// A bucket: a client's own (`key` is its tag), or an IP's ceiling (under the IP's tag).
     pub fn bucket(&self, tag: u64, key: u64) -> String {
         if tag == key {

@@ -1,11 +1,17 @@
 //! The operator actor: applies changes one at a time, makes each durable before it takes
-//! effect, and owns the revert timers.
+//! effect, and owns the revert timers. With `admin.scope: fleet` a change is durable once it
+//! is the fleet's settings document in Redis (see [`fleet`]).
+
+mod fleet;
+mod prepare;
+mod status;
+
+pub(crate) use status::FleetStatus;
 
 use super::audit::{rfc3339, AuditEntry, AuditLog};
-use super::patch::{diff, merge, split_document};
+use super::patch::diff;
 use super::persist::{self, Overrides, PendingRevert};
-use super::reload::check_reloadable;
-use super::{limiters_from_json, Applied, Change, ChangeError};
+use super::{Applied, Change, ChangeError};
 use crate::classify::Classifier;
 use crate::config::Config;
 use crate::config::{ConfigError, LimitersConfig, Mode};
@@ -28,6 +34,8 @@ pub(crate) enum OpsMsg {
     },
     /// Revert what is due on the brownout clock now, and say when done.
     RevertDue(oneshot::Sender<()>),
+    /// The fleet's settings may have changed (or Redis is back): read them.
+    FleetChanged,
 }
 
 /// A time-limited mode change waiting to be undone.
@@ -55,6 +63,8 @@ pub(crate) struct OperatorSetup {
     pub(crate) audit: Arc<Mutex<AuditLog>>,
     /// Reverts from the overrides file, re-armed at start.
     pub(crate) pending: Vec<PendingRevert>,
+    /// Where this instance's view of the fleet's settings is published (`/v1/state`).
+    pub(crate) status: Arc<Mutex<FleetStatus>>,
 }
 
 struct Operator {
@@ -64,6 +74,21 @@ struct Operator {
     /// config.yaml's limiter settings; admin changes are kept as a patch over them.
     base: LimitersConfig,
     reverts: Vec<Revert>,
+    /// The fleet's settings document, with `admin.scope: fleet`.
+    fleet: Option<fleet::Link>,
+    status: Arc<Mutex<FleetStatus>>,
+}
+
+/// A change worked out against the live settings, not made yet.
+struct Prepared {
+    action: &'static str,
+    draft: Draft,
+    /// The reverts pending once it is made.
+    reverts: Vec<Revert>,
+    /// config.yaml's new limiter settings (a reload).
+    base: Option<LimitersConfig>,
+    before: Value,
+    after: Value,
 }
 
 /// Settings the operator is about to commit.
@@ -104,8 +129,10 @@ pub(crate) fn spawn(
         config,
         audit,
         pending,
+        status,
     } = setup;
     let (tx, rx) = mpsc::channel(16);
+    let fleet = fleet::Link::new(&shared, &config, &tx, &shutdown);
     let now = shared.clock.now();
     let now_wall = shared.clock.unix_origin() + now;
     let reverts = pending
@@ -130,6 +157,8 @@ pub(crate) fn spawn(
         config,
         audit,
         reverts,
+        fleet,
+        status,
     };
     (tx, tokio::spawn(operator.run(rx, shutdown)))
 }
@@ -213,179 +242,142 @@ impl Operator {
             tokio::select! {
                 msg = inbox.recv() => match msg {
                     Some(OpsMsg::Apply { change, source, reply }) => {
-                        let _ = reply.send(self.apply(change, &source));
+                        let _ = reply.send(self.apply(change, &source).await);
                     }
                     Some(OpsMsg::RevertDue(reply)) => {
-                        self.revert_due();
+                        self.revert_due().await;
                         let _ = reply.send(());
                     }
+                    Some(OpsMsg::FleetChanged) => self.sync().await,
                     None => break,
                 },
-                _ = due => self.revert_due(),
+                _ = due => self.revert_due().await,
                 _ = shutdown.changed() => break,
             }
         }
     }
 
-    fn revert_due(&mut self) {
-        let now = self.shared.clock.now();
-        let (due, later): (Vec<_>, Vec<_>) =
-            self.reverts.drain(..).partition(|r| r.deadline <= now);
-        self.reverts = later;
-        if due.is_empty() {
-            return;
-        }
-        for r in due {
+    async fn revert_due(&mut self) {
+        // In the fleet, every instance's timer fires: the first to write the revert makes it,
+        // the others find it done when they read the fleet's settings (at most a few rounds).
+        for _ in 0..3 {
+            let now = self.shared.clock.now();
+            if !self.reverts.iter().any(|r| r.deadline <= now) {
+                return;
+            }
+            let (due, later): (Vec<_>, Vec<_>) = self
+                .reverts
+                .iter()
+                .cloned()
+                .partition(|r| r.deadline <= now);
             let live = self.shared.settings.load_full();
-            if mode_of(&live.limiters, r.limiter) != r.set {
-                continue; // someone changed it since; their change stands
-            }
             let mut draft = Draft::of(&live);
-            set_mode(&mut draft.limiters, r.limiter, r.to);
-            let before = json!({"limiter": r.limiter.as_str(), "mode": r.set});
-            let after = json!({"limiter": r.limiter.as_str(), "mode": r.to});
-            let change = (before, after, "timer");
-            let committed = self.commit("revert", draft, None, change, Durability::BestEffort);
-            if let Err(e) = committed {
-                tracing::error!(limiter = r.limiter.as_str(), "could not revert: {e}");
+            let (mut before, mut after) = (Vec::new(), Vec::new());
+            for r in due {
+                if mode_of(&draft.limiters, r.limiter) != r.set {
+                    continue; // someone changed it since; their change stands
+                }
+                set_mode(&mut draft.limiters, r.limiter, r.to);
+                before.push(json!({"limiter": r.limiter.as_str(), "mode": r.set}));
+                after.push(json!({"limiter": r.limiter.as_str(), "mode": r.to}));
             }
-        }
-        // Skipped reverts must leave the overrides file too, or a restart would re-arm them.
-        let live = self.shared.settings.load_full();
-        if let Err(e) = self.persist(&self.base, &live, &self.reverts) {
-            tracing::error!("{e}");
+            if before.is_empty() {
+                // Every due revert was overtaken by a later change, which stands. Only the
+                // timers go (from the overrides file too, or a restart would re-arm them); a
+                // fleet's document keeps them until its next change, and every instance
+                // skips them the same way.
+                self.reverts = later;
+                let live = self.shared.settings.load_full();
+                if let Err(e) = self.persist(&self.base, &live, &self.reverts) {
+                    tracing::error!("{e}");
+                }
+                return;
+            }
+            let unwrap = |mut v: Vec<Value>| if v.len() == 1 { v.remove(0) } else { json!(v) };
+            let prepared = Prepared {
+                action: "revert",
+                draft,
+                reverts: later,
+                base: None,
+                before: unwrap(before),
+                after: unwrap(after),
+            };
+            match self.make(prepared, "timer", Durability::BestEffort).await {
+                Ok(Some(_)) => return,
+                Ok(None) => self.sync().await,
+                Err(e) => {
+                    tracing::error!("could not revert: {e}");
+                    // Drop the due reverts: retrying every instant would not help.
+                    self.reverts.retain(|r| r.deadline > now);
+                    return;
+                }
+            }
         }
     }
 
-    fn apply(&mut self, change: Change, source: &str) -> Result<Applied, ChangeError> {
-        let current = self.shared.settings.load_full();
-        let mut draft = Draft::of(&current);
-        let mut reverts = self.reverts.clone();
-        let mut base = None;
-        let action = change.action();
-        let (before, after) = match change {
-            Change::Mode { limiter, mode, ttl } => {
-                let was = mode_of(&draft.limiters, limiter);
-                set_mode(&mut draft.limiters, limiter, mode);
-                // A newer change on the same limiter replaces pending reverts; a timed one
-                // still goes back to the mode from before the first timed change.
-                let first = reverts.iter().find(|r| r.limiter == limiter).map(|r| r.to);
-                reverts.retain(|r| r.limiter != limiter);
-                if let Some(ttl) = ttl {
-                    let now = self.shared.clock.now();
-                    reverts.push(Revert {
-                        deadline: now + ttl,
-                        wall: self.shared.clock.unix_origin() + now + ttl,
-                        limiter,
-                        to: first.unwrap_or(was),
-                        set: mode,
-                    });
-                }
-                let ttl_seconds = ttl.map(|t| t.as_secs());
-                (
-                    json!({"limiter": limiter.as_str(), "mode": was}),
-                    json!({"limiter": limiter.as_str(), "mode": mode, "ttl_seconds": ttl_seconds}),
-                )
+    /// Makes `change`: worked out against the live settings and, in the fleet, written as
+    /// the fleet's next version (if another instance wrote one first, this one reads it and
+    /// works the change out again on top of it).
+    async fn apply(&mut self, change: Change, source: &str) -> Result<Applied, ChangeError> {
+        for _ in 0..3 {
+            let prepared = self.prepare(change.clone())?;
+            if let Some(applied) = self.make(prepared, source, Durability::Required).await? {
+                return Ok(applied);
             }
-            Change::KillSwitch(engaged) => {
-                draft.kill_switch = engaged;
-                (
-                    json!({"engaged": current.kill_switch}),
-                    json!({"engaged": engaged}),
-                )
-            }
-            Change::Patch { patch, if_match } => {
-                if let Some(expected) = if_match.filter(|&v| v != current.version) {
-                    return Err(ChangeError::Stale {
-                        expected,
-                        current: current.version,
-                    });
-                }
-                let doc = split_document(&patch, current.version)?;
-                if let Some(limiters) = doc.limiters {
-                    let mut merged = to_json(&draft.limiters);
-                    merge(&mut merged, limiters);
-                    draft.limiters = limiters_from_json(merged)?;
-                }
-                if let Some(engaged) = doc.kill_switch {
-                    draft.kill_switch = engaged;
-                }
-                let document = |kill: bool, l: &LimitersConfig| json!({"kill_switch": kill, "limiters": to_json(l)});
-                (
-                    document(current.kill_switch, &current.limiters),
-                    document(draft.kill_switch, &draft.limiters),
-                )
-            }
-            Change::Reload(config) => {
-                check_reloadable(&self.config, &config)?;
-                let before = reload_summary(&draft);
-                let mut doc = to_json(&config.limiters);
-                if let Some(overrides) = diff(&to_json(&self.base), &to_json(&current.limiters)) {
-                    merge(&mut doc, &overrides);
-                }
-                draft.limiters = limiters_from_json(doc)?;
-                draft.classifier = Classifier::new(&config.classifier, self.shared.key_seed)
-                    .map_err(|m| ConfigError::invalid("classifier.critical", m))?;
-                draft.metrics_auth = config.admin.metrics_auth;
-                base = Some(config.limiters);
-                (before, reload_summary(&draft))
-            }
-        };
-        let change = (before, after, source);
-        let applied = self.commit(
-            action,
-            draft,
-            Some((&reverts, base.as_ref())),
-            change,
-            Durability::Required,
-        )?;
-        self.reverts = reverts;
-        if let Some(base) = base {
-            self.base = base;
+            self.sync().await;
         }
-        Ok(applied)
+        Err(ChangeError::Contended)
     }
 
-    /// Validates `draft`, writes it to the overrides file, and only then swaps it in; counts,
-    /// logs and audits it. `next` is the reverts and base that go with it (default: the
-    /// operator's own). Nothing changes when it fails.
-    fn commit(
-        &self,
-        action: &'static str,
-        draft: Draft,
-        next: Option<(&[Revert], Option<&LimitersConfig>)>,
-        (before, after, source): (Value, Value, &str),
-        durability: Durability,
-    ) -> Result<Applied, ChangeError> {
+    /// Validates `draft` as settings of `version`; nothing changes.
+    fn settle(&self, draft: Draft, version: u64) -> Result<Settings, ChangeError> {
         let current = self.shared.settings.load_full();
         check_restart_only(&current.limiters, &draft.limiters)?;
         draft.limiters.validate()?;
-        let version = current.version + 1;
-        let settings = Settings::new(
+        Ok(Settings::new(
             version,
             draft.kill_switch,
             draft.limiters,
             draft.classifier,
             draft.metrics_auth,
-        )?;
-        let (reverts, base) = next.unwrap_or((&self.reverts, None));
+        )?)
+    }
+
+    /// Writes validated `settings` to the overrides file and only then swaps them in (with
+    /// their `reverts` and `base`); counts, logs and audits the change. Nothing changes when
+    /// a `Required` write fails.
+    fn install(
+        &mut self,
+        action: &'static str,
+        settings: Settings,
+        (reverts, base): (Vec<Revert>, Option<LimitersConfig>),
+        (before, after, source, instance): (Value, Value, &str, &str),
+        durability: Durability,
+    ) -> Result<Applied, ChangeError> {
         // Durable first: a change that would not survive a restart is not made.
-        if let Err(e) = self.persist(base.unwrap_or(&self.base), &settings, reverts) {
+        if let Err(e) = self.persist(base.as_ref().unwrap_or(&self.base), &settings, &reverts) {
             match durability {
                 Durability::Required => return Err(e),
                 Durability::BestEffort => tracing::error!("{e}"),
             }
         }
+        let version = settings.version;
         self.shared.settings.store(Arc::new(settings));
+        self.reverts = reverts;
+        if let Some(base) = base {
+            self.base = base;
+        }
         let shared = &self.shared;
         let live = shared.settings.load();
         shared
             .metrics
             .publish_settings(live.modes(), live.kill_switch, live.version);
-        shared.metrics.admin_change(action);
+        if source != fleet::SOURCE {
+            shared.metrics.admin_change(action);
+        }
         // Actors whose timers follow the settings re-arm now.
         shared.settings_changed.send_replace(version);
-        tracing::info!(action, version, source, after = %after, "admin change applied");
+        tracing::info!(action, version, source, instance, after = %after, "admin change applied");
         self.audit
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -396,8 +388,12 @@ impl Operator {
                 after,
                 version,
                 source: source.to_owned(),
+                instance: instance.to_owned(),
             });
-        Ok(Applied { version })
+        Ok(Applied {
+            version,
+            fleet: false,
+        })
     }
 
     /// Writes `settings` (with its pending `reverts`) to the overrides file as a patch over

@@ -1,0 +1,89 @@
+//! Help texts, and the fleet settings' series (registered when they first change).
+
+use super::{key, Metrics, META};
+use metrics::{KeyName, Recorder};
+use metrics_exporter_prometheus::PrometheusRecorder;
+
+impl Metrics {
+    /// Counts a fleet settings document read: `applied` or `rejected`.
+    pub fn fleet_settings(&self, result: &'static str) {
+        let k = key("brownout_fleet_settings_total", &[("result", result)]);
+        self.recorder.register_counter(&k, &META).increment(1);
+    }
+
+    /// Publishes whether this instance runs the fleet's settings.
+    pub fn publish_fleet_in_sync(&self, in_sync: bool) {
+        let k = key("brownout_fleet_settings_in_sync", &[]);
+        self.recorder
+            .register_gauge(&k, &META)
+            .set(if in_sync { 1.0 } else { 0.0 });
+    }
+}
+
+pub(super) fn describe(r: &PrometheusRecorder) {
+    let counters = [
+        ("brownout_requests_total", "Requests seen by the middleware, by tier and outcome (allowed, rejected, dark_rejected, failed_open)."),
+        ("brownout_rejections_total", "Rejections by limiter, tier and mode; mode=dark counts requests a dark-launched limiter would have rejected."),
+        ("brownout_store_errors_total", "Failed calls to the keyed-state store (full table, timeout, error), by store and operation."),
+        ("brownout_admin_changes_total", "Accepted admin changes, by action (mode, kill_switch, patch, revert, reload)."),
+        ("brownout_fail_open_total", "Times a limiter or source failed and the request was let through, by limiter and reason."),
+        ("brownout_fleet_settings_total", "Fleet settings documents this instance read from Redis, by result: applied, or rejected (they fail its validation; it keeps its settings)."),
+        ("brownout_expired_requests_total", "Admitted requests still unanswered after limiters.deadline.after, by tier: they stopped counting against in-flight limits (and with deadline.cancel were stopped and answered 503)."),
+    ];
+    for (name, help) in counters {
+        r.describe_counter(KeyName::from(name), None, help.into());
+    }
+    let gauges = [
+        (
+            "brownout_utilization_ratio",
+            "Utilization last seen by the worker-utilization controller (0..1).",
+        ),
+        (
+            "brownout_shedding_amount",
+            "The controller's shedding amount (resting value below 0 up to 1).",
+        ),
+        (
+            "brownout_shed_probability",
+            "Probability that the worker-utilization shedder drops a request of the tier.",
+        ),
+        (
+            "brownout_in_flight_requests",
+            "Requests in progress through the middleware, by tier.",
+        ),
+        (
+            "brownout_limiter_mode",
+            "1 for each limiter's active mode (enforce, dark, off), 0 otherwise.",
+        ),
+        (
+            "brownout_concurrency_limit",
+            "The limit adaptive_concurrency admits non-critical requests in flight under (learned from their latency).",
+        ),
+        (
+            "brownout_store_breaker_state",
+            "The shared store's circuit breaker: 0 closed (calls go to Redis), 1 open (limits decided locally), 2 half-open (one probe out).",
+        ),
+        (
+            "brownout_kill_switch_engaged",
+            "1 while the global kill switch turns every limiter off.",
+        ),
+        (
+            "brownout_config_version",
+            "Version of the live settings; bumped by every accepted change (with admin.scope fleet: the fleet's version this instance runs).",
+        ),
+        (
+            "brownout_fleet_settings_in_sync",
+            "With admin.scope fleet: 1 while this instance runs the fleet's settings, 0 while it runs local changes or refused the fleet's latest.",
+        ),
+        (
+            "brownout_build_info",
+            "Always 1; the version label carries the brownout version.",
+        ),
+        (
+            "brownout_tracked_keys",
+            "Client keys the keyed limiters hold state for, by limiter (bounded by max_keys).",
+        ),
+    ];
+    for (name, help) in gauges {
+        r.describe_gauge(KeyName::from(name), None, help.into());
+    }
+}
