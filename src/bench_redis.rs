@@ -5,11 +5,13 @@
 //! then the same decisions while Redis is down and the breaker is open, beside the in-memory
 //! store's decision.
 
+use brownout::classify::RequestFacts;
 use brownout::clock::{Clock, SystemClock};
-use brownout::config::{HumanDuration, StoreConfig, StoreKind};
+use brownout::config::{HumanDuration, StoreConfig, StoreKind, StoreSync};
 use brownout::math::gcra::Bucket;
 use brownout::store::redis::{BucketAsk, ClientAsk, RedisStore, SlotSet, Undo};
 use brownout::store::{MemoryStore, Store};
+use brownout::{Brownout, Config, Mode};
 use clap::Args;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
@@ -261,6 +263,13 @@ async fn measure(args: RedisArgs) -> Result<(), String> {
             s.per_second, s.p50, s.p99, b.per_second, b.p50, b.p99
         );
     }
+    let (hybrid, memory) = local_first(&config).await?;
+    println!(
+        "\nstore.sync local_first: {hybrid:.0} decisions/s on one thread (Brownout::check, \
+         request_rate enforced, 1,000 clients; rounds with Redis every 100 ms running \
+         meanwhile), beside {memory:.0} with the in-memory store ({:.2}×)",
+        hybrid / memory
+    );
     if let Some(server) = own.take() {
         // The outage: Redis gone; a few failed calls open the breaker.
         drop(server);
@@ -290,6 +299,56 @@ async fn measure(args: RedisArgs) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// Decisions per second on one thread with `store.sync: local_first` on `store`, and with
+/// the in-memory store.
+async fn local_first(store: &StoreConfig) -> Result<(f64, f64), String> {
+    let config = |sync: Option<StoreSync>| {
+        let mut c = Config::default();
+        c.limiters.worker_utilization.mode = Mode::Off;
+        let rr = &mut c.limiters.request_rate;
+        rr.mode = Mode::Enforce;
+        rr.rate = 1e6;
+        rr.burst = 1_000_000;
+        if let Some(sync) = sync {
+            c.store = store.clone();
+            c.store.sync = sync;
+        }
+        c
+    };
+    let mut rates = Vec::new();
+    for sync in [Some(StoreSync::LocalFirst), None] {
+        let brownout = Brownout::builder(config(sync))
+            .admin_token("bench")
+            .build()
+            .map_err(|e| e.to_string())?;
+        brownout.start().map_err(|e| e.to_string())?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // On a blocking thread: the runtime's workers keep running the rounds meanwhile.
+        let rate = tokio::task::spawn_blocking(move || {
+            let keys: Vec<String> = (0..1_000).map(|i| format!("Bearer sk_live_{i}")).collect();
+            let begun = CLOCK.now();
+            let mut n = 0usize;
+            while CLOCK.now() - begun < Duration::from_secs(1) {
+                for key in keys.iter().cycle().skip(n % 1_000).take(10_000) {
+                    let facts = RequestFacts {
+                        method: "GET",
+                        path: "/v1/items",
+                        authorization: Some(key.as_bytes()),
+                        ..RequestFacts::default()
+                    };
+                    std::hint::black_box(brownout.check(&facts, None));
+                }
+                n += 10_000;
+            }
+            n as f64 / (CLOCK.now() - begun).as_secs_f64()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        rates.push(rate);
+    }
+    Ok((rates[0], rates[1]))
 }
 
 pub fn run(args: RedisArgs) -> ExitCode {

@@ -65,6 +65,17 @@ fn my_shard() -> usize {
     MINE.try_with(|m| m.0).unwrap_or(0)
 }
 
+/// The row of this thread among [`rows`] (0: the row threads without their own share).
+#[inline]
+pub(crate) fn my_row() -> usize {
+    my_shard()
+}
+
+/// How many rows per-thread state has.
+pub(crate) fn rows() -> usize {
+    shard_count()
+}
+
 /// A value alone on its cache line (two lines, for adjacent-line prefetch): what one core
 /// writes often stays out of the lines that others read.
 #[derive(Debug, Default)]

@@ -19,7 +19,7 @@ pub use limits::{
     QuotaConfig, QuotaCount, QuotaKey, RequestRateConfig,
 };
 pub use route::RoutePattern;
-pub use store::{AdminScope, StoreConfig, StoreKind};
+pub use store::{AdminScope, StoreConfig, StoreKind, StoreSync};
 pub use validate::ConfigError;
 
 /// Most `X-Forwarded-For` header lines read (the last ones: entries are taken from the end).

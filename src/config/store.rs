@@ -33,6 +33,23 @@ pub struct StoreConfig {
     /// How long a concurrency permit or fleet slot taken in Redis counts at most: a server
     /// that dies while its requests run never gives them back, and they expire after this.
     pub permit_ttl: HumanDuration,
+    /// How the limits in Redis are used: one round trip per request, or local decisions
+    /// reconciled with Redis in batches.
+    pub sync: StoreSync,
+    /// With `sync: local_first`, how often each instance reconciles with Redis.
+    pub sync_interval: HumanDuration,
+}
+
+/// `store.sync:` — when a request's limits meet Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreSync {
+    /// Every request asks Redis (one round trip), failing open to local limits.
+    #[default]
+    PerRequest,
+    /// Requests decide on local state; request_rate's buckets are reconciled with Redis
+    /// every `sync_interval` (no network on the request path; a bounded overshoot).
+    LocalFirst,
 }
 
 impl Default for StoreConfig {
@@ -44,6 +61,8 @@ impl Default for StoreConfig {
             timeout: HumanDuration::from_millis(5),
             key_prefix: "brownout:".into(),
             permit_ttl: HumanDuration::from_secs(60),
+            sync: StoreSync::PerRequest,
+            sync_interval: HumanDuration::from_millis(100),
         }
     }
 }
@@ -103,6 +122,18 @@ impl Config {
                 )?;
             }
         }
+        let interval = s.sync_interval.get();
+        ensure(
+            interval >= std::time::Duration::from_millis(10)
+                && interval <= std::time::Duration::from_secs(10),
+            "store.sync_interval",
+            "must be between 10ms and 10s",
+        )?;
+        ensure(
+            s.sync == StoreSync::PerRequest || s.kind == StoreKind::Redis,
+            "store.sync",
+            "local_first needs store.kind: redis (it reconciles with Redis)",
+        )?;
         ensure(
             self.admin_scope() == AdminScope::Local || s.kind == StoreKind::Redis,
             "admin.scope",
@@ -139,6 +170,10 @@ mod tests {
         assert!(e.starts_with("admin.scope"), "{e}");
         let e = refused("admin:\n  instance: \"\"\n");
         assert!(e.starts_with("admin.instance"), "{e}");
+        let e = refused("store:\n  sync: local_first\n");
+        assert!(e.starts_with("store.sync"), "{e}");
+        let e = refused("store:\n  sync_interval: 1ms\n");
+        assert!(e.starts_with("store.sync_interval"), "{e}");
         let e = refused("admin:\n  scope: everywhere\n");
         assert!(e.contains("admin.scope"), "{e}");
     }

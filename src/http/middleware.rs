@@ -211,7 +211,8 @@ where
             .then(|| req.headers().get(PLAN).and_then(|v| v.to_str().ok()))
             .flatten();
         let request = shared::request_of(&req, &classified, hooked.as_deref().or(header_plan));
-        if let Some(store) = engine.shared.as_ref().filter(|s| s.ready()) {
+        let per_request = engine.hybrid.is_none();
+        if let Some(store) = engine.shared.as_ref().filter(|s| per_request && s.ready()) {
             // The settings the request is asked and decided under, both.
             let live = engine.settings.load_full();
             if let Some(asked) = shared::asks(&live, &request, &engine.plan.load()) {

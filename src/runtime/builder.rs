@@ -5,7 +5,7 @@ use crate::classify::Classifier;
 use crate::classify::ClientKey;
 use crate::clock::{Clock, SystemClock};
 use crate::config::LimitersConfig;
-use crate::config::{Config, ConfigError, SourceKind, StoreKind};
+use crate::config::{Config, ConfigError, SourceKind, StoreKind, StoreSync};
 use crate::control::{
     ControllerParams, CpuSource, InFlight, InFlightSource, PublishedPlan, RuntimeRegistry,
     RuntimeSource, ShedPlan, UtilizationSource,
@@ -16,7 +16,7 @@ use crate::logging::LogGate;
 use crate::metrics::Metrics;
 use crate::ops::{limiters_from_json, patch, persist, AuditLog, PendingRevert};
 use crate::store::redis::RedisStore;
-use crate::store::{MemoryStore, Store};
+use crate::store::{HybridStore, MemoryStore, Store};
 use crate::tier::Tier;
 use actix_web::dev::ServiceRequest;
 use arc_swap::ArcSwap;
@@ -170,13 +170,21 @@ impl BrownoutBuilder {
             self.config.admin.metrics_auth,
         )?;
         let limits = &settings.limiters;
-        let store = self.store.unwrap_or_else(|| {
-            Arc::new(MemoryStore::new(
+        let memory = || {
+            MemoryStore::new(
                 limits.request_rate.max_keys,
                 limits.request_rate.quotas.len(),
                 limits.concurrent_requests.max_keys,
-            ))
-        });
+            )
+        };
+        // local_first: local decisions over buckets reconciled with Redis in rounds.
+        let hybrid = (shared.is_some() && self.config.store.sync == StoreSync::LocalFirst)
+            .then(|| Arc::new(HybridStore::new(memory())));
+        let store = match (&hybrid, self.store) {
+            (Some(hybrid), _) => hybrid.clone() as Arc<dyn Store>,
+            (None, Some(store)) => store,
+            (None, None) => Arc::new(memory()),
+        };
         let resting = ControllerParams::from_config(wu).resting();
         let adaptive = AdaptiveState::new(f64::from(limits.adaptive_concurrency.initial_limit));
         let explicit = self
@@ -192,6 +200,7 @@ impl BrownoutBuilder {
             in_flight,
             store,
             shared,
+            hybrid,
             adaptive,
             seed,
             key_seed,

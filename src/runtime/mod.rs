@@ -177,11 +177,16 @@ impl Brownout {
         let inner = &self.inner;
         if let Some(store) = &inner.engine.shared {
             let engine = Arc::downgrade(&inner.engine);
-            store.start(Arc::new(move |op| {
+            let on_error: Arc<dyn Fn(&'static str) + Send + Sync> = Arc::new(move |op| {
                 if let Some(engine) = engine.upgrade() {
                     engine.metrics.shared_store_error("redis", op);
                 }
-            }));
+            });
+            store.start(on_error.clone());
+            if let Some(hybrid) = &inner.engine.hybrid {
+                let interval = inner.config.store.sync_interval.get();
+                hybrid.start(store, inner.engine.clock.clone(), interval, on_error);
+            }
         }
         let taken = inner
             .pending_sources

@@ -45,6 +45,14 @@ impl MemoryStore {
         }
     }
 
+    /// Rewrites the bucket of `key` as `f(tat)` (a hybrid store's reconciliation with the
+    /// fleet); `false` if no slot could be had.
+    pub(crate) fn rate_rewrite(&self, key: u64, f: impl Fn(u64) -> u64) -> bool {
+        self.rate
+            .update(key, rate_victim, |tat| Update::Write(f(tat), ()))
+            .is_some()
+    }
+
     /// Non-critical requests in flight (for a moment, plus attempts about to be refused).
     pub fn fleet_in_flight(&self) -> u64 {
         self.fleet.0.load(Ordering::Relaxed)

@@ -2,11 +2,13 @@
 //! can replace the in-memory one. Every operation is one atomic step on the store's side.
 
 mod answered;
+mod hybrid;
 mod memory;
 pub mod redis;
 pub mod table;
 
 pub(crate) use answered::Answered;
+pub use hybrid::HybridStore;
 pub use memory::MemoryStore;
 
 use crate::math::gcra::Charge;

@@ -247,7 +247,11 @@ fn store_json(brownout: &Brownout) -> Value {
                 "kind": "redis",
                 "connected": store.connected(),
                 "breaker": breaker.as_str(),
-                "limits": if shared { "shared" } else { "local" },
+                "limits": match (&brownout.engine().hybrid, shared) {
+                    (Some(_), _) => "local_first",
+                    (None, true) => "shared",
+                    (None, false) => "local",
+                },
             })
         }
     }

@@ -8,12 +8,14 @@
 
 mod breaker;
 mod conn;
+mod reconcile;
 mod script;
 mod settings;
 mod split;
 mod undo;
 
 pub use breaker::{Breaker, BreakerParams, BreakerState};
+pub use reconcile::Round;
 pub use script::{BucketAsk, ClientAsk, ClientReply, Keys, QuotaAsk, SlotSet, Undo};
 pub use settings::Cas;
 

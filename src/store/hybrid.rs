@@ -1,0 +1,265 @@
+//! `store.sync: local_first`: every request decides on this process's state (no network on
+//! the request path), and request_rate's buckets are reconciled with Redis in rounds: each
+//! round sends the credit charged per bucket since the last one, Redis adds it to the fleet's
+//! bucket (one script call for the batch), and each bucket here is set to the fleet's, plus
+//! what was charged here while the round was out.
+//!
+//! Between rounds an instance sees the others' charges as of the last round only, so a client
+//! spread over several instances can get ahead of its limit by what they admit in one round;
+//! the fleet's bucket then runs that much into debt and every instance refuses until it is
+//! paid back: over time the fleet admits the limit, and the overshoot at any moment is about
+//! one round's worth of the client's rate per instance (measured: see the README).
+
+use super::memory::MemoryStore;
+use super::redis::RedisStore;
+use super::{Store, StoreError};
+use crate::clock::Clock;
+use crate::logging::LogGate;
+use crate::math::gcra::Charge;
+use crate::math::window::{WindowCheck, WindowRule};
+use crate::shard::{my_row, rows, CachePadded};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+type Activity = HashMap<u64, i64, foldhash::fast::RandomState>;
+
+/// Local state, and what its buckets were charged since the last round.
+pub struct HybridStore {
+    local: MemoryStore,
+    /// Per thread row: bucket key → credit charged (µs of bucket time), less refunds.
+    charged: Box<[CachePadded<Mutex<Activity>>]>,
+    started: AtomicBool,
+}
+
+impl std::fmt::Debug for HybridStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HybridStore").finish_non_exhaustive()
+    }
+}
+
+impl HybridStore {
+    /// Wraps `local`.
+    pub fn new(local: MemoryStore) -> Self {
+        Self {
+            local,
+            charged: (0..rows())
+                .map(|_| CachePadded(Mutex::new(Activity::default())))
+                .collect(),
+            started: AtomicBool::new(false),
+        }
+    }
+
+    /// Starts the rounds with `redis`, every `interval` (once; inside a tokio runtime), until
+    /// either store is dropped. `clock` is the limiters'; `on_error` counts a failed round.
+    pub fn start(
+        self: &Arc<Self>,
+        redis: &Arc<RedisStore>,
+        clock: Arc<dyn Clock>,
+        interval: Duration,
+        on_error: Arc<dyn Fn(&'static str) + Send + Sync>,
+    ) {
+        if self.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (hybrid, redis) = (Arc::downgrade(self), Arc::downgrade(redis));
+        tokio::spawn(rounds(hybrid, redis, clock, interval, on_error));
+    }
+
+    fn record(&self, key: u64, credit: i64) {
+        let mut row = self.charged[my_row()]
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *row.entry(key).or_insert(0) += credit;
+    }
+
+    /// Takes the buckets charged (or asked for, with 0) since the last call.
+    pub fn drain(&self) -> Vec<(u64, i64)> {
+        let mut all = Activity::default();
+        for row in self.charged.iter() {
+            let taken = std::mem::take(&mut *row.0.lock().unwrap_or_else(PoisonError::into_inner));
+            for (key, credit) in taken {
+                *all.entry(key).or_insert(0) += credit;
+            }
+        }
+        all.into_iter().collect()
+    }
+
+    /// Credit charged to `key` here since the last [`drain`](Self::drain).
+    fn since(&self, key: u64) -> i64 {
+        self.charged
+            .iter()
+            .filter_map(|row| {
+                let row = row.0.lock().unwrap_or_else(PoisonError::into_inner);
+                row.get(&key).copied()
+            })
+            .sum()
+    }
+
+    /// Sets the bucket of `key` to the fleet's: `tat` on this process's clock (0: full),
+    /// plus what was charged here since the round was sent; `now` is this process's time.
+    pub fn settle(&self, key: u64, now: u64, tat: u64) {
+        let since = u64::try_from(self.since(key)).unwrap_or(0);
+        let fleet = if since > 0 { tat.max(now) + since } else { tat };
+        self.local.rate_rewrite(key, |_| fleet);
+    }
+}
+
+/// Reconciles the buckets every `interval`. A round that fails is dropped (counted, logged at
+/// most every 10 s): meanwhile the limits are this instance's, and its charges from then do
+/// not come back later as a debt.
+async fn rounds(
+    hybrid: Weak<HybridStore>,
+    redis: Weak<RedisStore>,
+    clock: Arc<dyn Clock>,
+    interval: Duration,
+    on_error: Arc<dyn Fn(&'static str) + Send + Sync>,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let log = LogGate::new(Duration::from_secs(10));
+    loop {
+        tick.tick().await;
+        let (Some(hybrid), Some(redis)) = (hybrid.upgrade(), redis.upgrade()) else {
+            return;
+        };
+        let credits = hybrid.drain();
+        if credits.is_empty() {
+            continue;
+        }
+        match redis.reconcile(&credits).await {
+            Ok(round) => {
+                let now = clock.now().as_micros() as u64;
+                for (key, tat) in round.tats {
+                    // The fleet's TAT, moved to this process's clock (0: a full bucket).
+                    let local = if tat > round.now {
+                        now + (tat - round.now)
+                    } else {
+                        0
+                    };
+                    hybrid.settle(key, now, local);
+                }
+            }
+            Err(e) => {
+                on_error("sync");
+                if let Some(held_back) = log.open(clock.now()) {
+                    tracing::warn!(suppressed = held_back, "local_first: a round with Redis failed ({e}); buckets stay this instance's until it answers");
+                }
+            }
+        }
+    }
+}
+
+impl Store for HybridStore {
+    fn rate_charge(
+        &self,
+        key: u64,
+        now: u64,
+        increment: u64,
+        tolerance: u64,
+    ) -> Result<Charge, StoreError> {
+        let charge = self.local.rate_charge(key, now, increment, tolerance)?;
+        // A refused request charges nothing, but its bucket is reconciled all the same: this
+        // instance must see what the others charge while it refuses.
+        let credit = match charge {
+            Charge::Allowed { .. } => i64::try_from(increment).unwrap_or(i64::MAX),
+            Charge::Denied { .. } => 0,
+        };
+        self.record(key, credit);
+        Ok(charge)
+    }
+
+    fn rate_refund(&self, key: u64, increment: u64) -> Result<(), StoreError> {
+        self.local.rate_refund(key, increment)?;
+        self.record(key, -i64::try_from(increment).unwrap_or(i64::MAX));
+        Ok(())
+    }
+
+    fn quota_hit(
+        &self,
+        quota: usize,
+        key: u64,
+        now: u64,
+        rule: &WindowRule,
+        add: bool,
+    ) -> Result<WindowCheck, StoreError> {
+        self.local.quota_hit(quota, key, now, rule, add)
+    }
+
+    fn quota_refund(
+        &self,
+        quota: usize,
+        key: u64,
+        now: u64,
+        rule: &WindowRule,
+    ) -> Result<(), StoreError> {
+        self.local.quota_refund(quota, key, now, rule)
+    }
+
+    fn concurrency_acquire(&self, key: u64, max: u64) -> Result<bool, StoreError> {
+        self.local.concurrency_acquire(key, max)
+    }
+
+    fn concurrency_release(&self, key: u64) {
+        self.local.concurrency_release(key);
+    }
+
+    fn fleet_acquire(&self, limit: u64) -> Result<bool, StoreError> {
+        self.local.fleet_acquire(limit)
+    }
+
+    fn fleet_release(&self) {
+        self.local.fleet_release();
+    }
+
+    fn evict_idle(&self, now: u64, unix_now: u64, quota_rules: &[WindowRule]) {
+        self.local.evict_idle(now, unix_now, quota_rules);
+    }
+
+    fn tracked_keys(&self) -> (usize, usize) {
+        self.local.tracked_keys()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_carry_what_was_charged_and_settle_on_the_fleets_bucket() {
+        let store = HybridStore::new(MemoryStore::new(64, 0, 64));
+        // 10 credits of 1 ms each within a tolerance of 10 ms: the 11th is refused.
+        for _ in 0..10 {
+            let c = store.rate_charge(7, 0, 1_000, 10_000).unwrap();
+            assert!(matches!(c, Charge::Allowed { .. }));
+        }
+        assert!(matches!(
+            store.rate_charge(7, 0, 1_000, 10_000).unwrap(),
+            Charge::Denied { .. }
+        ));
+        store.rate_refund(7, 1_000).unwrap();
+        assert_eq!(store.drain(), vec![(7, 9_000)]);
+        assert!(store.drain().is_empty(), "a round takes it all");
+        // The fleet's bucket is 5 ms further on than this one: another instance charged it.
+        store.settle(7, 0, 14_000);
+        assert!(matches!(
+            store.rate_charge(7, 5_000, 1_000, 10_000).unwrap(),
+            Charge::Allowed { tat: 15_000 }
+        ));
+        // Charged while a round is out: kept on top of the fleet's answer.
+        store.settle(7, 5_000, 12_000);
+        assert!(matches!(
+            store.rate_charge(7, 5_000, 1_000, 10_000).unwrap(),
+            Charge::Allowed { tat: 14_000 }
+        ));
+        // A fleet bucket that is full (0) leaves only this round's charges.
+        store.drain();
+        store.settle(7, 5_000, 0);
+        assert!(matches!(
+            store.rate_charge(7, 5_000, 1_000, 10_000).unwrap(),
+            Charge::Allowed { tat: 6_000 }
+        ));
+    }
+}
