@@ -68,6 +68,11 @@ impl HybridStore {
     }
 
     fn record(&self, key: u64, credit: i64) {
+        // Before the rounds start (or without them: `Brownout::start` never called) nothing
+        // would drain what is recorded: the buckets are simply local.
+        if !self.started.load(Ordering::Relaxed) {
+            return;
+        }
         let mut row = self.charged[my_row()]
             .0
             .lock()
@@ -230,6 +235,12 @@ mod tests {
     #[test]
     fn rounds_carry_what_was_charged_and_settle_on_the_fleets_bucket() {
         let store = HybridStore::new(MemoryStore::new(64, 0, 64));
+        store.rate_charge(9, 0, 1_000, 10_000).unwrap();
+        assert!(
+            store.drain().is_empty(),
+            "nothing is recorded before the rounds start"
+        );
+        store.started.store(true, Ordering::Relaxed);
         // 10 credits of 1 ms each within a tolerance of 10 ms: the 11th is refused.
         for _ in 0..10 {
             let c = store.rate_charge(7, 0, 1_000, 10_000).unwrap();
