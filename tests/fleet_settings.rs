@@ -496,3 +496,27 @@ async fn an_instance_that_cannot_apply_the_fleets_settings_says_so_and_keeps_its
     assert!(text.contains("brownout_fleet_settings_in_sync 0"), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[cfg(unix)]
+#[actix_web::test]
+async fn a_reload_on_one_instance_reaches_the_fleet() {
+    let (_redis, [a, b, c], dir) = fleet("reload").await;
+    // a's file gets a new fleet_usage capacity; SIGHUP reloads it, and the fleet follows.
+    let mut text = std::fs::read_to_string(&a.config).unwrap();
+    text.push_str("limiters:\n  fleet_usage:\n    capacity: 321\n");
+    std::fs::write(&a.config, text).unwrap();
+    let pid = a.child.as_ref().unwrap().id().to_string();
+    let sent = Command::new("kill").args(["-HUP", &pid]).status().unwrap();
+    assert!(sent.success());
+    for i in [&a, &b, &c] {
+        i.until(Duration::from_secs(3), "reloaded", |s| {
+            s["limiters"]["fleet_usage"]["capacity"] == 321
+        })
+        .await;
+    }
+    let audit = c.audit().await;
+    let entry = audit.last().unwrap();
+    assert_eq!(entry["action"], "reload", "{entry}");
+    assert_eq!(entry["instance"], "a", "{entry}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
