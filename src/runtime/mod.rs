@@ -372,5 +372,9 @@ impl Brownout {
             .engine
             .metrics
             .publish_settings(s.modes(), s.kill_switch, s.version);
+        // 1 with admin.scope local (an instance runs its own settings); in the fleet, 0 until
+        // the fleet's settings are read.
+        let in_sync = self.fleet_status().in_sync();
+        self.inner.engine.metrics.publish_fleet_in_sync(in_sync);
     }
 }
