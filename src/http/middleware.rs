@@ -211,8 +211,9 @@ where
             .then(|| req.headers().get(PLAN).and_then(|v| v.to_str().ok()))
             .flatten();
         let request = shared::request_of(&req, &classified, hooked.as_deref().or(header_plan));
-        let per_request = engine.hybrid.is_none();
-        if let Some(store) = engine.shared.as_ref().filter(|s| per_request && s.ready()) {
+        // (local_first: the store is reconciled in rounds, never asked per request.)
+        let asked = engine.shared.as_ref();
+        if let Some(store) = asked.filter(|s| engine.hybrid.is_none() && s.ready()) {
             // The settings the request is asked and decided under, both.
             let live = engine.settings.load_full();
             if let Some(asked) = shared::asks(&live, &request, &engine.plan.load()) {

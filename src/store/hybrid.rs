@@ -92,23 +92,27 @@ impl HybridStore {
         all.into_iter().collect()
     }
 
-    /// Credit charged to `key` here since the last [`drain`](Self::drain).
-    fn since(&self, key: u64) -> i64 {
-        self.charged
-            .iter()
-            .filter_map(|row| {
-                let row = row.0.lock().unwrap_or_else(PoisonError::into_inner);
-                row.get(&key).copied()
-            })
-            .sum()
-    }
-
-    /// Sets the bucket of `key` to the fleet's: `tat` on this process's clock (0: full),
-    /// plus what was charged here since the round was sent; `now` is this process's time.
-    pub fn settle(&self, key: u64, now: u64, tat: u64) {
-        let since = u64::try_from(self.since(key)).unwrap_or(0);
-        let fleet = if since > 0 { tat.max(now) + since } else { tat };
-        self.local.rate_rewrite(key, |_| fleet);
+    /// Sets each bucket of a round to the fleet's: (key, TAT on this process's clock, 0:
+    /// full), plus what was charged here while the round was out; `now` is this process's
+    /// time.
+    pub fn settle(&self, now: u64, round: &[(u64, u64)]) {
+        // What was charged since the round was sent: each row locked once.
+        let mut since = Activity::default();
+        for row in self.charged.iter() {
+            let row = row.0.lock().unwrap_or_else(PoisonError::into_inner);
+            for (key, _) in round {
+                if let Some(credit) = row.get(key) {
+                    *since.entry(*key).or_insert(0) += credit;
+                }
+            }
+        }
+        for &(key, tat) in round {
+            let since = since
+                .get(&key)
+                .map_or(0, |c| u64::try_from(*c).unwrap_or(0));
+            let fleet = if since > 0 { tat.max(now) + since } else { tat };
+            self.local.rate_rewrite(key, |_| fleet);
+        }
     }
 }
 
@@ -137,15 +141,14 @@ async fn rounds(
         match redis.reconcile(&credits).await {
             Ok(round) => {
                 let now = clock.now().as_micros() as u64;
-                for (key, tat) in round.tats {
-                    // The fleet's TAT, moved to this process's clock (0: a full bucket).
-                    let local = if tat > round.now {
-                        now + (tat - round.now)
-                    } else {
-                        0
-                    };
-                    hybrid.settle(key, now, local);
-                }
+                // The fleet's TATs, moved to this process's clock (0: a full bucket).
+                let fleet = |tat: u64| tat.checked_sub(round.now).filter(|&a| a > 0);
+                let local: Vec<(u64, u64)> = round
+                    .tats
+                    .iter()
+                    .map(|&(key, tat)| (key, fleet(tat).map_or(0, |ahead| now + ahead)))
+                    .collect();
+                hybrid.settle(now, &local);
             }
             Err(e) => {
                 on_error("sync");
@@ -254,20 +257,20 @@ mod tests {
         assert_eq!(store.drain(), vec![(7, 9_000)]);
         assert!(store.drain().is_empty(), "a round takes it all");
         // The fleet's bucket is 5 ms further on than this one: another instance charged it.
-        store.settle(7, 0, 14_000);
+        store.settle(0, &[(7, 14_000)]);
         assert!(matches!(
             store.rate_charge(7, 5_000, 1_000, 10_000).unwrap(),
             Charge::Allowed { tat: 15_000 }
         ));
         // Charged while a round is out: kept on top of the fleet's answer.
-        store.settle(7, 5_000, 12_000);
+        store.settle(5_000, &[(7, 12_000)]);
         assert!(matches!(
             store.rate_charge(7, 5_000, 1_000, 10_000).unwrap(),
             Charge::Allowed { tat: 14_000 }
         ));
         // A fleet bucket that is full (0) leaves only this round's charges.
         store.drain();
-        store.settle(7, 5_000, 0);
+        store.settle(5_000, &[(7, 0)]);
         assert!(matches!(
             store.rate_charge(7, 5_000, 1_000, 10_000).unwrap(),
             Charge::Allowed { tat: 6_000 }
