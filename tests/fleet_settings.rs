@@ -111,6 +111,30 @@ impl Instance {
         )
     }
 
+    /// Engages the kill switch here; the answer's body.
+    async fn kill_switch_on(&self) -> Value {
+        let (status, body) = self
+            .send(
+                "PUT",
+                "/v1/kill-switch",
+                Some(json!({"engaged": true})),
+                None,
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
+    /// `GET /metrics`.
+    async fn metrics(&self) -> String {
+        let mut res = awc::Client::new()
+            .get(format!("{}/metrics", self.admin))
+            .send()
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&res.body().await.unwrap()).into_owned()
+    }
+
     async fn state(&self) -> Value {
         let (status, state) = self.send("GET", "/v1/state", None, None).await;
         assert_eq!(status, 200, "{state}");
@@ -209,15 +233,7 @@ fn mode(state: &Value, limiter: &str) -> String {
 #[actix_web::test]
 async fn a_kill_switch_on_one_instance_is_in_force_on_the_others_within_a_second() {
     let (_redis, [a, b, c], dir) = fleet("kill").await;
-    let (status, body) = a
-        .send(
-            "PUT",
-            "/v1/kill-switch",
-            Some(json!({"engaged": true})),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    let body = a.kill_switch_on().await;
     assert_eq!(body["scope"], "fleet", "{body}");
     let version = body["version"].as_u64().unwrap();
     for other in [&b, &c] {
@@ -241,15 +257,7 @@ async fn a_kill_switch_on_one_instance_is_in_force_on_the_others_within_a_second
         assert_eq!(entry["instance"], "a", "{entry}");
         assert_eq!(entry["source"], "fleet", "{entry}");
     }
-    let metrics = awc::Client::new()
-        .get(format!("{}/metrics", c.admin))
-        .send()
-        .await
-        .unwrap()
-        .body()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&metrics);
+    let text = c.metrics().await;
     assert!(
         text.contains(&format!("brownout_config_version {version}")),
         "{text}"
@@ -326,15 +334,7 @@ async fn a_stale_if_match_is_refused_on_another_instance() {
     let (_redis, [a, b, c], dir) = fleet("ifmatch").await;
     let (_, config) = a.send("GET", "/v1/config", None, None).await;
     let seen = config["version"].as_u64().unwrap();
-    let (status, _) = c
-        .send(
-            "PUT",
-            "/v1/kill-switch",
-            Some(json!({"engaged": true})),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200);
+    c.kill_switch_on().await;
     let patch = json!({"limiters": {"fleet_usage": {"capacity": 77}}});
     let (status, body) = b
         .send(
@@ -397,15 +397,7 @@ async fn a_change_while_redis_is_down_stays_local_and_the_fleet_converges_when_i
     let (mut redis, [a, b, c], dir) = fleet("outage").await;
     let port = redis.port;
     redis.kill();
-    let (status, body) = b
-        .send(
-            "PUT",
-            "/v1/kill-switch",
-            Some(json!({"engaged": true})),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    let body = b.kill_switch_on().await;
     assert_eq!(body["scope"], "local", "{body}");
     let state = b.state().await;
     assert_eq!(state["kill_switch"], true);
@@ -455,15 +447,7 @@ async fn an_instance_that_cannot_apply_the_fleets_settings_says_so_and_keeps_its
         "limiters:\n  request_rate:\n    max_keys: 5000\n    quotas:\n      - name: daily\n        algorithm: fixed_window\n        limit: 1000\n        window: 1d\n",
     );
     d.ready().await;
-    let (status, body) = a
-        .send(
-            "PUT",
-            "/v1/kill-switch",
-            Some(json!({"engaged": true})),
-            None,
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    let body = a.kill_switch_on().await;
     let version = body["version"].as_u64().unwrap();
     for i in [&b, &c] {
         i.until(Duration::from_secs(1), "killed", |s| {
@@ -480,15 +464,7 @@ async fn an_instance_that_cannot_apply_the_fleets_settings_says_so_and_keeps_its
     assert_eq!(state["settings"]["in_sync"], false);
     let error = state["settings"]["refused"]["error"].as_str().unwrap();
     assert!(error.contains("limiters.request_rate.quotas"), "{error}");
-    let metrics = awc::Client::new()
-        .get(format!("{}/metrics", d.admin))
-        .send()
-        .await
-        .unwrap()
-        .body()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&metrics);
+    let text = d.metrics().await;
     assert!(
         text.contains("brownout_fleet_settings_total{result=\"rejected\"} 1"),
         "{text}"
