@@ -23,6 +23,9 @@ struct Instance {
     name: &'static str,
     admin: String,
     config: PathBuf,
+    redis_port: u16,
+    /// More configuration (YAML appended to the file).
+    extra: String,
 }
 
 impl Instance {
@@ -33,10 +36,25 @@ impl Instance {
 
     /// [`start`](Self::start) with more configuration (YAML appended to the file).
     fn with(name: &'static str, redis_port: u16, dir: &std::path::Path, extra: &str) -> Self {
-        let config = dir.join(format!("{name}.yaml"));
+        let mut instance = Self {
+            child: None,
+            name,
+            admin: String::new(),
+            config: dir.join(format!("{name}.yaml")),
+            redis_port,
+            extra: extra.to_owned(),
+        };
+        instance.configure();
+        instance.spawn();
+        instance
+    }
+
+    /// Writes its config file, with free loopback ports for the admin API and the demo.
+    fn configure(&mut self) {
         let admin = format!("127.0.0.1:{}", free_port());
+        let (name, redis_port, extra) = (self.name, self.redis_port, &self.extra);
         std::fs::write(
-            &config,
+            &self.config,
             format!(
                 "admin:\n  bind: \"{admin}\"\n  instance: \"{name}\"\n\
                  store:\n  kind: redis\n  url: \"redis://127.0.0.1:{redis_port}/\"\n  timeout: 200ms\n\
@@ -45,14 +63,7 @@ impl Instance {
             ),
         )
         .unwrap();
-        let mut instance = Self {
-            child: None,
-            name,
-            admin: format!("http://{admin}"),
-            config,
-        };
-        instance.spawn();
-        instance
+        self.admin = format!("http://{admin}");
     }
 
     fn spawn(&mut self) {
@@ -195,12 +206,39 @@ impl Instance {
         res.json::<Value>().limit(1 << 20).await.map_err(|_| ())
     }
 
-    /// Waits until the instance answers and has read the fleet's settings.
-    async fn ready(&self) {
-        self.until(Duration::from_secs(20), "connected", |s| {
-            s["settings"]["connected"] == true
-        })
-        .await;
+    /// Waits until the instance answers and has read the fleet's settings. A process that
+    /// exits first (a port picked as free was taken by another test before it bound it) is
+    /// started again on other ports.
+    async fn ready(&mut self) {
+        for _ in 0..3 {
+            let start = Instant::now();
+            loop {
+                let exited = self
+                    .child
+                    .as_mut()
+                    .map(|c| matches!(c.try_wait(), Ok(Some(_))));
+                if exited == Some(true) {
+                    break;
+                }
+                if let Ok(state) = self.try_state().await {
+                    if state["settings"]["connected"] == true {
+                        return;
+                    }
+                }
+                let waited = start.elapsed();
+                assert!(
+                    waited < Duration::from_secs(20),
+                    "{}: not connected\n{}",
+                    self.name,
+                    self.log()
+                );
+                actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+            }
+            self.child = None;
+            self.configure();
+            self.spawn();
+        }
+        panic!("{} would not start:\n{}", self.name, self.log());
     }
 }
 
@@ -216,8 +254,8 @@ async fn fleet(test: &str) -> (RedisServer, [Instance; 3], PathBuf) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let redis = RedisServer::start();
-    let instances = ["a", "b", "c"].map(|name| Instance::start(name, redis.port, &dir));
-    for i in &instances {
+    let mut instances = ["a", "b", "c"].map(|name| Instance::start(name, redis.port, &dir));
+    for i in &mut instances {
         i.ready().await;
     }
     (redis, instances, dir)
@@ -440,7 +478,7 @@ async fn an_instance_that_cannot_apply_the_fleets_settings_says_so_and_keeps_its
     // d sizes its own memory differently (kept: never part of the fleet's settings) and has
     // a quota the others do not (the number of quotas is fixed at start): it cannot apply
     // what they write.
-    let d = Instance::with(
+    let mut d = Instance::with(
         "d",
         redis.port,
         &dir,

@@ -21,8 +21,11 @@ pub fn free_port() -> u16 {
 }
 
 impl RedisServer {
+    /// Starts one on a free port (another, if a test took the one picked before it bound it).
     pub fn start() -> Self {
-        Self::on(free_port())
+        (0..3)
+            .find_map(|_| Self::try_with(free_port(), &[]))
+            .expect("redis-server did not start")
     }
 
     /// Starts one on `port` (a restart uses the same one) and waits until it answers PING.
@@ -32,6 +35,11 @@ impl RedisServer {
 
     /// Starts one on `port` with extra arguments (e.g. Cluster mode), and waits until it answers.
     pub fn with(port: u16, extra: &[&str]) -> Self {
+        Self::try_with(port, extra).expect("redis-server did not start")
+    }
+
+    /// Starts one on `port`; `None` if it exited without answering (the port was taken).
+    fn try_with(port: u16, extra: &[&str]) -> Option<Self> {
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(extra)
@@ -40,16 +48,29 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server must be installed (.ci/run installs it)");
-        let server = Self {
+        let mut server = Self {
             child: Some(child),
             port,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         while !server.answers() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
+            let exited = server
+                .child
+                .as_mut()
+                .map(|c| matches!(c.try_wait(), Ok(Some(_))));
+            if exited == Some(true) || Instant::now() > deadline {
+                return None;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
-        server
+        // What answered may be another test's server on a port this one failed to bind: this
+        // one exits at once then.
+        std::thread::sleep(Duration::from_millis(50));
+        let exited = server
+            .child
+            .as_mut()
+            .map(|c| matches!(c.try_wait(), Ok(Some(_))));
+        (exited != Some(true)).then_some(server)
     }
 
     fn answers(&self) -> bool {
