@@ -9,7 +9,7 @@ use std::sync::{Mutex, OnceLock};
 /// Rows of every counter: row 0 is shared by the threads that have no row of their own; each
 /// of the others belongs to one live thread at a time, which writes it with a plain load and
 /// store (no locked instruction: on a 16-core Xeon VM a `fetch_add` costs about 10 ns).
-fn shard_count() -> usize {
+pub(crate) fn shard_count() -> usize {
     static COUNT: OnceLock<usize> = OnceLock::new();
     *COUNT.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(8, usize::from);
@@ -61,19 +61,8 @@ thread_local! {
 
 /// This thread's row (0, the shared row, also while the thread is being torn down).
 #[inline]
-fn my_shard() -> usize {
+pub(crate) fn my_shard() -> usize {
     MINE.try_with(|m| m.0).unwrap_or(0)
-}
-
-/// The row of this thread among [`rows`] (0: the row threads without their own share).
-#[inline]
-pub(crate) fn my_row() -> usize {
-    my_shard()
-}
-
-/// How many rows per-thread state has.
-pub(crate) fn rows() -> usize {
-    shard_count()
 }
 
 /// A value alone on its cache line (two lines, for adjacent-line prefetch): what one core

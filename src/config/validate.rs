@@ -384,6 +384,26 @@ mod tests {
         let e = refused("store:\n  permit_ttl: 0s\n");
         assert!(e.starts_with("store.permit_ttl"), "{e}");
     }
+
+    #[test]
+    fn the_admin_scope_follows_the_store_and_is_refused_by_name() {
+        let memory = Config::from_yaml_str("{}").unwrap();
+        assert_eq!(memory.admin_scope(), crate::config::AdminScope::Local);
+        let redis =
+            Config::from_yaml_str("store:\n  kind: redis\n  url: redis://127.0.0.1:6379/\n")
+                .unwrap();
+        assert_eq!(redis.admin_scope(), crate::config::AdminScope::Fleet);
+        let e = refused("admin:\n  scope: fleet\n");
+        assert!(e.starts_with("admin.scope"), "{e}");
+        let e = refused("admin:\n  instance: \"\"\n");
+        assert!(e.starts_with("admin.instance"), "{e}");
+        let e = refused("store:\n  sync: local_first\n");
+        assert!(e.starts_with("store.sync"), "{e}");
+        let e = refused("store:\n  sync_interval: 1ms\n");
+        assert!(e.starts_with("store.sync_interval"), "{e}");
+        let e = refused("admin:\n  scope: everywhere\n");
+        assert!(e.contains("admin.scope"), "{e}");
+    }
 }
 
 #[cfg(test)]

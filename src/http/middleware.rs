@@ -212,8 +212,8 @@ where
             .flatten();
         let request = shared::request_of(&req, &classified, hooked.as_deref().or(header_plan));
         // (local_first: the store is reconciled in rounds, never asked per request.)
-        let asked = engine.shared.as_ref();
-        if let Some(store) = asked.filter(|s| engine.hybrid.is_none() && s.ready()) {
+        let per_request = engine.shared.as_ref().filter(|_| engine.hybrid.is_none());
+        if let Some(store) = per_request.filter(|s| s.ready()) {
             // The settings the request is asked and decided under, both.
             let live = engine.settings.load_full();
             if let Some(asked) = shared::asks(&live, &request, &engine.plan.load()) {

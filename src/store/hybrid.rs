@@ -17,7 +17,7 @@ use crate::clock::Clock;
 use crate::logging::LogGate;
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
-use crate::shard::{my_row, rows, CachePadded};
+use crate::shard::{my_shard, shard_count, CachePadded};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -44,7 +44,7 @@ impl HybridStore {
     pub fn new(local: MemoryStore) -> Self {
         Self {
             local,
-            charged: (0..rows())
+            charged: (0..shard_count())
                 .map(|_| CachePadded(Mutex::new(Activity::default())))
                 .collect(),
             started: AtomicBool::new(false),
@@ -73,7 +73,7 @@ impl HybridStore {
         if !self.started.load(Ordering::Relaxed) {
             return;
         }
-        let mut row = self.charged[my_row()]
+        let mut row = self.charged[my_shard()]
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
@@ -111,7 +111,7 @@ impl HybridStore {
                 .get(&key)
                 .map_or(0, |c| u64::try_from(*c).unwrap_or(0));
             let fleet = if since > 0 { tat.max(now) + since } else { tat };
-            self.local.rate_rewrite(key, |_| fleet);
+            self.local.rate_set(key, fleet);
         }
     }
 }

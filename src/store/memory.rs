@@ -45,12 +45,11 @@ impl MemoryStore {
         }
     }
 
-    /// Rewrites the bucket of `key` as `f(tat)` (a hybrid store's reconciliation with the
-    /// fleet); `false` if no slot could be had.
-    pub(crate) fn rate_rewrite(&self, key: u64, f: impl Fn(u64) -> u64) -> bool {
+    /// Sets the bucket of `key` to `tat` (a hybrid store's reconciliation with the fleet);
+    /// if no slot could be had it stays as it was until the next round.
+    pub(crate) fn rate_set(&self, key: u64, tat: u64) {
         self.rate
-            .update(key, rate_victim, |tat| Update::Write(f(tat), ()))
-            .is_some()
+            .update(key, rate_victim, |_| Update::Write(tat, ()));
     }
 
     /// Non-critical requests in flight (for a moment, plus attempts about to be refused).

@@ -287,7 +287,6 @@ impl Operator {
                 // fleet's document keeps them until its next change, and every instance
                 // skips them the same way.
                 self.reverts = later;
-                let live = self.shared.settings.load_full();
                 if let Err(e) = self.persist(&self.base, &live, &self.reverts) {
                     tracing::error!("{e}");
                 }
