@@ -30,15 +30,11 @@ impl RedisServer {
 
     /// Starts one on `port` (a restart uses the same one) and waits until it answers PING.
     pub fn on(port: u16) -> Self {
-        Self::with(port, &[])
+        Self::try_with(port, &[]).expect("redis-server did not start")
     }
 
-    /// Starts one on `port` with extra arguments (e.g. Cluster mode), and waits until it answers.
-    pub fn with(port: u16, extra: &[&str]) -> Self {
-        Self::try_with(port, extra).expect("redis-server did not start")
-    }
-
-    /// Starts one on `port`; `None` if it exited without answering (the port was taken).
+    /// Starts one on `port` with extra arguments (e.g. Cluster mode) and waits until it answers;
+    /// `None` if it exited without answering (the port was taken).
     fn try_with(port: u16, extra: &[&str]) -> Option<Self> {
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
@@ -111,6 +107,8 @@ impl Drop for RedisServer {
 /// own (their nodes.conf files, so that a restarted node rejoins with its slots).
 pub struct Cluster {
     pub nodes: Vec<RedisServer>,
+    /// Each node's cluster bus port (kept for a restart).
+    bus: Vec<u16>,
     dir: std::path::PathBuf,
 }
 
@@ -122,7 +120,17 @@ impl Cluster {
             free_port()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let nodes: Vec<RedisServer> = (0..3).map(|_| Self::node(&dir, free_port())).collect();
+        // A free port may be taken before the node binds it: another pair of ports then.
+        let (nodes, bus): (Vec<RedisServer>, Vec<u16>) = (0..3)
+            .map(|_| {
+                (0..3)
+                    .find_map(|_| {
+                        let bus = free_port();
+                        Self::try_node(&dir, free_port(), bus).map(|n| (n, bus))
+                    })
+                    .expect("a cluster node did not start")
+            })
+            .unzip();
         let addrs: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
@@ -136,18 +144,22 @@ impl Cluster {
             .status()
             .expect("redis-cli must be installed (Debian's redis-tools, with redis-server)");
         assert!(created.success(), "redis-cli --cluster create failed");
-        let cluster = Self { nodes, dir };
+        let cluster = Self { nodes, bus, dir };
         cluster.wait_ok();
         cluster
     }
 
-    fn node(dir: &std::path::Path, port: u16) -> RedisServer {
+    /// A Cluster node on `port`, its bus on `bus`: named, since the default (port + 10000) is
+    /// past 65535 for a third of the ephemeral ports, and redis-server then refuses to start.
+    fn try_node(dir: &std::path::Path, port: u16, bus: u16) -> Option<RedisServer> {
         let conf = dir.join(format!("nodes-{port}.conf"));
-        RedisServer::with(
+        RedisServer::try_with(
             port,
             &[
                 "--cluster-enabled",
                 "yes",
+                "--cluster-port",
+                &bus.to_string(),
                 "--cluster-config-file",
                 conf.to_str().unwrap(),
                 "--dir",
@@ -196,7 +208,8 @@ impl Cluster {
     /// Starts node `i` again on its port, with its nodes.conf: it rejoins with its slots.
     pub fn restart(&mut self, i: usize) {
         let port = self.nodes[i].port;
-        self.nodes[i] = Self::node(&self.dir, port);
+        self.nodes[i] =
+            Self::try_node(&self.dir, port, self.bus[i]).expect("the cluster node did not restart");
         self.wait_ok();
     }
 }
