@@ -1,11 +1,14 @@
 //! adaptive_concurrency through the middleware on a real actix app, with the actors learning
-//! its limit on a manual clock: the floor, a limit that shrinks when requests queue, refusals
-//! in tier order, critical requests never refused, dark mode, and the admin state.
+//! its limit on a manual clock: the floor, a limit that shrinks when requests queue and grows
+//! back when they are quick again, a slower server learned at once, refusals in tier order,
+//! critical requests never refused, dark mode, and the admin state.
 
 mod common;
 
-use actix_web::dev::ServiceResponse;
+use actix_web::body::MessageBody;
+use actix_web::dev::{Service, ServiceResponse};
 use actix_web::{test, web, App};
+use brownout::clock::Clock;
 use brownout::config::HumanDuration;
 use brownout::Mode;
 use common::{charge, config, get, post, Rig};
@@ -208,4 +211,127 @@ async fn the_kill_switch_of_one_limiter_works_over_the_admin_api() {
     held.push(more);
     finish(held).await;
     assert_eq!(state(&rig).await["adaptive_concurrency"]["in_flight"], 0);
+}
+
+/// The floor `/v1/state` shows (seconds), if one was learned.
+async fn floor(rig: &Rig) -> Option<f64> {
+    state(rig).await["adaptive_concurrency"]["floor_seconds"].as_f64()
+}
+
+/// Four GETs of 50 ms in a window that refused nothing: the floor is 50 ms.
+async fn learn_floor<S, B>(rig: &Rig, app: &S)
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody,
+{
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(test::call_service(app, get().to_request()).await);
+    }
+    rig.clock.advance(Duration::from_millis(50));
+    finish(held).await;
+    rig.clock.advance(Duration::from_millis(60));
+    for _ in 0..500 {
+        if floor(rig).await == Some(0.05) {
+            return;
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no floor of 50 ms: {:#}", state(rig).await);
+}
+
+/// `admitted` POSTs taking `ms` each, and one more refused: a window in which the limit binds.
+async fn binding<S, B>(rig: &Rig, app: &S, admitted: usize, ms: u64)
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody,
+{
+    let mut held = Vec::new();
+    for _ in 0..admitted {
+        held.push(test::call_service(app, post().to_request()).await);
+    }
+    assert!(held.iter().all(|r| r.status().is_success()));
+    let refused = test::call_service(app, post().to_request()).await;
+    assert_eq!(refused.status(), 503, "the limit binds at {admitted}");
+    rig.clock.advance(Duration::from_millis(ms));
+    finish(held).await;
+}
+
+/// Waits (at most 5 s) until the published limit is no longer `from`, moving the clock on so
+/// that the window closes (windows in which nothing finished change nothing); returns it.
+async fn next_limit(rig: &Rig, from: f64) -> f64 {
+    for _ in 0..500 {
+        let limit = rig.metric("brownout_concurrency_limit");
+        if limit != from {
+            return limit;
+        }
+        rig.clock.advance(Duration::from_millis(10));
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the limit stayed at {from}");
+}
+
+#[actix_web::test]
+async fn a_limit_an_overload_shrank_grows_back_once_requests_are_quick_again() {
+    let rig = Rig::new(adaptive(Mode::Enforce));
+    let app = app!(rig);
+    learn_floor(&rig, &app).await;
+    binding(&rig, &app, 10, 200).await;
+    let mut limit = next_limit(&rig, 10.0).await;
+    assert!((limit - 5.0).abs() < 1e-9, "{limit}");
+    // Two POSTs of 55 ms (within 1.25 × 50 ms) a window, nothing refused: +√limit a window,
+    // up to initial_limit (10).
+    for expected in [
+        5.0 + 5f64.sqrt(),
+        7.236_067_977_499_79 + 7.236_067_977_499_79f64.sqrt(),
+    ] {
+        let held = vec![
+            test::call_service(&app, post().to_request()).await,
+            test::call_service(&app, post().to_request()).await,
+        ];
+        rig.clock.advance(Duration::from_millis(55));
+        finish(held).await;
+        limit = next_limit(&rig, limit).await;
+        assert!(
+            (limit - expected).abs() < 1e-6,
+            "{limit} (expected {expected})"
+        );
+    }
+    let held = vec![test::call_service(&app, post().to_request()).await];
+    rig.clock.advance(Duration::from_millis(55));
+    finish(held).await;
+    assert_eq!(
+        next_limit(&rig, limit).await,
+        10.0,
+        "no further than initial_limit"
+    );
+}
+
+#[actix_web::test]
+async fn a_server_that_got_slower_is_learned_long_before_floor_window() {
+    let rig = Rig::new(adaptive(Mode::Enforce));
+    let app = app!(rig);
+    learn_floor(&rig, &app).await;
+    // Requests now take 150 ms, and every window refuses: 10 → 5 → 2.5 → min (2).
+    let mut limit = 10.0;
+    for (admitted, expected) in [(10, 5.0), (5, 2.5), (2, 2.0)] {
+        binding(&rig, &app, admitted, 150).await;
+        limit = next_limit(&rig, limit).await;
+        assert!((limit - expected).abs() < 1e-9, "{limit}");
+    }
+    // At min they still take three times the floor: the floor is measured again at once (a
+    // few windows: two slow ones in a row, then one draining and one measuring), not after
+    // floor_window (10 s).
+    let started = rig.clock.now();
+    for _ in 0..30 {
+        binding(&rig, &app, 2, 150).await;
+        rig.clock.advance(Duration::from_millis(20));
+        actix_web::rt::time::sleep(Duration::from_millis(30)).await;
+        if floor(&rig).await == Some(0.15) {
+            let took = rig.clock.now() - started;
+            assert!(took < Duration::from_secs(10), "{took:?}");
+            return;
+        }
+    }
+    panic!("the floor stayed: {:#}", state(&rig).await);
 }

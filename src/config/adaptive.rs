@@ -12,7 +12,8 @@ use std::time::Duration;
 pub struct AdaptiveConcurrencyConfig {
     /// enforce | dark | off.
     pub mode: Mode,
-    /// The limit before anything is learned.
+    /// The limit before anything is learned, and where quiet windows (nothing refused,
+    /// requests within tolerance) bring a smaller limit back to.
     pub initial_limit: u32,
     /// The limit never goes below this (it is also the limit while the floor is measured).
     pub min_limit: u32,
@@ -24,7 +25,8 @@ pub struct AdaptiveConcurrencyConfig {
     /// How often the limit is updated from the latencies of the requests that finished.
     pub window: HumanDuration,
     /// How long a floor (the latency without queueing) is trusted; after that, while the limit
-    /// keeps binding, it is measured again by admitting only `min_limit` for two windows.
+    /// keeps binding, it is measured again by admitting only `min_limit` for two windows (at
+    /// once when requests at `min_limit` take twice the floor: the server got slower).
     pub floor_window: HumanDuration,
     /// Share of the limit that GET requests may use (POST may use all of it); refusals come in
     /// tier order: test first, then get, then post.

@@ -126,6 +126,7 @@ pub fn params(c: &AdaptiveConcurrencyConfig) -> LimitParams {
         max: f64::from(c.max_limit),
         tolerance: c.tolerance,
         floor_window: micros(c.floor_window.get()),
+        rest: f64::from(c.initial_limit),
     }
 }
 

@@ -14,7 +14,13 @@
 //! `min_limit` for two windows (the first drains the queue, the second measures) — unless
 //! traffic itself confirmed the floor: when some request of the last `floor_window` was
 //! within [`FLOOR_DRIFT`] of the floor last measured, nothing has crept and no probe is due
-//! (a probe refuses every tier down to `min_limit` for half a second).
+//! (a probe refuses every tier down to `min_limit` for half a second). When the server itself
+//! got slower (a capacity drop), the limit falls to `min_limit` within a few windows and the
+//! requests there are still [`STALE_FLOOR`] times slower than the floor — no queue the limit
+//! allows explains that — so the floor is measured afresh at once, not a `floor_window` later.
+//! A quiet window (nothing refused, latency within tolerance) brings a limit that an overload
+//! shrank back towards `rest` (the initial limit) by `√limit`: the limit overload taught is not
+//! kept for the next moderate load to run into.
 
 use std::collections::VecDeque;
 
@@ -29,6 +35,8 @@ pub struct LimitParams {
     pub tolerance: f64,
     /// How long a floor sample is kept.
     pub floor_window: u64,
+    /// Where quiet windows bring the limit back to (the initial limit).
+    pub rest: f64,
 }
 
 /// What one window saw: requests finished, their latencies, and whether the limit refused any.
@@ -71,10 +79,20 @@ pub struct AdaptiveLimit {
     /// traffic and needs no probe.
     anchor: Option<u64>,
     lowest_since: u64,
+    /// Binding windows in a row at `min` with latency [`STALE_FLOOR`] times the floor.
+    stale: u32,
 }
 
 /// How far above the last measured floor the lowest latency may be before a probe is due.
 pub const FLOOR_DRIFT: f64 = 1.1;
+
+/// How many times the floor requests at `min` must take, [`STALE_WINDOWS`] windows in a row,
+/// for the floor to be measured afresh at once: at `min` in flight, a queue the limit allows
+/// cannot double the latency, a slower server can.
+pub const STALE_FLOOR: f64 = 2.0;
+
+/// See [`STALE_FLOOR`].
+pub const STALE_WINDOWS: u32 = 2;
 
 impl AdaptiveLimit {
     /// A limit of `initial`, as of `now` (µs).
@@ -87,6 +105,7 @@ impl AdaptiveLimit {
             last_probe: now,
             anchor: None,
             lowest_since: u64::MAX,
+            stale: 0,
         }
     }
 
@@ -148,16 +167,29 @@ impl AdaptiveLimit {
             self.anchor.get_or_insert(w.min);
             self.lowest_since = self.lowest_since.min(w.min);
         }
-        if w.count > 0 && w.binding {
+        let mut stale = false;
+        if w.count > 0 {
             let floor = self.floor().unwrap_or(w.min).max(1) as f64;
             let mean = (w.sum as f64 / w.count as f64).max(1.0);
             let gradient = (self.params.tolerance * floor / mean).clamp(0.5, 1.0);
-            let headroom = if gradient >= 1.0 {
-                self.limit.sqrt()
-            } else {
-                0.0
-            };
-            self.limit = (self.limit * gradient + headroom).clamp(self.params.min, self.params.max);
+            if w.binding {
+                stale = self.limit <= self.params.min && mean >= STALE_FLOOR * floor;
+                let headroom = if gradient >= 1.0 {
+                    self.limit.sqrt()
+                } else {
+                    0.0
+                };
+                self.limit =
+                    (self.limit * gradient + headroom).clamp(self.params.min, self.params.max);
+            } else if gradient >= 1.0 && self.limit < self.params.rest {
+                self.limit = (self.limit + self.limit.sqrt()).min(self.params.rest);
+            }
+        }
+        self.stale = if stale { self.stale + 1 } else { 0 };
+        if self.stale >= STALE_WINDOWS {
+            self.stale = 0;
+            self.probe = Probe::Draining;
+            return self.limit();
         }
         if w.binding && w.at.saturating_sub(self.last_probe) >= self.params.floor_window {
             let confirmed = self
@@ -186,6 +218,7 @@ mod tests {
             max: 1000.0,
             tolerance: 1.25,
             floor_window: 30_000 * MS,
+            rest: 20.0,
         }
     }
 
@@ -220,7 +253,8 @@ mod tests {
         assert!((l.update(window(500, 10, 100, true)) - 25.0).abs() < 1e-9);
         // 1 s: the gradient stops at 0.5.
         assert!((l.update(window(750, 10, 1000, true)) - 12.5).abs() < 1e-9);
-        for i in 0..20 {
+        // 6.25, then min (4); not below it.
+        for i in 0..3 {
             l.update(window(1000 + 250 * i, 10, 1000, true));
         }
         assert_eq!(l.limit(), 4.0, "never below min");
@@ -251,12 +285,13 @@ mod tests {
     fn a_binding_limit_whose_floor_is_not_confirmed_measures_it_afresh() {
         let mut l = AdaptiveLimit::new(params(), 20.0, 0);
         l.update(window(250, 10, 50, false));
-        // The server got twice as slow and the limit keeps binding. At 30 s the 50 ms request
-        // of the first window still confirms the floor; by 60 s nothing has for 30 s.
+        // Requests take 90 ms and the limit keeps binding (at min, too little for a stale
+        // floor). At 30 s the 50 ms request of the first window still confirms the floor;
+        // by 60 s nothing has for 30 s.
         let mut at = 250;
         while l.probe() == Probe::Off {
             at += 250;
-            l.update(window(at, 10, 120, true));
+            l.update(window(at, 10, 90, true));
             assert!(at <= 60_500, "no probe by {at} ms");
         }
         assert!(at >= 60_000, "probed at {at} ms");
@@ -311,6 +346,73 @@ mod tests {
             }),
             20.0
         );
+    }
+
+    #[test]
+    fn quiet_windows_bring_a_shrunk_limit_back_to_rest_and_no_further() {
+        let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+        l.update(window(250, 10, 50, false));
+        // An overload halves it twice: 5.
+        l.update(window(500, 10, 1000, true));
+        assert!((l.update(window(750, 10, 1000, true)) - 5.0).abs() < 1e-9);
+        // Quiet but slow (200 ms): not yet.
+        assert!((l.update(window(1000, 10, 200, false)) - 5.0).abs() < 1e-9);
+        // Quiet and within tolerance: +√limit per window, up to rest (20).
+        let grown = l.update(window(1250, 10, 55, false));
+        assert!((grown - (5.0 + 5f64.sqrt())).abs() < 1e-9, "{grown}");
+        let mut at = 1250;
+        for _ in 0..20 {
+            at += 250;
+            l.update(window(at, 10, 55, false));
+        }
+        assert_eq!(l.limit(), 20.0);
+        // A window in which nothing finished changes nothing.
+        let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+        l.update(window(250, 10, 50, false));
+        l.update(window(500, 10, 1000, true));
+        assert_eq!(
+            l.update(Window {
+                at: 750 * MS,
+                ..Window::default()
+            }),
+            10.0
+        );
+    }
+
+    #[test]
+    fn a_server_that_got_slower_has_its_floor_measured_at_once() {
+        let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+        l.update(window(250, 10, 50, false));
+        // Service time doubles: 20 → 10 → 5 → min (4) in three windows, then two windows at
+        // min with requests still ≥ 2 × the floor: a probe, long before floor_window (30 s).
+        let mut at = 250;
+        while l.probe() == Probe::Off {
+            at += 250;
+            l.update(window(at, 10, 130, true));
+            assert!(at <= 2_000, "no probe by {at} ms");
+        }
+        assert_eq!(at, 1_500, "three windows down to min, two there");
+        l.update(window(at + 250, 4, 130, true)); // draining
+        l.update(window(at + 500, 4, 100, true)); // measuring
+        assert_eq!(l.probe(), Probe::Off);
+        assert_eq!(l.floor(), Some(100 * MS));
+        // Against the new floor, 110 ms is within tolerance: the limit grows again.
+        assert!(l.update(window(at + 750, 10, 110, true)) > 4.0);
+
+        // At min with requests 1.5 × the floor (a queue of critical requests the limit does
+        // not count): no probe before floor_window.
+        let mut l = AdaptiveLimit::new(params(), 4.0, 0);
+        l.update(window(250, 10, 50, false));
+        for i in 2..=100 {
+            l.update(window(250 * i, 10, 75, true));
+            assert_eq!(l.probe(), Probe::Off, "at {} ms", 250 * i);
+        }
+        // One slow window between ordinary ones is not two in a row.
+        for i in 101..=140 {
+            let latency = if i % 2 == 0 { 120 } else { 75 };
+            l.update(window(250 * i, 10, latency, true));
+            assert_eq!(l.probe(), Probe::Off, "at {} ms", 250 * i);
+        }
     }
 
     #[test]
