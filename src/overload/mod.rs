@@ -182,12 +182,13 @@ impl DemoProcess {
     }
 }
 
-/// The controller's amount, read from `/v1/state` once a second until `stop` is set.
-async fn poll_amounts(
+/// The controller's amount and adaptive_concurrency's limit (NaN where unknown), read from
+/// `/v1/state` once a second until `stop` is set.
+async fn poll_state(
     admin: String,
     token: String,
     stop: std::rc::Rc<std::cell::Cell<bool>>,
-) -> Vec<f64> {
+) -> Vec<report::Polled> {
     let client = awc::Client::builder()
         .timeout(Duration::from_secs(1))
         .finish();
@@ -200,15 +201,16 @@ async fn poll_amounts(
             .bearer_auth(&token)
             .send()
             .await;
-        let amount = match state {
-            Ok(mut res) => res
-                .json::<serde_json::Value>()
-                .await
-                .ok()
-                .and_then(|v| v["controller"]["amount"].as_f64()),
+        let state = match state {
+            Ok(mut res) => res.json::<serde_json::Value>().await.ok(),
             Err(_) => None,
         };
-        amounts.push(amount.unwrap_or(f64::NAN));
+        let read = |v: Option<&serde_json::Value>| v.and_then(serde_json::Value::as_f64);
+        amounts.push(report::Polled {
+            amount: read(state.as_ref().map(|v| &v["controller"]["amount"])).unwrap_or(f64::NAN),
+            limit: read(state.as_ref().map(|v| &v["adaptive_concurrency"]["limit"]))
+                .unwrap_or(f64::NAN),
+        });
     }
     amounts
 }
@@ -218,7 +220,7 @@ async fn poll_amounts(
 struct ArmResult {
     reports: Vec<PhaseReport>,
     per_second: Vec<[report::SecondTier; 4]>,
-    amounts: Vec<f64>,
+    polled: Vec<report::Polled>,
 }
 
 /// One arm: a fresh demo, the schedule, and the reports.
@@ -236,9 +238,9 @@ fn run_arm(
     )?;
     let capacity = f64::from(config.demo.workers) / config.demo.service_time.get().as_secs_f64();
     let deadline = args.deadline.get();
-    let (outcomes, amounts) = actix_web::rt::System::new().block_on(async {
+    let (outcomes, polled) = actix_web::rt::System::new().block_on(async {
         let stop = std::rc::Rc::new(std::cell::Cell::new(false));
-        let poller = actix_web::rt::spawn(poll_amounts(
+        let poller = actix_web::rt::spawn(poll_state(
             demo.admin.clone(),
             demo.token.clone(),
             stop.clone(),
@@ -262,6 +264,7 @@ fn run_arm(
     drop(demo);
     let total: f64 = phases.iter().map(|p| p.seconds).sum();
     let per_second = report::seconds(&outcomes, total);
+    let amounts: Vec<f64> = polled.iter().map(|p| p.amount).collect();
     let mut start = 0.0;
     let reports = (0..phases.len())
         .map(|i| {
@@ -274,7 +277,7 @@ fn run_arm(
     Ok(ArmResult {
         reports,
         per_second,
-        amounts,
+        polled,
     })
 }
 
@@ -372,14 +375,14 @@ pub fn run(config: Config, args: OverloadArgs) -> ExitCode {
         let ArmResult {
             reports,
             per_second,
-            amounts,
+            polled,
         } = match run_arm(c, arm, &args, &phases, &arrivals) {
             Ok(r) => r,
             Err(e) => return fail(format!("arm {arm}: {e}")),
         };
         let written = std::fs::write(
             args.out.join(format!("{arm}.csv")),
-            report::csv(&per_second, &amounts),
+            report::csv(&per_second, &polled),
         )
         .map_err(|e| e.to_string())
         .and_then(|()| {

@@ -72,6 +72,15 @@ fn quantiles(mut latencies: Vec<f64>) -> Option<[f64; 3]> {
     Some([q(0.5), q(0.99), q(0.999)])
 }
 
+/// What `/v1/state` said in one second of the run (NaN where it did not answer).
+#[derive(Debug, Clone, Copy)]
+pub struct Polled {
+    /// worker_utilization's amount.
+    pub amount: f64,
+    /// adaptive_concurrency's limit.
+    pub limit: f64,
+}
+
 /// Every second of the run, per tier.
 pub fn seconds(outcomes: &[Outcome], total: f64) -> Vec<[SecondTier; 4]> {
     let n = total.ceil() as usize;
@@ -230,8 +239,8 @@ pub fn detail(arm: &str, reports: &[PhaseReport], phases: &[Phase]) -> String {
 }
 
 /// The per-second series of one arm.
-pub fn csv(per_second: &[[SecondTier; 4]], amounts: &[f64]) -> String {
-    let mut out = String::from("second,amount");
+pub fn csv(per_second: &[[SecondTier; 4]], polled: &[Polled]) -> String {
+    let mut out = String::from("second,amount,adaptive_limit");
     for what in ["ok", "shed", "timeouts", "p99_seconds"] {
         for t in Tier::ALL {
             let _ = write!(out, ",{what}_{}", t.as_str());
@@ -239,8 +248,10 @@ pub fn csv(per_second: &[[SecondTier; 4]], amounts: &[f64]) -> String {
     }
     out.push('\n');
     for (i, s) in per_second.iter().enumerate() {
-        let amount = amounts.get(i).map_or(String::new(), |a| format!("{a:.4}"));
-        let _ = write!(out, "{i},{amount}");
+        let (amount, limit) = polled.get(i).map_or_else(Default::default, |p| {
+            (format!("{:.4}", p.amount), format!("{:.2}", p.limit))
+        });
+        let _ = write!(out, "{i},{amount},{limit}");
         for field in 0..4 {
             for t in s {
                 let v = [
