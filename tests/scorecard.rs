@@ -74,5 +74,22 @@ fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
     }
     let ok: f64 = adaptive.column("ok_critical").iter().sum();
     assert!(ok > 0.0, "critical requests are served");
+    // Every second, the limit adaptive_concurrency admitted under (from /v1/state; a second
+    // it did not answer is NaN): overload shrank it from initial_limit, never below min_limit.
+    let csv = std::fs::read_to_string(out.join("adaptive.csv")).unwrap();
+    assert_eq!(
+        csv.lines().next().unwrap().split(',').nth(2),
+        Some("adaptive_limit")
+    );
+    let limits: Vec<f64> = csv
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(2)?.parse::<f64>().ok())
+        .filter(|l| l.is_finite())
+        .collect();
+    assert!(
+        limits.iter().any(|&l| l < 100.0) && limits.iter().all(|&l| l >= 8.0),
+        "{limits:?}"
+    );
     std::fs::remove_dir_all(out).unwrap();
 }
