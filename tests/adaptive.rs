@@ -26,18 +26,6 @@ fn adaptive(mode: Mode) -> brownout::Config {
     c
 }
 
-/// Waits (at most 5 s) until the published limit is no longer `from`; returns it.
-async fn limit_after(rig: &Rig, from: f64) -> f64 {
-    for _ in 0..500 {
-        let limit = rig.metric("brownout_concurrency_limit");
-        if limit != from {
-            return limit;
-        }
-        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the limit stayed at {from}");
-}
-
 /// `GET /v1/state` over the admin API.
 async fn state(rig: &Rig) -> serde_json::Value {
     common::state(&rig.admin()).await
@@ -128,7 +116,7 @@ async fn the_limit_learns_from_latency_and_refuses_in_tier_order() {
     // requests: the gradient halves it (no headroom: they were slower than tolerated).
     rig.clock.advance(Duration::from_millis(200));
     finish(held).await;
-    let limit = limit_after(&rig, 10.0).await;
+    let limit = next_limit(&rig, 10.0).await;
     assert!((limit - 5.0).abs() < 1e-9, "{limit}");
     // Nothing is in flight, but the POST refused 200 ms ago holds GETs off for tier_hold (1 s).
     let held_off = test::call_service(&app, get().to_request()).await;
