@@ -192,7 +192,7 @@ async fn poll_state(
     let client = awc::Client::builder()
         .timeout(Duration::from_secs(1))
         .finish();
-    let mut amounts = Vec::new();
+    let mut polled = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     while !stop.get() {
         tick.tick().await;
@@ -205,18 +205,22 @@ async fn poll_state(
             Ok(mut res) => res.json::<serde_json::Value>().await.ok(),
             Err(_) => None,
         };
-        let read = |v: Option<&serde_json::Value>| v.and_then(serde_json::Value::as_f64);
-        amounts.push(report::Polled {
-            amount: read(state.as_ref().map(|v| &v["controller"]["amount"])).unwrap_or(f64::NAN),
-            limit: read(state.as_ref().map(|v| &v["adaptive_concurrency"]["limit"]))
-                .unwrap_or(f64::NAN),
+        let read = |block: &str, key: &str| {
+            state
+                .as_ref()
+                .and_then(|v| v[block][key].as_f64())
+                .unwrap_or(f64::NAN)
+        };
+        polled.push(report::Polled {
+            amount: read("controller", "amount"),
+            limit: read("adaptive_concurrency", "limit"),
         });
     }
-    amounts
+    polled
 }
 
-/// What one arm measured: the phase reports, every second by tier, and the controller's
-/// amount each second.
+/// What one arm measured: the phase reports, every second by tier, and what `/v1/state` said
+/// each second.
 struct ArmResult {
     reports: Vec<PhaseReport>,
     per_second: Vec<[report::SecondTier; 4]>,
