@@ -83,7 +83,8 @@ async fn the_limit_learns_from_latency_and_refuses_in_tier_order() {
         "within tolerance"
     );
 
-    // Limit 10: GET may use 9, test 8, POST 10; critical requests are never refused.
+    // Limit 10: GET may use 9, test 8 (each counting the tiers above it), POST 10; critical
+    // requests are never refused.
     let mut held = Vec::new();
     for _ in 0..8 {
         held.push(test::call_service(&app, get().to_request()).await);
@@ -97,7 +98,10 @@ async fn the_limit_learns_from_latency_and_refuses_in_tier_order() {
     let body: serde_json::Value = test::read_body_json(refused).await;
     assert_eq!(body["limiter"], "adaptive_concurrency");
     assert_eq!(body["tier"], "get");
-    held.push(test::call_service(&app, post().to_request()).await);
+    // POSTs count only their own: the GETs took none of their 10.
+    for _ in 0..10 {
+        held.push(test::call_service(&app, post().to_request()).await);
+    }
     assert_eq!(
         test::call_service(&app, post().to_request()).await.status(),
         503
@@ -108,7 +112,7 @@ async fn the_limit_learns_from_latency_and_refuses_in_tier_order() {
     assert!(held.iter().all(|r| r.status().is_success()));
     let s = state(&rig).await;
     assert_eq!(
-        s["adaptive_concurrency"]["in_flight"], 10,
+        s["adaptive_concurrency"]["in_flight"], 19,
         "critical not counted"
     );
 

@@ -163,7 +163,7 @@ impl<P: EngineRef> Drop for RequestGuard<P> {
         }
         if let Some(admitted_at) = self.adaptive {
             let latency = engine.clock.now().saturating_sub(admitted_at);
-            engine.adaptive.release(Some(latency));
+            engine.adaptive.release(self.tier, Some(latency));
         }
     }
 }

@@ -1,11 +1,13 @@
 //! The adaptive-concurrency limiter, the fast guard: non-critical requests in flight are kept
 //! under a limit learned from their latency ([`crate::math::adaptive`]), so a load step or a
 //! capacity drop is met within about a second, with no hand-set capacity. Each tier may use
-//! its share of the limit (post all of it, get `get_share`, test `test_share`), so refusals
-//! come in tier order; critical requests are neither counted nor refused, and so never wait
-//! behind more than the limit's worth of non-critical work. Shares alone order refusals only
-//! on average (a GET may find room a moment after a POST found none), so a refusal also holds
-//! every lower tier off for `tier_hold`.
+//! its share of the limit (post all of it, get `get_share`, test `test_share`), counting its
+//! own requests in flight and those of the tiers above it: a GET or a test request never
+//! takes room a POST needs (when the limit shrinks under GETs admitted a moment before, POSTs
+//! still find their room). Critical requests are neither counted nor refused, and so never
+//! wait behind more than about the limit's worth of non-critical work. Shares alone order
+//! refusals only on average (a GET may find room a moment after a POST found none), so a
+//! refusal also holds every lower tier off for `tier_hold`.
 
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
 use crate::config::AdaptiveConcurrencyConfig;
@@ -21,13 +23,15 @@ const SUM: usize = 1;
 
 /// The limiter's shared state.
 ///
-/// The in-flight count is one shared atomic, written twice per admitted non-critical request:
-/// the limit must hold exactly across workers, as fleet_usage's count does. The latencies go to
+/// The in-flight counts, one per tier, share a cache line; each is written twice per admitted
+/// request of its tier: a POST's limit holds exactly across workers (as fleet_usage's count
+/// does), a lower tier's within the requests racing it. The latencies go to
 /// per-thread rows (summed once per window), and the window's minimum is written only when a
 /// request beats it.
 #[derive(Debug)]
 pub struct AdaptiveState {
-    in_flight: CachePadded<AtomicU64>,
+    /// Per tier (critical's is unused).
+    in_flight: CachePadded<[AtomicU64; 4]>,
     /// The limit to admit under (`f64` bits), published by the sampler every window.
     limit: AtomicU64,
     /// The floor latency learned (µs; 0 before any), published with the limit.
@@ -46,7 +50,7 @@ impl AdaptiveState {
     /// State admitting under `initial`.
     pub fn new(initial: f64) -> Self {
         Self {
-            in_flight: CachePadded(AtomicU64::new(0)),
+            in_flight: CachePadded(Default::default()),
             limit: AtomicU64::new(initial.to_bits()),
             floor: AtomicU64::new(0),
             finished: Sharded::default(),
@@ -79,13 +83,17 @@ impl AdaptiveState {
 
     /// Non-critical requests admitted by this limiter and not yet finished.
     pub fn in_flight(&self) -> u64 {
-        self.in_flight.load(Ordering::Relaxed)
+        self.in_flight
+            .0
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .sum()
     }
 
-    /// Gives back a slot; `latency` is how long the request took, if it finished (a request
-    /// refused by a later limiter gives its slot back without one).
-    pub fn release(&self, latency: Option<Duration>) {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    /// Gives back a slot of `tier`; `latency` is how long the request took, if it finished (a
+    /// request refused by a later limiter gives its slot back without one).
+    pub fn release(&self, tier: Tier, latency: Option<Duration>) {
+        self.in_flight.0[tier.index()].fetch_sub(1, Ordering::Relaxed);
         if let Some(latency) = latency {
             let us = micros(latency);
             self.finished.add(COUNT, 1);
@@ -135,6 +143,7 @@ pub fn params(c: &AdaptiveConcurrencyConfig) -> LimitParams {
 #[derive(Debug)]
 pub struct AdaptivePermit<'a> {
     state: Option<&'a AdaptiveState>,
+    tier: Tier,
     admitted_at: Duration,
 }
 
@@ -149,7 +158,7 @@ impl AdaptivePermit<'_> {
 impl Drop for AdaptivePermit<'_> {
     fn drop(&mut self) {
         if let Some(state) = self.state {
-            state.release(None);
+            state.release(self.tier, None);
         }
     }
 }
@@ -167,21 +176,29 @@ pub fn acquire<'a>(
     };
     let now_us = micros(now);
     if now_us >= state.held_until[tier.index()].load(Ordering::Relaxed) {
-        let before = state.in_flight.fetch_add(1, Ordering::Relaxed);
+        let counts = &state.in_flight.0;
+        let own = &counts[tier.index()];
+        let before = own.fetch_add(1, Ordering::Relaxed)
+            + counts[Tier::Post.index()..tier.index()]
+                .iter()
+                .map(|n| n.load(Ordering::Relaxed))
+                .sum::<u64>();
         if (before as f64) < limit.floor().max(1.0) {
             let permit = AdaptivePermit {
                 state: Some(state),
+                tier,
                 admitted_at: now,
             };
             return Ok(Check::Allowed(Some(permit)));
         }
-        state.in_flight.fetch_sub(1, Ordering::Relaxed);
-        // Refused for want of room: every lower tier is held off for a while.
-        let until = now_us.saturating_add(micros(c.tier_hold.get()));
-        for lower in &state.held_until[tier.index() + 1..] {
-            if lower.load(Ordering::Relaxed) < until {
-                lower.fetch_max(until, Ordering::Relaxed);
-            }
+        own.fetch_sub(1, Ordering::Relaxed);
+    }
+    // Refused (for want of room, or held off itself): every lower tier is held off for a
+    // while, so none is served just after this one was turned away.
+    let until = now_us.saturating_add(micros(c.tier_hold.get()));
+    for lower in &state.held_until[tier.index() + 1..] {
+        if lower.load(Ordering::Relaxed) < until {
+            lower.fetch_max(until, Ordering::Relaxed);
         }
     }
     state.refused.fetch_add(1, Ordering::Relaxed);
@@ -228,16 +245,48 @@ mod tests {
         for _ in 0..8 {
             assert!(admitted(&c, &s, Tier::Post));
         }
-        assert!(!admitted(&c, &s, Tier::Test), "test may use 8 of 10");
+        assert!(
+            !admitted(&c, &s, Tier::Test),
+            "test may use 8 of 10, the POSTs counted"
+        );
         assert!(admitted(&c, &s, Tier::Get));
         assert!(!admitted(&c, &s, Tier::Get), "get may use 9");
         assert!(admitted(&c, &s, Tier::Post));
+        assert!(
+            admitted(&c, &s, Tier::Post),
+            "the GET took none of POST's room"
+        );
         assert!(!admitted(&c, &s, Tier::Post), "post may use all 10");
         for _ in 0..100 {
             assert!(admitted(&c, &s, Tier::Critical));
         }
-        assert_eq!(s.in_flight(), 10, "critical requests are not counted");
+        assert_eq!(s.in_flight(), 11, "critical requests are not counted");
         assert!(s.take_window(1).binding);
+    }
+
+    #[test]
+    fn a_limit_that_shrinks_under_lower_tiers_still_has_room_for_posts() {
+        let c = AdaptiveConcurrencyConfig::default(); // get 0.9, test 0.8, hold 1 s
+        let s = AdaptiveState::new(10.0);
+        for _ in 0..8 {
+            assert!(admitted(&c, &s, Tier::Test));
+        }
+        assert!(admitted(&c, &s, Tier::Get));
+        // The limit falls to 4 with nine lower-tier requests in flight: POSTs count their own.
+        s.publish(4.0, None);
+        for _ in 0..4 {
+            assert!(admitted(&c, &s, Tier::Post));
+        }
+        assert!(!admitted(&c, &s, Tier::Post));
+        assert!(
+            !admitted(&c, &s, Tier::Get),
+            "3.6 for get, and 13 in flight"
+        );
+        assert_eq!(s.in_flight(), 13);
+        for tier in [Tier::Test, Tier::Get, Tier::Post] {
+            s.release(tier, None);
+        }
+        assert_eq!(s.in_flight(), 10);
     }
 
     #[test]
@@ -261,7 +310,7 @@ mod tests {
                 panic!("admitted");
             };
             let at = p.keep();
-            s.release(Some(Duration::from_millis(ms) - at));
+            s.release(Tier::Get, Some(Duration::from_millis(ms) - at));
         }
         let w = s.take_window(2);
         assert_eq!(
@@ -294,7 +343,11 @@ mod tests {
             "post itself is not held"
         );
         assert!(admitted_at(&c, &s, Tier::Get, 1100));
-        assert!(admitted_at(&c, &s, Tier::Test, 1100));
+        assert!(
+            !admitted_at(&c, &s, Tier::Test, 1100),
+            "the GET held off at 200 ms holds test off until 1.2 s"
+        );
+        assert!(admitted_at(&c, &s, Tier::Test, 2100));
         assert_eq!(s.in_flight(), 8, "held-off requests took no slot");
         // A refused GET holds only test.
         drop(slots);
@@ -314,7 +367,7 @@ mod tests {
         let s = AdaptiveState::new(1.0);
         assert!(admitted_at(&c, &s, Tier::Post, 0));
         assert!(!admitted_at(&c, &s, Tier::Post, 0));
-        s.release(None);
+        s.release(Tier::Post, None);
         assert!(admitted_at(&c, &s, Tier::Test, 0));
     }
 }
