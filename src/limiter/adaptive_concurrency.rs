@@ -148,10 +148,11 @@ pub struct AdaptivePermit<'a> {
 }
 
 impl AdaptivePermit<'_> {
-    /// Hands the slot over; returns when the request was admitted, to measure its latency.
-    pub fn keep(mut self) -> Duration {
+    /// Hands the slot over; returns its tier and when the request was admitted, to give it
+    /// back with the request's latency.
+    pub fn keep(mut self) -> (Tier, Duration) {
         self.state = None;
-        self.admitted_at
+        (self.tier, self.admitted_at)
     }
 }
 
@@ -309,8 +310,8 @@ mod tests {
             else {
                 panic!("admitted");
             };
-            let at = p.keep();
-            s.release(Tier::Get, Some(Duration::from_millis(ms) - at));
+            let (tier, at) = p.keep();
+            s.release(tier, Some(Duration::from_millis(ms) - at));
         }
         let w = s.take_window(2);
         assert_eq!(
