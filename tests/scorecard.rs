@@ -76,15 +76,13 @@ fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
     assert!(ok > 0.0, "critical requests are served");
     // Every second, the limit adaptive_concurrency admitted under (from /v1/state; a second
     // it did not answer is NaN): overload shrank it from initial_limit, never below min_limit.
-    let csv = std::fs::read_to_string(out.join("adaptive.csv")).unwrap();
     assert_eq!(
-        csv.lines().next().unwrap().split(',').nth(2),
+        adaptive.header.get(2).map(String::as_str),
         Some("adaptive_limit")
     );
-    let limits: Vec<f64> = csv
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split(',').nth(2)?.parse::<f64>().ok())
+    let limits: Vec<f64> = adaptive
+        .column("adaptive_limit")
+        .into_iter()
         .filter(|l| l.is_finite())
         .collect();
     assert!(

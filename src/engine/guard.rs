@@ -83,9 +83,8 @@ pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     concurrency: Option<u64>,
     /// Whether a fleet slot was kept.
     fleet: bool,
-    /// The tier of the adaptive-concurrency slot the request holds, if any, and when it was
-    /// admitted.
-    adaptive: Option<(Tier, std::time::Duration)>,
+    /// When the request was admitted, if it holds an adaptive-concurrency slot (of `tier`).
+    adaptive: Option<std::time::Duration>,
     /// The member that holds its permit and fleet slot when they were taken in the engine's
     /// shared store; 0 when they are local (members are numbered from 1).
     shared_member: u64,
@@ -162,9 +161,9 @@ impl<P: EngineRef> Drop for RequestGuard<P> {
                 store.fleet_release();
             }
         }
-        if let Some((tier, admitted_at)) = self.adaptive {
+        if let Some(admitted_at) = self.adaptive {
             let latency = engine.clock.now().saturating_sub(admitted_at);
-            engine.adaptive.release(tier, Some(latency));
+            engine.adaptive.release(self.tier, Some(latency));
         }
     }
 }

@@ -148,11 +148,11 @@ pub struct AdaptivePermit<'a> {
 }
 
 impl AdaptivePermit<'_> {
-    /// Hands the slot over; returns its tier and when the request was admitted, to give it
-    /// back with the request's latency.
-    pub fn keep(mut self) -> (Tier, Duration) {
+    /// Hands the slot over (the request's guard gives it back under the request's tier);
+    /// returns when the request was admitted, to measure its latency.
+    pub fn keep(mut self) -> Duration {
         self.state = None;
-        (self.tier, self.admitted_at)
+        self.admitted_at
     }
 }
 
@@ -310,8 +310,8 @@ mod tests {
             else {
                 panic!("admitted");
             };
-            let (tier, at) = p.keep();
-            s.release(tier, Some(Duration::from_millis(ms) - at));
+            let at = p.keep();
+            s.release(Tier::Get, Some(Duration::from_millis(ms) - at));
         }
         let w = s.take_window(2);
         assert_eq!(
