@@ -208,7 +208,10 @@ impl Adaptive {
         let limit = self.limit.update(window);
         let floor = self.limit.floor().map(Duration::from_micros);
         shared.adaptive.publish(limit, floor);
-        shared.metrics.publish_concurrency_limit(limit);
+        // A limit grown lets waiting requests in now, not at the next slot given back.
+        shared.adaptive.dispatch(now);
+        let waiting = shared.adaptive.waiting();
+        shared.metrics.publish_concurrency_limit(limit, waiting);
     }
 }
 

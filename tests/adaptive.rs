@@ -1,7 +1,8 @@
 //! adaptive_concurrency through the middleware on a real actix app, with the actors learning
 //! its limit on a manual clock: the floor, a limit that shrinks when requests queue and grows
 //! back when they are quick again, a slower server learned at once, refusals in tier order,
-//! critical requests never refused, dark mode, and the admin state.
+//! critical requests never refused, the waiting room (`queue`), dark mode, and the admin
+//! state.
 
 mod common;
 
@@ -112,8 +113,8 @@ async fn the_limit_learns_from_latency_and_refuses_in_tier_order() {
     assert!(held.iter().all(|r| r.status().is_success()));
     let s = state(&rig).await;
     assert_eq!(
-        s["adaptive_concurrency"]["in_flight"], 19,
-        "critical not counted"
+        s["adaptive_concurrency"]["in_flight"], 22,
+        "critical requests counted (after the POSTs: they take room, never lose it)"
     );
 
     // They all take 200 ms, four times the floor, in a window where the limit refused
@@ -326,4 +327,120 @@ async fn a_server_that_got_slower_is_learned_long_before_floor_window() {
         }
     }
     panic!("the floor stayed: {:#}", state(&rig).await);
+}
+
+/// A rig whose limit stays at 2, with a waiting room of `queue` and `max_wait`.
+fn queued(queue: u32, max_wait: Duration) -> Rig {
+    let mut c = adaptive(Mode::Enforce);
+    let a = &mut c.limiters.adaptive_concurrency;
+    a.initial_limit = 2;
+    a.get_share = 1.0;
+    a.test_share = 1.0;
+    a.queue = queue;
+    a.max_wait = HumanDuration::from_millis(max_wait.as_millis() as u64);
+    Rig::new(c)
+}
+
+/// Waits (at most 5 s) until `/v1/state` shows `n` requests waiting.
+async fn waiting(rig: &Rig, n: u64) {
+    for _ in 0..500 {
+        if state(rig).await["adaptive_concurrency"]["waiting"] == n {
+            return;
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("not {n} waiting: {:#}", state(rig).await);
+}
+
+#[actix_web::test]
+async fn requests_without_room_wait_for_it_and_a_freed_slot_goes_to_the_highest_tier() {
+    let rig = queued(8, Duration::from_secs(10));
+    let app = app!(rig);
+    let mut held = vec![
+        test::call_service(&app, post().to_request()).await,
+        test::call_service(&app, post().to_request()).await,
+    ];
+    // No room: a GET, then a POST, wait (in the order they came, tasks of their own).
+    let get = actix_web::rt::spawn(app.call(get().to_request()));
+    waiting(&rig, 1).await;
+    let post = actix_web::rt::spawn(app.call(post().to_request()));
+    waiting(&rig, 2).await;
+    let in_flight =
+        |tier: &str| rig.metric(&format!("brownout_in_flight_requests{{tier=\"{tier}\"}}"));
+    assert_eq!(
+        (in_flight("post"), in_flight("get")),
+        (2.0, 0.0),
+        "waiting is not in flight"
+    );
+    // A critical request never waits (it takes room, and is never refused).
+    let charge = test::call_service(&app, charge().to_request()).await;
+    assert!(charge.status().is_success());
+    finish(vec![charge]).await;
+    // A freed slot goes to the POST, though the GET came first.
+    rig.clock.advance(Duration::from_millis(50));
+    finish(vec![held.remove(0)]).await;
+    let post = post.await.unwrap().unwrap();
+    assert!(post.status().is_success());
+    waiting(&rig, 1).await;
+    assert!(!get.is_finished());
+    finish(vec![held.remove(0)]).await;
+    let get = get.await.unwrap().unwrap();
+    assert!(get.status().is_success());
+    finish(vec![post, get]).await;
+    let s = state(&rig).await;
+    assert_eq!(
+        (
+            s["adaptive_concurrency"]["in_flight"].as_u64(),
+            s["adaptive_concurrency"]["waiting"].as_u64()
+        ),
+        (Some(0), Some(0)),
+        "{s:#}"
+    );
+    let outcome = |o: &str| {
+        rig.metric(&format!(
+            "brownout_requests_total{{tier=\"get\",outcome=\"{o}\"}}"
+        ))
+    };
+    assert_eq!(
+        (outcome("allowed"), outcome("rejected")),
+        (1.0, 0.0),
+        "counted once let through"
+    );
+}
+
+#[actix_web::test]
+async fn a_request_that_waits_too_long_is_refused_and_a_full_room_turns_the_lowest_tier_away() {
+    let rig = queued(1, Duration::from_millis(100));
+    let app = app!(rig);
+    let held = vec![
+        test::call_service(&app, post().to_request()).await,
+        test::call_service(&app, post().to_request()).await,
+    ];
+    // The room holds one: a waiting test request is turned away for a GET, and the GET is
+    // refused once it has waited max_wait.
+    let test_req = actix_web::rt::spawn(app.call(test_mode().to_request()));
+    waiting(&rig, 1).await;
+    let refused = test::call_service(&app, get().to_request()).await;
+    let turned = test_req.await.unwrap().unwrap();
+    for (res, tier) in [(turned, "test"), (refused, "get")] {
+        assert_eq!(res.status(), 503, "{tier}");
+        assert_eq!(res.headers().get("retry-after").unwrap(), "1");
+        let body: serde_json::Value = test::read_body_json(res).await;
+        assert_eq!(
+            (body["limiter"].as_str(), body["tier"].as_str()),
+            (Some("adaptive_concurrency"), Some(tier))
+        );
+    }
+    let rejected = |tier: &str| {
+        rig.metric(&format!(
+            "brownout_rejections_total{{limiter=\"adaptive_concurrency\",tier=\"{tier}\",mode=\"enforce\"}}"
+        ))
+    };
+    assert_eq!((rejected("test"), rejected("get")), (1.0, 1.0));
+    let outcome = rig.metric("brownout_requests_total{tier=\"get\",outcome=\"rejected\"}");
+    assert_eq!(outcome, 1.0);
+    finish(held).await;
+    let s = state(&rig).await;
+    assert_eq!(s["adaptive_concurrency"]["waiting"], 0, "{s:#}");
+    assert_eq!(s["adaptive_concurrency"]["in_flight"], 0, "{s:#}");
 }

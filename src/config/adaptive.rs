@@ -6,7 +6,8 @@ use super::{HumanDuration, Mode};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// `limiters.adaptive_concurrency:` — a learned limit on non-critical requests in flight.
+/// `limiters.adaptive_concurrency:` — a learned limit on requests in flight (critical ones
+/// count, but are never refused).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdaptiveConcurrencyConfig {
@@ -38,6 +39,12 @@ pub struct AdaptiveConcurrencyConfig {
     /// away. The refusals count as the limit binding, so the limit grows while they leave
     /// workers idle.
     pub tier_hold: HumanDuration,
+    /// How many requests without room may wait for one (0: none wait, they are refused at
+    /// once). A freed slot goes to the highest tier waiting; a full room turns away its lowest
+    /// tier's newest request for a higher one. Only the middleware waits.
+    pub queue: u32,
+    /// The longest a request waits for room before it is refused.
+    pub max_wait: HumanDuration,
     /// `Retry-After` of a rejected request.
     pub retry_after: HumanDuration,
 }
@@ -55,6 +62,8 @@ impl Default for AdaptiveConcurrencyConfig {
             get_share: 0.9,
             test_share: 0.8,
             tier_hold: HumanDuration::from_secs(1),
+            queue: 0,
+            max_wait: HumanDuration::from_millis(100),
             retry_after: HumanDuration::from_secs(1),
         }
     }
@@ -106,6 +115,16 @@ impl AdaptiveConcurrencyConfig {
             format!("must be at most 60s (got {})", self.tier_hold),
         )?;
         ensure(
+            self.queue <= 100_000,
+            &key("queue"),
+            format!("must be at most 100000 (got {})", self.queue),
+        )?;
+        ensure(
+            (Duration::from_millis(1)..=Duration::from_secs(10)).contains(&self.max_wait.get()),
+            &key("max_wait"),
+            format!("must be between 1ms and 10s (got {})", self.max_wait),
+        )?;
+        ensure(
             !self.retry_after.get().is_zero(),
             &key("retry_after"),
             "must be greater than zero",
@@ -113,7 +132,7 @@ impl AdaptiveConcurrencyConfig {
     }
 
     /// Requests of a tier's share that may be in flight under `limit`: `None` for critical
-    /// requests, which this limiter neither counts nor refuses.
+    /// requests, which this limiter counts but never refuses.
     pub fn tier_limit(&self, limit: f64, tier: crate::tier::Tier) -> Option<f64> {
         use crate::tier::Tier;
         match tier {

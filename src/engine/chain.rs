@@ -4,9 +4,10 @@
 use super::{EngineRef, Settings};
 use crate::config::Mode;
 use crate::limiter::adaptive_concurrency::{self, AdaptivePermit};
+use crate::limiter::adaptive_queue::{Slot, Wait};
 use crate::limiter::concurrent_requests::{self, ConcurrencyPermit};
 use crate::limiter::fleet_usage::{self, FleetPermit};
-use crate::limiter::request_rate::{RateStatus, RateTicket};
+use crate::limiter::request_rate::{CheckTime, RateStatus, RateTicket};
 use crate::limiter::{
     worker_utilization, Check, Checked, LimiterError, LimiterName, Rejection, Request,
 };
@@ -29,6 +30,20 @@ pub(crate) struct Admission<'a, P: EngineRef> {
     pub(crate) concurrency: Option<ConcurrencyPermit<'a, P>>,
     pub(crate) fleet: Option<FleetPermit<'a, P>>,
     pub(crate) adaptive: Option<AdaptivePermit<'a>>,
+    /// adaptive_concurrency had no room: the request waits for one before it is let through
+    /// (boxed: only under overload, and the admission stays small).
+    pub(crate) queued: Option<Box<Queued>>,
+}
+
+/// A request admitted by every limiter but waiting for adaptive_concurrency's room.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub(crate) wait: Wait,
+    /// The credits to give back if it is refused after all, charged at `at`.
+    pub(crate) refund: Option<RateTicket>,
+    pub(crate) at: CheckTime,
+    /// The RateLimit fields of a refusal (with the credits given back).
+    pub(crate) refunded: Option<RateStatus>,
 }
 
 impl<P: EngineRef> Admission<'_, P> {
@@ -41,6 +56,7 @@ impl<P: EngineRef> Admission<'_, P> {
             concurrency: None,
             fleet: None,
             adaptive: None,
+            queued: None,
         }
     }
 }
@@ -54,7 +70,8 @@ pub(crate) enum Verdict<'a, P: EngineRef> {
     Reject(Rejection, Option<RateStatus>),
 }
 
-/// Runs every limiter over one request; `owner` is the handle its permits keep.
+/// Runs every limiter over one request; `owner` is the handle its permits keep. `may_wait`:
+/// the caller can wait for adaptive_concurrency's room (the middleware's own decisions).
 ///
 /// One `catch_unwind` guards the whole chain: a panic in any limiter releases what earlier
 /// limiters took (their permits unwind), is counted against the limiter that was running, and
@@ -69,9 +86,10 @@ pub(crate) fn decide<'a, P: EngineRef>(
     req: &Request<'_>,
     now: Duration,
     rng: &mut SplitMix64,
+    may_wait: bool,
 ) -> Verdict<'a, P> {
     let mut running = None;
-    let chain = AssertUnwindSafe(|| run(owner, settings, req, now, rng, &mut running));
+    let chain = AssertUnwindSafe(|| run(owner, settings, req, (now, may_wait), rng, &mut running));
     catch_unwind(chain).unwrap_or_else(|_| {
         let limiter = running.map_or("chain", LimiterName::as_str);
         owner
@@ -85,7 +103,7 @@ fn run<'a, P: EngineRef>(
     owner: &'a P,
     settings: &Settings,
     req: &Request<'_>,
-    now: Duration,
+    (now, may_wait): (Duration, bool),
     rng: &mut SplitMix64,
     running: &mut Option<LimiterName>,
 ) -> Verdict<'a, P> {
@@ -144,10 +162,14 @@ fn run<'a, P: EngineRef>(
         Step::Stop(rejection, ()) => return reject(rejection),
     };
     let ac = &limiters.adaptive_concurrency;
-    let adaptive = match eval.evaluate(LimiterName::AdaptiveConcurrency, ac.mode, || {
-        adaptive_concurrency::acquire(ac, &shared.adaptive, req.tier, now)
+    // Only an enforced limit makes a request wait (a dark one never delays traffic).
+    let may_wait = may_wait && ac.mode == Mode::Enforce;
+    let (adaptive, wait) = match eval.evaluate(LimiterName::AdaptiveConcurrency, ac.mode, || {
+        adaptive_concurrency::acquire(ac, &shared.adaptive, req.tier, now, may_wait)
     }) {
-        Step::Pass(permit) => permit.flatten(),
+        Step::Pass(Some(Slot::Held(permit))) => (Some(permit), None),
+        Step::Pass(Some(Slot::Waiting(wait))) => (None, Some(wait)),
+        Step::Pass(None) => (None, None),
         Step::Stop(rejection, ()) => return reject(rejection),
     };
     let wu = &limiters.worker_utilization;
@@ -164,6 +186,14 @@ fn run<'a, P: EngineRef>(
         concurrency,
         fleet,
         adaptive,
+        queued: wait.map(|wait| {
+            Box::new(Queued {
+                wait,
+                refund: ticket,
+                at,
+                refunded: refunded_status,
+            })
+        }),
     })
 }
 

@@ -85,6 +85,9 @@ pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     fleet: bool,
     /// When the request was admitted, if it holds an adaptive-concurrency slot (of `tier`).
     adaptive: Option<std::time::Duration>,
+    /// Whether it entered the in-flight count (a request waiting for adaptive_concurrency's
+    /// room enters when it is let through).
+    entered: bool,
     /// The member that holds its permit and fleet slot when they were taken in the engine's
     /// shared store; 0 when they are local (members are numbered from 1).
     shared_member: u64,
@@ -111,7 +114,21 @@ impl<P: EngineRef> RequestGuard<P> {
         admission: Admission<'_, Q>,
         shared_member: u64,
     ) -> Self {
-        engine.engine().in_flight.enter(tier);
+        let mut guard = Self::waiting(engine, tier, admission, shared_member);
+        guard.engine.engine().in_flight.enter(tier);
+        guard.entered = true;
+        guard
+    }
+
+    /// Takes over the admission's permits for a request that waits for adaptive_concurrency's
+    /// room: it enters the in-flight count once [`granted`](Self::granted).
+    #[inline]
+    pub(crate) fn waiting<Q: EngineRef>(
+        engine: P,
+        tier: Tier,
+        admission: Admission<'_, Q>,
+        shared_member: u64,
+    ) -> Self {
         let concurrency = admission.concurrency.map(|p| p.keep());
         let fleet = admission.fleet.map(|p| p.keep()).is_some();
         let adaptive = admission.adaptive.map(|p| p.keep());
@@ -121,8 +138,17 @@ impl<P: EngineRef> RequestGuard<P> {
             concurrency,
             fleet,
             adaptive,
+            entered: false,
             shared_member,
         }
+    }
+
+    /// The waiting request was given an adaptive-concurrency slot at `admitted_at`: it is let
+    /// through now.
+    pub(crate) fn granted(&mut self, admitted_at: std::time::Duration) {
+        self.engine.engine().in_flight.enter(self.tier);
+        self.entered = true;
+        self.adaptive = Some(admitted_at);
     }
 }
 
@@ -136,7 +162,9 @@ impl<P: EngineRef> RequestGuard<P> {
 impl<P: EngineRef> Drop for RequestGuard<P> {
     fn drop(&mut self) {
         let engine = self.engine.engine();
-        engine.in_flight.leave(self.tier);
+        if self.entered {
+            engine.in_flight.leave(self.tier);
+        }
         let shared = engine.shared.as_ref().filter(|_| self.shared_member != 0);
         if let Some(shared) = shared {
             let member = self.shared_member;
@@ -162,8 +190,9 @@ impl<P: EngineRef> Drop for RequestGuard<P> {
             }
         }
         if let Some(admitted_at) = self.adaptive {
-            let latency = engine.clock.now().saturating_sub(admitted_at);
-            engine.adaptive.release(self.tier, Some(latency));
+            let now = engine.clock.now();
+            let latency = now.saturating_sub(admitted_at);
+            engine.adaptive.release(self.tier, Some(latency), now);
         }
     }
 }

@@ -7,7 +7,7 @@
 mod chain;
 mod guard;
 
-pub(crate) use chain::{decide, elastic, Admission, Verdict};
+pub(crate) use chain::{decide, elastic, Admission, Queued, Verdict};
 pub(crate) use guard::{EngineRef, RequestGuard, SharedOwner, WorkerEngine};
 
 use crate::classify::Classifier;
@@ -98,7 +98,7 @@ pub(crate) struct Engine {
     /// `shared` in rounds (requests never ask `shared` then).
     pub(crate) hybrid: Option<Arc<crate::store::HybridStore>>,
     /// adaptive_concurrency's count, latencies and published limit (local to this process).
-    pub(crate) adaptive: AdaptiveState,
+    pub(crate) adaptive: Arc<AdaptiveState>,
     /// Seeds every random stream.
     pub(crate) seed: u64,
     /// Seeds the hash of client keys and IPs (`seed`, or in fleet mode one every server
@@ -133,16 +133,18 @@ fn timed() -> bool {
 }
 
 /// Runs the limiter chain over a classified request and counts the outcome: the decision of
-/// both the middleware and `Brownout::check`. `owner` is the handle the permits keep.
+/// both the middleware and `Brownout::check`. `owner` is the handle the permits keep;
+/// `may_wait`: see [`decide`] (a request that waits is counted once its wait is over).
 pub(crate) fn judge<'a, P: EngineRef>(
     owner: &'a P,
     settings: &Settings,
     request: &Request<'_>,
     rng: &mut SplitMix64,
+    may_wait: bool,
 ) -> Verdict<'a, P> {
     let engine = owner.engine();
     let started = engine.clock.now();
-    let verdict = decide(owner, settings, request, started, rng);
+    let verdict = decide(owner, settings, request, started, rng, may_wait);
     if timed() {
         engine
             .metrics
@@ -150,6 +152,7 @@ pub(crate) fn judge<'a, P: EngineRef>(
     }
     let outcome = match &verdict {
         Verdict::Reject(..) => Outcome::Rejected,
+        Verdict::Allow(admission) if admission.queued.is_some() => return verdict,
         Verdict::Allow(admission) => admission.outcome,
     };
     engine.metrics.request(request.tier, outcome);

@@ -235,12 +235,12 @@ where
             }
         }
         let verdict = match self.rng.try_borrow_mut() {
-            Ok(mut rng) => judge(&self.engine, settings, &request, &mut rng),
+            Ok(mut rng) => judge(&self.engine, settings, &request, &mut rng, true),
             // Unreachable on a single-threaded worker; never fail the request over it.
             Err(_) => Verdict::Allow(Admission::new(crate::metrics::Outcome::Allowed)),
         };
         respond(
-            &*self.service,
+            &self.service,
             &self.engine,
             settings,
             req,

@@ -4,6 +4,7 @@ mod admin;
 mod body;
 mod deadline;
 mod middleware;
+mod queued;
 mod ratelimit;
 mod respond;
 mod response;

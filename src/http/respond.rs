@@ -3,6 +3,7 @@
 
 use super::body::{TrackedBody, WorkerGuard};
 use super::deadline::{DeadlinePassed, Expiry};
+use super::queued::{wait, Waiting};
 use super::ratelimit;
 use super::response::{rejection_response, retry_after_secs};
 use crate::engine::{Admission, EngineRef, RequestGuard, Settings, Verdict, WorkerEngine};
@@ -56,7 +57,7 @@ pub(super) fn insert_rate_fields(
 
 /// Work left for when the app has answered: the RateLimit fields (written down at decision
 /// time, from what the limiter saw) and failure quotas.
-pub struct AfterResponse {
+pub(super) struct AfterResponse {
     engine: Rc<WorkerEngine>,
     /// Where failures are counted when the request was decided on the shared store.
     shared: Option<Arc<RedisStore>>,
@@ -109,7 +110,7 @@ impl AfterResponse {
 /// request was decided on the shared store, which holds its permits as this member.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn respond<S, B, Q>(
-    service: &S,
+    service: &Rc<S>,
     engine: &Rc<WorkerEngine>,
     settings: &Settings,
     req: ServiceRequest,
@@ -119,7 +120,8 @@ pub(super) fn respond<S, B, Q>(
     shared: Option<(&Arc<RedisStore>, u64)>,
 ) -> ResponseFuture<S::Future, B>
 where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: MessageBody + 'static,
     Q: EngineRef,
 {
     match verdict {
@@ -144,13 +146,30 @@ where
                 response: Some(req.into_response(response)),
             }
         }
-        Verdict::Allow(admission) => {
+        Verdict::Allow(mut admission) => {
             let after =
                 AfterResponse::new(engine, settings, &admission, policy, shared.map(|s| s.0));
             let member = shared.map_or(0, |(_, member)| member);
-            let guard = RequestGuard::admit(engine.clone(), tier, admission, member);
             let deadline = &settings.limiters.deadline;
             let expiry = Expiry::new(deadline.after.get(), deadline.cancel);
+            if let Some(queued) = admission.queued.take() {
+                // Waiting for adaptive_concurrency's room (boxed: only under overload).
+                let waiting = Waiting {
+                    service: service.clone(),
+                    engine: engine.clone(),
+                    req,
+                    tier,
+                    outcome: admission.outcome,
+                    policy: queued.refunded.as_ref().and_then(policy),
+                    guard: RequestGuard::waiting(engine.clone(), tier, admission, member),
+                    after,
+                    expiry,
+                };
+                return ResponseFuture::Shared {
+                    fut: Box::pin(wait(waiting, queued)),
+                };
+            }
+            let guard = RequestGuard::admit(engine.clone(), tier, admission, member);
             ResponseFuture::Allowed {
                 fut: service.call(req),
                 guard: Some(guard),
@@ -188,7 +207,7 @@ pin_project! {
             response: Option<ServiceResponse<BoxBody>>,
         },
         /// Fleet mode: the decision waits for the shared store (boxed: a network round trip
-        /// dwarfs one allocation).
+        /// dwarfs one allocation); or the request waits for adaptive_concurrency's room.
         Shared {
             fut: Pin<Box<dyn Future<Output = Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>>>>,
         },

@@ -116,10 +116,10 @@ where
                 engine: &engine,
                 answered: &answered,
             };
-            let verdict = judge(&owner, &settings, &request, &mut rng);
+            let verdict = judge(&owner, &settings, &request, &mut rng, false);
             answered.give_back_unused();
             respond(
-                &*service,
+                &service,
                 &engine,
                 &settings,
                 req,
@@ -141,9 +141,9 @@ where
                     )
                 });
             }
-            let verdict = judge(&engine, &settings, &request, &mut rng);
+            let verdict = judge(&engine, &settings, &request, &mut rng, false);
             respond(
-                &*service,
+                &service,
                 &engine,
                 &settings,
                 req,

@@ -1,44 +1,58 @@
-//! The adaptive-concurrency limiter, the fast guard: non-critical requests in flight are kept
-//! under a limit learned from their latency ([`crate::math::adaptive`]), so a load step or a
-//! capacity drop is met within about a second, with no hand-set capacity. Each tier may use
-//! its share of the limit (post all of it, get `get_share`, test `test_share`), counting its
-//! own requests in flight and those of the tiers above it: a GET or a test request never
-//! takes room a POST needs (when the limit shrinks under GETs admitted a moment before, POSTs
-//! still find their room). Critical requests are neither counted nor refused, and so never
-//! wait behind more than about the limit's worth of non-critical work. Shares alone order
+//! The adaptive-concurrency limiter, the fast guard: requests in flight are kept under a limit
+//! learned from their latency ([`crate::math::adaptive`]), so a load step or a capacity drop
+//! is met within about a second, with no hand-set capacity. Each tier may use its share of the
+//! limit (post all of it, get `get_share`, test `test_share`), counting its own requests in
+//! flight and those of the tiers above it: a GET or a test request never takes room a POST
+//! needs (when the limit shrinks under GETs admitted a moment before, POSTs still find their
+//! room). Critical requests are counted but never refused: they take room from every other
+//! tier, never the reverse, so the app holds about the limit's worth of work and a critical
+//! request never waits behind more than that (the reserve for critical). Shares alone order
 //! refusals only on average (a GET may find room a moment after a POST found none), so a
-//! refusal also holds every lower tier off for `tier_hold`.
+//! refusal also holds every lower tier off for `tier_hold`. With a `queue`, a request that
+//! finds no room waits for one ([`crate::limiter::adaptive_queue`]).
 
+use super::adaptive_queue::{Room, Slot};
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
 use crate::config::AdaptiveConcurrencyConfig;
 use crate::math::adaptive::{LimitParams, Window};
 use crate::shard::{CachePadded, Sharded};
 use crate::tier::Tier;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Row of [`AdaptiveState::finished`]: requests finished, and the sum of their latencies (µs).
 const COUNT: usize = 0;
 const SUM: usize = 1;
 
+/// Per tier (critical's are unused): requests in flight, and requests waiting for a slot.
+#[derive(Debug, Default)]
+pub(super) struct Counts {
+    pub(super) in_flight: [AtomicU64; 4],
+    pub(super) waiting: [AtomicU64; 4],
+}
+
 /// The limiter's shared state.
 ///
-/// The in-flight counts, one per tier, share a cache line; each is written twice per admitted
-/// request of its tier: a POST's limit holds exactly across workers (as fleet_usage's count
-/// does), a lower tier's within the requests racing it. The latencies go to
+/// The in-flight and waiting counts, one of each per tier, share a cache line; an in-flight
+/// count is written twice per admitted request of its tier: a POST's limit holds exactly
+/// across workers (as fleet_usage's count does), a lower tier's within the requests racing
+/// it. The waiting counts are read once per request and written only by waiting ones. The
+/// latencies go to
 /// per-thread rows (summed once per window), and the window's minimum is written only when a
 /// request beats it.
 #[derive(Debug)]
 pub struct AdaptiveState {
-    /// Per tier (critical's is unused).
-    in_flight: CachePadded<[AtomicU64; 4]>,
+    pub(super) counts: CachePadded<Counts>,
+    /// The requests waiting for a slot (locked only by them, and by releases while any wait).
+    pub(super) room: Mutex<Room>,
     /// The limit to admit under (`f64` bits), published by the sampler every window.
     limit: AtomicU64,
     /// The floor latency learned (µs; 0 before any), published with the limit.
     floor: AtomicU64,
     finished: Sharded<2>,
     window_min: AtomicU64,
-    refused: AtomicU64,
+    pub(super) refused: AtomicU64,
     /// Per tier, until when (µs of the clock; 0: not yet) it is held off because a higher
     /// tier was refused.
     held_until: [AtomicU64; 4],
@@ -50,7 +64,8 @@ impl AdaptiveState {
     /// State admitting under `initial`.
     pub fn new(initial: f64) -> Self {
         Self {
-            in_flight: CachePadded(Default::default()),
+            counts: CachePadded(Counts::default()),
+            room: Mutex::new(Room::default()),
             limit: AtomicU64::new(initial.to_bits()),
             floor: AtomicU64::new(0),
             finished: Sharded::default(),
@@ -81,19 +96,22 @@ impl AdaptiveState {
         }
     }
 
-    /// Non-critical requests admitted by this limiter and not yet finished.
+    /// Requests admitted by this limiter and not yet finished (critical ones too).
     pub fn in_flight(&self) -> u64 {
-        self.in_flight
-            .0
+        self.counts
+            .in_flight
             .iter()
             .map(|n| n.load(Ordering::Relaxed))
             .sum()
     }
 
-    /// Gives back a slot of `tier`; `latency` is how long the request took, if it finished (a
-    /// request refused by a later limiter gives its slot back without one).
-    pub fn release(&self, tier: Tier, latency: Option<Duration>) {
-        self.in_flight.0[tier.index()].fetch_sub(1, Ordering::Relaxed);
+    /// Gives back a slot of `tier` at `now` (to a waiting request, if any); `latency` is how
+    /// long the request took, if it finished (a request refused by a later limiter gives its
+    /// slot back without one).
+    pub fn release(&self, tier: Tier, latency: Option<Duration>, now: Duration) {
+        // SeqCst, with the waiting counts: a release and a request being queued at once see
+        // each other (one of them gives the slot away).
+        self.counts.in_flight[tier.index()].fetch_sub(1, Ordering::SeqCst);
         if let Some(latency) = latency {
             let us = micros(latency);
             self.finished.add(COUNT, 1);
@@ -102,6 +120,26 @@ impl AdaptiveState {
             if us < self.window_min.load(Ordering::Relaxed) {
                 self.window_min.fetch_min(us, Ordering::Relaxed);
             }
+        }
+        self.dispatch(now);
+    }
+
+    /// Refuses a request of `tier` at `now` (µs): every lower tier is held off for
+    /// `tier_hold`, so none is served just after this one was turned away.
+    pub fn refuse(&self, c: &AdaptiveConcurrencyConfig, tier: Tier, now_us: u64) -> Rejection {
+        let until = now_us.saturating_add(micros(c.tier_hold.get()));
+        for lower in &self.held_until[tier.index() + 1..] {
+            if lower.load(Ordering::Relaxed) < until {
+                lower.fetch_max(until, Ordering::Relaxed);
+            }
+        }
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        Rejection {
+            limiter: LimiterName::AdaptiveConcurrency,
+            tier,
+            status: RejectStatus::ServiceUnavailable,
+            retry_after: c.retry_after.get(),
+            policy: None,
         }
     }
 
@@ -138,7 +176,7 @@ pub fn params(c: &AdaptiveConcurrencyConfig) -> LimitParams {
     }
 }
 
-/// A non-critical request's slot: given back when dropped, unless [`keep`](Self::keep)
+/// A request's slot: given back when dropped, unless [`keep`](Self::keep)
 /// handed it to the request's guard, which gives it back with the request's latency.
 #[derive(Debug)]
 pub struct AdaptivePermit<'a> {
@@ -147,7 +185,15 @@ pub struct AdaptivePermit<'a> {
     admitted_at: Duration,
 }
 
-impl AdaptivePermit<'_> {
+impl<'a> AdaptivePermit<'a> {
+    pub(super) fn new(state: &'a AdaptiveState, tier: Tier, admitted_at: Duration) -> Self {
+        Self {
+            state: Some(state),
+            tier,
+            admitted_at,
+        }
+    }
+
     /// Hands the slot over (the request's guard gives it back under the request's tier);
     /// returns when the request was admitted, to measure its latency.
     pub fn keep(mut self) -> Duration {
@@ -159,75 +205,78 @@ impl AdaptivePermit<'_> {
 impl Drop for AdaptivePermit<'_> {
     fn drop(&mut self) {
         if let Some(state) = self.state {
-            state.release(self.tier, None);
+            state.release(self.tier, None, self.admitted_at);
         }
     }
 }
 
-/// Takes a slot for a non-critical request admitted at `now` (`None` for a critical one), or
-/// says when to retry.
+/// Takes a slot for a request arriving at `now` (a critical one always gets one), or a place
+/// in the waiting room when `may_wait` (the middleware, enforcing, with a `queue`), or says
+/// when to retry.
 pub fn acquire<'a>(
     c: &AdaptiveConcurrencyConfig,
-    state: &'a AdaptiveState,
+    state: &'a Arc<AdaptiveState>,
     tier: Tier,
     now: Duration,
-) -> Checked<Option<AdaptivePermit<'a>>> {
+    may_wait: bool,
+) -> Checked<Slot<'a>> {
     let Some(limit) = c.tier_limit(state.limit(), tier) else {
-        return Ok(Check::Allowed(None));
+        // Critical: never refused, but counted, so it takes room from every other tier.
+        state.counts.in_flight[tier.index()].fetch_add(1, Ordering::SeqCst);
+        let permit = AdaptivePermit::new(state, tier, now);
+        return Ok(Check::Allowed(Slot::Held(permit)));
     };
     let now_us = micros(now);
+    // Held off (a higher tier was just refused): refused too.
     if now_us >= state.held_until[tier.index()].load(Ordering::Relaxed) {
-        let counts = &state.in_flight.0;
-        let own = &counts[tier.index()];
-        let before = own.fetch_add(1, Ordering::Relaxed)
-            + counts[Tier::Post.index()..tier.index()]
-                .iter()
-                .map(|n| n.load(Ordering::Relaxed))
-                .sum::<u64>();
-        if (before as f64) < limit.floor().max(1.0) {
-            let permit = AdaptivePermit {
-                state: Some(state),
-                tier,
-                admitted_at: now,
-            };
-            return Ok(Check::Allowed(Some(permit)));
+        // A request may not pass one of its tier or a higher one that waits.
+        if !state.waiting_at_or_above(tier) {
+            let counts = &state.counts.in_flight;
+            let own = &counts[tier.index()];
+            let before = own.fetch_add(1, Ordering::SeqCst)
+                + counts[..tier.index()]
+                    .iter()
+                    .map(|n| n.load(Ordering::Relaxed))
+                    .sum::<u64>();
+            if (before as f64) < limit.floor().max(1.0) {
+                let permit = AdaptivePermit::new(state, tier, now);
+                return Ok(Check::Allowed(Slot::Held(permit)));
+            }
+            state.release(tier, None, now);
         }
-        own.fetch_sub(1, Ordering::Relaxed);
-    }
-    // Refused (for want of room, or held off itself): every lower tier is held off for a
-    // while, so none is served just after this one was turned away.
-    let until = now_us.saturating_add(micros(c.tier_hold.get()));
-    for lower in &state.held_until[tier.index() + 1..] {
-        if lower.load(Ordering::Relaxed) < until {
-            lower.fetch_max(until, Ordering::Relaxed);
+        if may_wait && c.queue > 0 {
+            if let Some(slot) = state.wait(c, tier, now) {
+                return Ok(Check::Allowed(slot));
+            }
         }
     }
-    state.refused.fetch_add(1, Ordering::Relaxed);
-    let rejection = Rejection {
-        limiter: LimiterName::AdaptiveConcurrency,
-        tier,
-        status: RejectStatus::ServiceUnavailable,
-        retry_after: c.retry_after.get(),
-        policy: None,
-    };
-    Ok(Check::Rejected(rejection, ()))
+    Ok(Check::Rejected(state.refuse(c, tier, now_us), ()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn admitted(c: &AdaptiveConcurrencyConfig, s: &AdaptiveState, tier: Tier) -> bool {
+    fn new_state(limit: f64) -> Arc<AdaptiveState> {
+        Arc::new(AdaptiveState::new(limit))
+    }
+
+    fn admitted(c: &AdaptiveConcurrencyConfig, s: &Arc<AdaptiveState>, tier: Tier) -> bool {
         admitted_at(c, s, tier, 0)
     }
 
-    fn admitted_at(c: &AdaptiveConcurrencyConfig, s: &AdaptiveState, tier: Tier, ms: u64) -> bool {
-        match acquire(c, s, tier, Duration::from_millis(ms)).unwrap() {
-            Check::Allowed(Some(p)) => {
+    fn admitted_at(
+        c: &AdaptiveConcurrencyConfig,
+        s: &Arc<AdaptiveState>,
+        tier: Tier,
+        ms: u64,
+    ) -> bool {
+        match acquire(c, s, tier, Duration::from_millis(ms), false).unwrap() {
+            Check::Allowed(Slot::Held(p)) => {
                 p.keep();
                 true
             }
-            Check::Allowed(None) => true,
+            Check::Allowed(Slot::Waiting(_)) => panic!("no queue"),
             Check::Rejected(r, ()) => {
                 assert_eq!(r.status.as_u16(), 503);
                 assert_eq!(r.limiter, LimiterName::AdaptiveConcurrency);
@@ -242,7 +291,7 @@ mod tests {
             tier_hold: crate::config::HumanDuration::from_secs(0),
             ..AdaptiveConcurrencyConfig::default() // get 0.9, test 0.8
         };
-        let s = AdaptiveState::new(10.0);
+        let s = new_state(10.0);
         for _ in 0..8 {
             assert!(admitted(&c, &s, Tier::Post));
         }
@@ -261,14 +310,27 @@ mod tests {
         for _ in 0..100 {
             assert!(admitted(&c, &s, Tier::Critical));
         }
-        assert_eq!(s.in_flight(), 11, "critical requests are not counted");
+        assert_eq!(s.in_flight(), 111, "critical requests are counted");
         assert!(s.take_window(1).binding);
+        // ... and take room from every other tier.
+        let s = new_state(10.0);
+        for _ in 0..6 {
+            assert!(admitted(&c, &s, Tier::Critical));
+        }
+        for _ in 0..4 {
+            assert!(admitted(&c, &s, Tier::Post));
+        }
+        assert!(
+            !admitted(&c, &s, Tier::Post),
+            "6 critical and 4 posts fill 10"
+        );
+        assert!(!admitted(&c, &s, Tier::Get));
     }
 
     #[test]
     fn a_limit_that_shrinks_under_lower_tiers_still_has_room_for_posts() {
         let c = AdaptiveConcurrencyConfig::default(); // get 0.9, test 0.8, hold 1 s
-        let s = AdaptiveState::new(10.0);
+        let s = new_state(10.0);
         for _ in 0..8 {
             assert!(admitted(&c, &s, Tier::Test));
         }
@@ -285,7 +347,7 @@ mod tests {
         );
         assert_eq!(s.in_flight(), 13);
         for tier in [Tier::Test, Tier::Get, Tier::Post] {
-            s.release(tier, None);
+            s.release(tier, None, Duration::ZERO);
         }
         assert_eq!(s.in_flight(), 10);
     }
@@ -293,8 +355,10 @@ mod tests {
     #[test]
     fn a_dropped_permit_gives_its_slot_back_and_a_kept_one_reports_latency() {
         let c = AdaptiveConcurrencyConfig::default();
-        let s = AdaptiveState::new(10.0);
-        let Check::Allowed(Some(p)) = acquire(&c, &s, Tier::Get, Duration::ZERO).unwrap() else {
+        let s = new_state(10.0);
+        let Check::Allowed(Slot::Held(p)) =
+            acquire(&c, &s, Tier::Get, Duration::ZERO, false).unwrap()
+        else {
             panic!("admitted");
         };
         assert_eq!(s.in_flight(), 1);
@@ -306,12 +370,17 @@ mod tests {
             "no latency for a request that never ran"
         );
         for ms in [30, 10, 20] {
-            let Check::Allowed(Some(p)) = acquire(&c, &s, Tier::Get, Duration::ZERO).unwrap()
+            let Check::Allowed(Slot::Held(p)) =
+                acquire(&c, &s, Tier::Get, Duration::ZERO, false).unwrap()
             else {
                 panic!("admitted");
             };
             let at = p.keep();
-            s.release(Tier::Get, Some(Duration::from_millis(ms) - at));
+            s.release(
+                Tier::Get,
+                Some(Duration::from_millis(ms) - at),
+                Duration::ZERO,
+            );
         }
         let w = s.take_window(2);
         assert_eq!(
@@ -325,10 +394,11 @@ mod tests {
     #[test]
     fn a_refused_tier_holds_every_lower_tier_off_for_tier_hold() {
         let c = AdaptiveConcurrencyConfig::default(); // get 0.9, test 0.8, hold 1 s
-        let s = AdaptiveState::new(10.0);
+        let s = new_state(10.0);
         let mut slots = Vec::new();
         for _ in 0..10 {
-            let Check::Allowed(Some(p)) = acquire(&c, &s, Tier::Post, Duration::ZERO).unwrap()
+            let Check::Allowed(Slot::Held(p)) =
+                acquire(&c, &s, Tier::Post, Duration::ZERO, false).unwrap()
             else {
                 panic!("admitted");
             };
@@ -352,7 +422,7 @@ mod tests {
         assert_eq!(s.in_flight(), 8, "held-off requests took no slot");
         // A refused GET holds only test.
         drop(slots);
-        let s = AdaptiveState::new(10.0);
+        let s = new_state(10.0);
         for _ in 0..9 {
             assert!(admitted_at(&c, &s, Tier::Post, 2000));
         }
@@ -365,10 +435,10 @@ mod tests {
             tier_hold: crate::config::HumanDuration::from_secs(0),
             ..c
         };
-        let s = AdaptiveState::new(1.0);
+        let s = new_state(1.0);
         assert!(admitted_at(&c, &s, Tier::Post, 0));
         assert!(!admitted_at(&c, &s, Tier::Post, 0));
-        s.release(Tier::Post, None);
+        s.release(Tier::Post, None, Duration::ZERO);
         assert!(admitted_at(&c, &s, Tier::Test, 0));
     }
 }

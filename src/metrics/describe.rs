@@ -59,6 +59,10 @@ pub(super) fn describe(r: &PrometheusRecorder) {
             "The limit adaptive_concurrency admits non-critical requests in flight under (learned from their latency).",
         ),
         (
+            "brownout_concurrency_waiting",
+            "Requests waiting for room under adaptive_concurrency's limit (its queue), at the last window's end.",
+        ),
+        (
             "brownout_store_breaker_state",
             "The shared store's circuit breaker: 0 closed (calls go to Redis), 1 open (limits decided locally), 2 half-open (one probe out).",
         ),

@@ -80,6 +80,7 @@ pub struct Metrics {
     expired: [Counter; 4],
     limiter_mode: [[Gauge; 3]; 5],
     concurrency_limit: Gauge,
+    concurrency_waiting: Gauge,
     kill_switch: Gauge,
     decision: AtomicHistogram,
     config_version: Gauge,
@@ -177,6 +178,7 @@ impl Metrics {
                 .map(|t| counter("brownout_expired_requests_total", &[("tier", t.as_str())])),
             limiter_mode,
             concurrency_limit: gauge("brownout_concurrency_limit", &[]),
+            concurrency_waiting: gauge("brownout_concurrency_waiting", &[]),
             kill_switch: gauge("brownout_kill_switch_engaged", &[]),
             decision: AtomicHistogram::new(&DECISION_BUCKETS),
             config_version: gauge("brownout_config_version", &[]),
@@ -252,9 +254,10 @@ impl Metrics {
         self.expired[tier.index()].increment(1);
     }
 
-    /// Publishes adaptive_concurrency's limit.
-    pub fn publish_concurrency_limit(&self, limit: f64) {
+    /// Publishes adaptive_concurrency's limit, and how many requests wait for room under it.
+    pub fn publish_concurrency_limit(&self, limit: f64, waiting: u64) {
         self.concurrency_limit.set(limit);
+        self.concurrency_waiting.set(waiting as f64);
     }
 
     /// Publishes modes, the kill switch and the config version.

@@ -186,7 +186,9 @@ impl BrownoutBuilder {
             (None, None) => Arc::new(memory()),
         };
         let resting = ControllerParams::from_config(wu).resting();
-        let adaptive = AdaptiveState::new(f64::from(limits.adaptive_concurrency.initial_limit));
+        let adaptive = Arc::new(AdaptiveState::new(f64::from(
+            limits.adaptive_concurrency.initial_limit,
+        )));
         let explicit = self
             .admin_token
             .or_else(|| std::env::var(&self.config.admin.token_env).ok())
@@ -212,7 +214,7 @@ impl BrownoutBuilder {
         });
         engine
             .metrics
-            .publish_concurrency_limit(engine.adaptive.limit());
+            .publish_concurrency_limit(engine.adaptive.limit(), 0);
         let sources = build_sources(&engine, &runtimes, &self.config, self.custom)?;
         let fleet_status = Arc::new(Mutex::new(crate::ops::FleetStatus::new(&self.config)));
         let inner = Inner {

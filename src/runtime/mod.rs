@@ -265,7 +265,7 @@ impl Brownout {
                 let stream = shared.rng_streams.fetch_add(1, Ordering::Relaxed);
                 SplitMix64::new(shared.seed ^ mix(stream + 1))
             });
-            let verdict = judge(shared, &settings, &request, &mut rng);
+            let verdict = judge(shared, &settings, &request, &mut rng, false);
             cell.set(Some(rng));
             verdict
         });

@@ -232,6 +232,7 @@ fn adaptive_json(brownout: &Brownout) -> Value {
     json!({
         "limit": state.limit(),
         "in_flight": state.in_flight(),
+        "waiting": state.waiting(),
         "floor_seconds": state.floor().map(|f| f.as_secs_f64()),
     })
 }
