@@ -24,13 +24,12 @@ const WAITING: u8 = 0;
 const GRANTED: u8 = 1;
 const TURNED_AWAY: u8 = 2;
 
-/// The requests waiting, per tier (critical's is unused), oldest first; and the shares of the
-/// settings they came under.
+/// The requests waiting, per tier (critical's is unused), oldest first; and the settings the
+/// last of them came under (their shares say which tier has room).
 #[derive(Debug, Default)]
 pub(crate) struct Room {
     tiers: [VecDeque<Arc<Waiter>>; 4],
-    get_share: f64,
-    test_share: f64,
+    settings: AdaptiveConcurrencyConfig,
 }
 
 impl Room {
@@ -181,8 +180,7 @@ impl AdaptiveState {
         now: Duration,
     ) -> Option<Slot<'a>> {
         let mut room = self.room();
-        room.get_share = c.get_share;
-        room.test_share = c.test_share;
+        room.settings = c.clone();
         if !self.waiting_at_or_above(tier) && self.has_room(&room, tier) {
             self.counts.in_flight[tier.index()].fetch_add(1, Ordering::SeqCst);
             return Some(Slot::Held(AdaptivePermit::new(self, tier, now)));
@@ -245,11 +243,7 @@ impl AdaptiveState {
     /// of the tiers above it.
     fn has_room(&self, room: &Room, tier: Tier) -> bool {
         let limit = self.limit();
-        let share = match tier {
-            Tier::Critical | Tier::Post => limit,
-            Tier::Get => limit * room.get_share,
-            Tier::Test => limit * room.test_share,
-        };
+        let share = room.settings.tier_limit(limit, tier).unwrap_or(limit);
         let in_flight: u64 = self.counts.in_flight[..=tier.index()]
             .iter()
             .map(|n| n.load(Ordering::SeqCst))
