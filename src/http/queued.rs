@@ -69,15 +69,7 @@ where
     if let Ok(Ok(admitted_at)) = tokio::time::timeout(max_wait, wait).await {
         guard.granted(admitted_at);
         engine.metrics.request(tier, outcome);
-        let allowed = ResponseFuture::Allowed {
-            fut: service.call(req),
-            guard: Some(guard),
-            after,
-            deadline: None,
-            expiry: Some(expiry),
-            tier,
-        };
-        return allowed.await;
+        return ResponseFuture::allowed(service.call(req), guard, after, expiry, tier).await;
     }
     // Timed out, or turned away for a higher tier: refused as if at once (the wait has left
     // the room; the guard gives the other limiters' permits back).

@@ -170,14 +170,27 @@ where
                 };
             }
             let guard = RequestGuard::admit(engine.clone(), tier, admission, member);
-            ResponseFuture::Allowed {
-                fut: service.call(req),
-                guard: Some(guard),
-                after,
-                deadline: None,
-                expiry: Some(expiry),
-                tier,
-            }
+            ResponseFuture::allowed(service.call(req), guard, after, expiry, tier)
+        }
+    }
+}
+
+impl<F, B> ResponseFuture<F, B> {
+    /// The app's answer `fut` to a request let through, holding its guard.
+    pub(super) fn allowed(
+        fut: F,
+        guard: WorkerGuard,
+        after: Option<AfterResponse>,
+        expiry: Expiry,
+        tier: Tier,
+    ) -> Self {
+        Self::Allowed {
+            fut,
+            guard: Some(guard),
+            after,
+            deadline: None,
+            expiry: Some(expiry),
+            tier,
         }
     }
 }
