@@ -214,7 +214,9 @@ impl AdaptiveState {
 
     /// Gives free slots to the requests waiting, highest tier first, at `now`.
     pub(crate) fn dispatch(&self, now: Duration) {
-        if self.waiting() != 0 {
+        // SeqCst, as the releases' decrements and the waiting counts' increments are: a
+        // release and a request being queued at once see each other.
+        if self.waiting_at_or_above(Tier::Test) {
             let mut room = self.room();
             self.dispatch_in(&mut room, now);
         }
