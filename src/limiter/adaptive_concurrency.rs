@@ -25,7 +25,7 @@ use std::time::Duration;
 const COUNT: usize = 0;
 const SUM: usize = 1;
 
-/// Per tier (critical's are unused): requests in flight, and requests waiting for a slot.
+/// Per tier: requests in flight, and requests waiting for a slot (critical ones never wait).
 #[derive(Debug, Default)]
 pub(super) struct Counts {
     pub(super) in_flight: [AtomicU64; 4],
@@ -160,6 +160,12 @@ impl AdaptiveState {
     }
 }
 
+/// Whether one more request fits beside `in_flight` under a tier's `share` of the limit (at
+/// least one always does).
+pub(super) fn fits(in_flight: u64, share: f64) -> bool {
+    (in_flight as f64) < share.floor().max(1.0)
+}
+
 /// `d` in whole microseconds (saturating), the unit of the limiter's clock readings.
 pub(crate) fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
@@ -238,7 +244,7 @@ pub fn acquire<'a>(
                     .iter()
                     .map(|n| n.load(Ordering::Relaxed))
                     .sum::<u64>();
-            if (before as f64) < limit.floor().max(1.0) {
+            if fits(before, limit) {
                 let permit = AdaptivePermit::new(state, tier, now);
                 return Ok(Check::Allowed(Slot::Held(permit)));
             }

@@ -9,7 +9,7 @@
 //! Only the middleware waits (`Brownout::check` and fleet-mode decisions cannot); nothing here
 //! runs on a request that found room, except one read of the waiting counts.
 
-use super::adaptive_concurrency::{micros, AdaptivePermit, AdaptiveState};
+use super::adaptive_concurrency::{fits, micros, AdaptivePermit, AdaptiveState};
 use crate::config::AdaptiveConcurrencyConfig;
 use crate::tier::Tier;
 use std::collections::VecDeque;
@@ -250,7 +250,7 @@ impl AdaptiveState {
             .iter()
             .map(|n| n.load(Ordering::SeqCst))
             .sum();
-        (in_flight as f64) < share.floor().max(1.0)
+        fits(in_flight, share)
     }
 }
 
