@@ -329,8 +329,9 @@ async fn a_server_that_got_slower_is_learned_long_before_floor_window() {
     panic!("the floor stayed: {:#}", state(&rig).await);
 }
 
-/// A rig whose limit stays at 2, with a waiting room of `queue` and `max_wait`.
-fn queued(queue: u32, max_wait: Duration) -> Rig {
+/// A rig whose limit stays at 2, with a waiting room of `queue` and `max_wait`, POSTs waiting
+/// `post_wait_ms` (0: tier_hold off, POSTs wait as long as the others).
+fn queued(queue: u32, max_wait: Duration, post_wait_ms: u64) -> Rig {
     let mut c = adaptive(Mode::Enforce);
     let a = &mut c.limiters.adaptive_concurrency;
     a.initial_limit = 2;
@@ -338,6 +339,12 @@ fn queued(queue: u32, max_wait: Duration) -> Rig {
     a.test_share = 1.0;
     a.queue = queue;
     a.max_wait = HumanDuration::from_millis(max_wait.as_millis() as u64);
+    a.post_max_wait = a.max_wait;
+    if post_wait_ms == 0 {
+        a.tier_hold = HumanDuration::from_secs(0);
+    } else {
+        a.post_max_wait = HumanDuration::from_millis(post_wait_ms);
+    }
     Rig::new(c)
 }
 
@@ -354,16 +361,16 @@ async fn waiting(rig: &Rig, n: u64) {
 
 #[actix_web::test]
 async fn requests_without_room_wait_for_it_and_a_freed_slot_goes_to_the_highest_tier() {
-    let rig = queued(8, Duration::from_secs(10));
+    let rig = queued(8, Duration::from_secs(10), 0);
     let app = app!(rig);
     let mut held = vec![
         test::call_service(&app, post().to_request()).await,
         test::call_service(&app, post().to_request()).await,
     ];
-    // No room: a GET, then a POST, wait (in the order they came, tasks of their own).
-    let get = actix_web::rt::spawn(app.call(get().to_request()));
-    waiting(&rig, 1).await;
+    // No room: a POST, then a GET, wait (tasks of their own).
     let post = actix_web::rt::spawn(app.call(post().to_request()));
+    waiting(&rig, 1).await;
+    let get = actix_web::rt::spawn(app.call(get().to_request()));
     waiting(&rig, 2).await;
     let in_flight =
         |tier: &str| rig.metric(&format!("brownout_in_flight_requests{{tier=\"{tier}\"}}"));
@@ -376,7 +383,7 @@ async fn requests_without_room_wait_for_it_and_a_freed_slot_goes_to_the_highest_
     let charge = test::call_service(&app, charge().to_request()).await;
     assert!(charge.status().is_success());
     finish(vec![charge]).await;
-    // A freed slot goes to the POST, though the GET came first.
+    // A freed slot goes to the POST; the GET waits for the next.
     rig.clock.advance(Duration::from_millis(50));
     finish(vec![held.remove(0)]).await;
     let post = post.await.unwrap().unwrap();
@@ -408,37 +415,54 @@ async fn requests_without_room_wait_for_it_and_a_freed_slot_goes_to_the_highest_
     );
 }
 
+/// Asserts `res` is adaptive_concurrency's 503 for `tier`.
+async fn refused_503<B: MessageBody>(res: ServiceResponse<B>, tier: &str) {
+    assert_eq!(res.status(), 503, "{tier}");
+    assert_eq!(res.headers().get("retry-after").unwrap(), "1");
+    let body: serde_json::Value = test::read_body_json(res).await;
+    assert_eq!(
+        (body["limiter"].as_str(), body["tier"].as_str()),
+        (Some("adaptive_concurrency"), Some(tier))
+    );
+}
+
 #[actix_web::test]
-async fn a_request_that_waits_too_long_is_refused_and_a_full_room_turns_the_lowest_tier_away() {
-    let rig = queued(1, Duration::from_millis(100));
+async fn a_request_that_has_to_wait_turns_lower_tiers_away_and_one_that_waits_too_long_is_refused()
+{
+    let rig = queued(1, Duration::from_millis(100), 300);
     let app = app!(rig);
     let held = vec![
         test::call_service(&app, post().to_request()).await,
         test::call_service(&app, post().to_request()).await,
     ];
-    // The room holds one: a waiting test request is turned away for a GET, and the GET is
-    // refused once it has waited max_wait.
+    // A GET that has to wait turns the waiting test request away, then is refused once it has
+    // waited max_wait.
     let test_req = actix_web::rt::spawn(app.call(test_mode().to_request()));
     waiting(&rig, 1).await;
     let refused = test::call_service(&app, get().to_request()).await;
-    let turned = test_req.await.unwrap().unwrap();
-    for (res, tier) in [(turned, "test"), (refused, "get")] {
-        assert_eq!(res.status(), 503, "{tier}");
-        assert_eq!(res.headers().get("retry-after").unwrap(), "1");
-        let body: serde_json::Value = test::read_body_json(res).await;
-        assert_eq!(
-            (body["limiter"].as_str(), body["tier"].as_str()),
-            (Some("adaptive_concurrency"), Some(tier))
-        );
-    }
+    refused_503(test_req.await.unwrap().unwrap(), "test").await;
+    refused_503(refused, "get").await;
+    // A POST that has to wait holds GETs off at once, and fills the room of one; it waits
+    // post_max_wait, longer than a GET.
+    #[allow(clippy::disallowed_methods)] // real time: the wait is a tokio timer
+    let started = std::time::Instant::now();
+    let post_req = actix_web::rt::spawn(app.call(post().to_request()));
+    waiting(&rig, 1).await;
+    refused_503(test::call_service(&app, get().to_request()).await, "get").await;
+    refused_503(test::call_service(&app, post().to_request()).await, "post").await;
+    refused_503(post_req.await.unwrap().unwrap(), "post").await;
+    assert!(started.elapsed() >= Duration::from_millis(300));
     let rejected = |tier: &str| {
         rig.metric(&format!(
             "brownout_rejections_total{{limiter=\"adaptive_concurrency\",tier=\"{tier}\",mode=\"enforce\"}}"
         ))
     };
-    assert_eq!((rejected("test"), rejected("get")), (1.0, 1.0));
+    assert_eq!(
+        (rejected("test"), rejected("get"), rejected("post")),
+        (1.0, 2.0, 2.0)
+    );
     let outcome = rig.metric("brownout_requests_total{tier=\"get\",outcome=\"rejected\"}");
-    assert_eq!(outcome, 1.0);
+    assert_eq!(outcome, 2.0);
     finish(held).await;
     let s = state(&rig).await;
     assert_eq!(s["adaptive_concurrency"]["waiting"], 0, "{s:#}");

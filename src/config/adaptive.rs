@@ -43,8 +43,11 @@ pub struct AdaptiveConcurrencyConfig {
     /// once). A freed slot goes to the highest tier waiting; a full room turns away its lowest
     /// tier's newest request for a higher one. Only the middleware waits.
     pub queue: u32,
-    /// The longest a request waits for room before it is refused.
+    /// The longest a GET or test request waits for room before it is refused.
     pub max_wait: HumanDuration,
+    /// The longest a POST waits for room (longer than a GET: it is refused only when every
+    /// lower tier has been turned away and the requests let in before it still fill the limit).
+    pub post_max_wait: HumanDuration,
     /// `Retry-After` of a rejected request.
     pub retry_after: HumanDuration,
 }
@@ -64,6 +67,7 @@ impl Default for AdaptiveConcurrencyConfig {
             tier_hold: HumanDuration::from_secs(1),
             queue: 0,
             max_wait: HumanDuration::from_millis(100),
+            post_max_wait: HumanDuration::from_millis(400),
             retry_after: HumanDuration::from_secs(1),
         }
     }
@@ -119,16 +123,29 @@ impl AdaptiveConcurrencyConfig {
             &key("queue"),
             format!("must be at most 100000 (got {})", self.queue),
         )?;
-        ensure(
-            (Duration::from_millis(1)..=Duration::from_secs(10)).contains(&self.max_wait.get()),
-            &key("max_wait"),
-            format!("must be between 1ms and 10s (got {})", self.max_wait),
-        )?;
+        for (name, wait) in [
+            ("max_wait", self.max_wait),
+            ("post_max_wait", self.post_max_wait),
+        ] {
+            ensure(
+                (Duration::from_millis(1)..=Duration::from_secs(10)).contains(&wait.get()),
+                &key(name),
+                format!("must be between 1ms and 10s (got {wait})"),
+            )?;
+        }
         ensure(
             !self.retry_after.get().is_zero(),
             &key("retry_after"),
             "must be greater than zero",
         )
+    }
+
+    /// The longest a request of `tier` waits for room.
+    pub fn max_wait_for(&self, tier: crate::tier::Tier) -> Duration {
+        match tier {
+            crate::tier::Tier::Post => self.post_max_wait.get(),
+            _ => self.max_wait.get(),
+        }
     }
 
     /// Requests of a tier's share that may be in flight under `limit`: `None` for critical

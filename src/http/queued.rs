@@ -1,5 +1,5 @@
 //! A request waiting for adaptive_concurrency's room (`queue`): it holds its other limiters'
-//! permits while it waits for at most `max_wait`, then goes to the app, or is refused with
+//! permits while it waits for at most `max_wait` (`post_max_wait` for a POST), then goes to the app, or is refused with
 //! 503 (its request_rate credits given back), like a request refused at once.
 
 use super::body::{TrackedBody, WorkerGuard};
@@ -58,8 +58,7 @@ where
         .load()
         .limiters
         .adaptive_concurrency
-        .max_wait
-        .get();
+        .max_wait_for(tier);
     let Queued {
         wait,
         refund,

@@ -6,10 +6,9 @@
 //! needs (when the limit shrinks under GETs admitted a moment before, POSTs still find their
 //! room). Critical requests are counted but never refused: they take room from every other
 //! tier, never the reverse, so the app holds about the limit's worth of work and a critical
-//! request never waits behind more than that (the reserve for critical). Shares alone order
-//! refusals only on average (a GET may find room a moment after a POST found none), so a
-//! refusal also holds every lower tier off for `tier_hold`. With a `queue`, a request that
-//! finds no room waits for one ([`crate::limiter::adaptive_queue`]).
+//! request never waits behind more than that (the reserve for critical). Shares order refusals
+//! only on average, so a request that finds no room (refused, or waiting for room with a
+//! `queue`: [`crate::limiter::adaptive_queue`]) holds every lower tier off for `tier_hold`.
 
 use super::adaptive_queue::{Room, Slot};
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
@@ -38,9 +37,8 @@ pub(super) struct Counts {
 /// count is written twice per admitted request of its tier: a POST's limit holds exactly
 /// across workers (as fleet_usage's count does), a lower tier's within the requests racing
 /// it. The waiting counts are read once per request and written only by waiting ones. The
-/// latencies go to
-/// per-thread rows (summed once per window), and the window's minimum is written only when a
-/// request beats it.
+/// latencies go to per-thread rows (summed once per window), and the window's minimum is
+/// written only when a request beats it.
 #[derive(Debug)]
 pub struct AdaptiveState {
     pub(super) counts: CachePadded<Counts>,
@@ -53,8 +51,7 @@ pub struct AdaptiveState {
     finished: Sharded<2>,
     window_min: AtomicU64,
     pub(super) refused: AtomicU64,
-    /// Per tier, until when (µs of the clock; 0: not yet) it is held off because a higher
-    /// tier was refused.
+    /// Per tier, until when (µs; 0: not yet) it is held off: a higher tier found no room.
     held_until: [AtomicU64; 4],
     /// The sums at the end of the last window.
     seen: [AtomicU64; 2],
@@ -124,15 +121,19 @@ impl AdaptiveState {
         self.dispatch(now);
     }
 
-    /// Refuses a request of `tier` at `now` (µs): every lower tier is held off for
-    /// `tier_hold`, so none is served just after this one was turned away.
-    pub fn refuse(&self, c: &AdaptiveConcurrencyConfig, tier: Tier, now_us: u64) -> Rejection {
+    /// Holds every tier below `tier` off for `tier_hold` from `now_us`.
+    pub(super) fn hold_below(&self, c: &AdaptiveConcurrencyConfig, tier: Tier, now_us: u64) {
         let until = now_us.saturating_add(micros(c.tier_hold.get()));
         for lower in &self.held_until[tier.index() + 1..] {
             if lower.load(Ordering::Relaxed) < until {
                 lower.fetch_max(until, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Refuses a request of `tier` at `now` (µs), holding every lower tier off.
+    pub fn refuse(&self, c: &AdaptiveConcurrencyConfig, tier: Tier, now_us: u64) -> Rejection {
+        self.hold_below(c, tier, now_us);
         self.refused.fetch_add(1, Ordering::Relaxed);
         Rejection {
             limiter: LimiterName::AdaptiveConcurrency,
@@ -160,8 +161,7 @@ impl AdaptiveState {
     }
 }
 
-/// Whether one more request fits beside `in_flight` under a tier's `share` of the limit (at
-/// least one always does).
+/// Whether one more request fits beside `in_flight` under a `share` of the limit (one always does).
 pub(super) fn fits(in_flight: u64, share: f64) -> bool {
     (in_flight as f64) < share.floor().max(1.0)
 }
@@ -182,8 +182,8 @@ pub fn params(c: &AdaptiveConcurrencyConfig) -> LimitParams {
     }
 }
 
-/// A request's slot: given back when dropped, unless [`keep`](Self::keep)
-/// handed it to the request's guard, which gives it back with the request's latency.
+/// A request's slot: given back when dropped, unless [`keep`](Self::keep) handed it to the
+/// request's guard, which gives it back with the request's latency.
 #[derive(Debug)]
 pub struct AdaptivePermit<'a> {
     state: Option<&'a AdaptiveState>,

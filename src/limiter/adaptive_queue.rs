@@ -1,10 +1,12 @@
 //! adaptive_concurrency's waiting room (`queue`, `max_wait`): a non-critical request that
 //! finds no room under the limit may wait a moment for one, instead of being refused at once.
 //! A slot given back goes to the oldest request of the highest tier waiting (POST before GET
-//! before test); a full room turns the newest request of its lowest tier away to let a higher
-//! one in. So the app is handed work the moment a worker frees, while what waits inside it
-//! stays short: critical requests (which never wait here) find at most the limit's worth of
-//! work ahead of them.
+//! before test). A request that has to wait turns away the lower tiers waiting and holds them
+//! off for `tier_hold`, as a refusal does (none is served in the moment before it may be
+//! refused); a POST may wait longer (`post_max_wait`) than the others (`max_wait`). So the
+//! app is handed work the moment a worker frees, while what waits inside it stays short:
+//! critical requests (which never wait here) find at most the limit's worth of work ahead of
+//! them.
 //!
 //! Only the middleware waits (`Brownout::check` and fleet-mode decisions cannot); nothing here
 //! runs on a request that found room, except one read of the waiting counts.
@@ -171,8 +173,8 @@ impl AdaptiveState {
     }
 
     /// A slot for a request of `tier` that found none at once: given now if one freed up, or
-    /// a place in the waiting room (turning its lowest tier's newest request away when the room
-    /// is full); `None` when the room is full of requests of its tier or higher.
+    /// a place in the waiting room (turning the lower tiers' requests away, and holding those
+    /// tiers off); `None` when the room is full of requests of its tier or higher.
     pub(super) fn wait<'a>(
         self: &'a Arc<Self>,
         c: &AdaptiveConcurrencyConfig,
@@ -185,13 +187,16 @@ impl AdaptiveState {
             self.counts.in_flight[tier.index()].fetch_add(1, Ordering::SeqCst);
             return Some(Slot::Held(AdaptivePermit::new(self, tier, now)));
         }
+        // Whoever has to wait holds every lower tier off, as a refusal does: the ones waiting
+        // are turned away now, rather than served in the moment before this one may be refused.
+        self.hold_below(c, tier, micros(now));
+        for lower in tier.index() + 1..4 {
+            while let Some(turned) = room.tiers[lower].pop_back() {
+                self.turn_away(&turned);
+            }
+        }
         if room.len() >= c.queue as usize {
-            let lowest = (tier.index() + 1..4)
-                .rev()
-                .find(|&t| !room.tiers[t].is_empty())?;
-            let turned = room.tiers[lowest].pop_back()?;
-            self.counts.waiting[lowest].fetch_sub(1, Ordering::SeqCst);
-            turned.settle(TURNED_AWAY);
+            return None;
         }
         let waiter = Arc::new(Waiter {
             tier,
@@ -210,6 +215,12 @@ impl AdaptiveState {
             waiter,
             done: false,
         }))
+    }
+
+    /// Settles a request taken out of the room as turned away.
+    fn turn_away(&self, turned: &Waiter) {
+        self.counts.waiting[turned.tier.index()].fetch_sub(1, Ordering::SeqCst);
+        turned.settle(TURNED_AWAY);
     }
 
     /// Gives free slots to the requests waiting, highest tier first, at `now`.
@@ -306,10 +317,10 @@ mod tests {
         let held: Vec<_> = (0..2)
             .map(|_| take(&c, &s, Tier::Post, 0).unwrap().unwrap().keep())
             .collect();
-        let mut test = waits(take(&c, &s, Tier::Test, 1));
-        let mut get = waits(take(&c, &s, Tier::Get, 2));
-        let mut post = waits(take(&c, &s, Tier::Post, 3));
-        let mut post2 = waits(take(&c, &s, Tier::Post, 4));
+        let mut post = waits(take(&c, &s, Tier::Post, 1));
+        let mut post2 = waits(take(&c, &s, Tier::Post, 2));
+        let mut get = waits(take(&c, &s, Tier::Get, 3));
+        let mut test = waits(take(&c, &s, Tier::Test, 4));
         assert_eq!((s.waiting(), s.in_flight()), (4, 2));
         assert!(poll(&mut post).is_pending());
         let critical = take(&c, &s, Tier::Critical, 5).unwrap().unwrap();
@@ -339,26 +350,32 @@ mod tests {
     }
 
     #[test]
-    fn a_full_room_turns_its_lowest_tier_away_for_a_higher_one() {
-        let c = config(2);
+    fn a_request_that_has_to_wait_turns_lower_tiers_away_and_holds_them_off() {
+        let c = AdaptiveConcurrencyConfig {
+            tier_hold: crate::config::HumanDuration::from_secs(1),
+            ..config(2)
+        };
         let s = Arc::new(AdaptiveState::new(1.0));
-        let _held = take(&c, &s, Tier::Post, 0).unwrap().unwrap();
-        let mut get = waits(take(&c, &s, Tier::Get, 1));
-        let mut test = waits(take(&c, &s, Tier::Test, 2));
-        assert!(
-            take(&c, &s, Tier::Test, 3).is_none(),
-            "full of its own tier"
-        );
-        let mut post = waits(take(&c, &s, Tier::Post, 4));
+        let held = take(&c, &s, Tier::Post, 0).unwrap().unwrap();
+        let mut test = waits(take(&c, &s, Tier::Test, 1));
+        let mut get = waits(take(&c, &s, Tier::Get, 2));
         assert_eq!(poll(&mut test), Poll::Ready(Err(TurnedAway)));
-        assert!(poll(&mut get).is_pending());
-        let mut post2 = waits(take(&c, &s, Tier::Post, 5));
+        assert!(take(&c, &s, Tier::Test, 500).is_none(), "held off");
+        let mut post = waits(take(&c, &s, Tier::Post, 3));
         assert_eq!(poll(&mut get), Poll::Ready(Err(TurnedAway)));
-        assert!(take(&c, &s, Tier::Post, 6).is_none(), "full of posts");
-        assert_eq!(s.waiting(), 2);
-        drop(_held);
+        assert!(take(&c, &s, Tier::Get, 1002).is_none(), "held off");
+        let mut post2 = waits(take(&c, &s, Tier::Post, 4));
+        assert!(take(&c, &s, Tier::Post, 5).is_none(), "full of posts");
+        assert!(
+            take(&c, &s, Tier::Get, 1100).is_none(),
+            "the hold is over, but the room is full of a higher tier"
+        );
+        assert_eq!((s.waiting(), s.in_flight()), (2, 1));
+        drop(held);
         assert_eq!(poll(&mut post), Poll::Ready(Ok(ms(0))));
         assert!(poll(&mut post2).is_pending());
+        assert_eq!(c.max_wait_for(Tier::Post), ms(400));
+        assert_eq!(c.max_wait_for(Tier::Get), ms(100));
     }
 
     #[test]
