@@ -36,8 +36,8 @@ pub struct AdaptiveConcurrencyConfig {
     pub test_share: f64,
     /// Once a tier is refused (or has to wait), every lower tier is refused for this long (0s:
     /// never), even with room in its share: a tier is never served while a higher one was just
-    /// turned away or made to wait. The refusals count as the limit binding, so the limit grows while they leave
-    /// workers idle.
+    /// turned away or made to wait. The refusals count as the limit binding, so the limit
+    /// grows while they leave workers idle.
     pub tier_hold: HumanDuration,
     /// How many requests without room may wait for one (0: none wait, they are refused at
     /// once). A freed slot goes to the highest tier waiting; a request that has to wait turns

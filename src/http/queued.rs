@@ -1,6 +1,7 @@
 //! A request waiting for adaptive_concurrency's room (`queue`): it holds its other limiters'
-//! permits while it waits for at most `max_wait` (`post_max_wait` for a POST), then goes to the app, or is refused with
-//! 503 (its request_rate credits given back), like a request refused at once.
+//! permits while it waits for at most `max_wait` (`post_max_wait` for a POST), then goes to
+//! the app, or is refused with 503 (its request_rate credits given back), like a request
+//! refused at once.
 
 use super::body::{TrackedBody, WorkerGuard};
 use super::deadline::Expiry;

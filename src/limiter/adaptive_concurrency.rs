@@ -52,9 +52,8 @@ pub struct AdaptiveState {
     window_min: AtomicU64,
     pub(super) refused: AtomicU64,
     /// Per tier, until when (µs; 0: not yet) it is held off: a higher tier found no room.
-    held_until: [AtomicU64; 4],
-    /// The sums at the end of the last window.
-    seen: [AtomicU64; 2],
+    pub(super) held_until: [AtomicU64; 4],
+    seen: [AtomicU64; 2], // the sums at the end of the last window
 }
 
 impl AdaptiveState {
@@ -161,7 +160,8 @@ impl AdaptiveState {
     }
 }
 
-/// Whether one more request fits beside `in_flight` under a `share` of the limit (one always does).
+/// Whether one more request fits beside `in_flight` under a `share` of the limit (one always
+/// does).
 pub(super) fn fits(in_flight: u64, share: f64) -> bool {
     (in_flight as f64) < share.floor().max(1.0)
 }

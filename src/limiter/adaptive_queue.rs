@@ -182,6 +182,10 @@ impl AdaptiveState {
         now: Duration,
     ) -> Option<Slot<'a>> {
         let mut room = self.room();
+        // Held off since it looked (a request of a higher tier was queued meanwhile).
+        if micros(now) < self.held_until[tier.index()].load(Ordering::Relaxed) {
+            return None;
+        }
         room.settings = c.clone();
         if !self.waiting_at_or_above(tier) && self.has_room(&room, tier) {
             self.counts.in_flight[tier.index()].fetch_add(1, Ordering::SeqCst);
@@ -364,6 +368,10 @@ mod tests {
         let mut post = waits(take(&c, &s, Tier::Post, 3));
         assert_eq!(poll(&mut get), Poll::Ready(Err(TurnedAway)));
         assert!(take(&c, &s, Tier::Get, 1002).is_none(), "held off");
+        assert!(
+            s.wait(&c, Tier::Get, ms(3)).is_none(),
+            "one that looked before the hold finds it at the room's door"
+        );
         let mut post2 = waits(take(&c, &s, Tier::Post, 4));
         assert!(take(&c, &s, Tier::Post, 5).is_none(), "full of posts");
         assert!(
