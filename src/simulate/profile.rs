@@ -38,7 +38,7 @@ pub const BUILT_IN: [(&str, &str); 5] = [
     ("spike", "0.5C for 60 s, 4C for 30 s, 0.5C for 300 s"),
     (
         "scorecard",
-        "0.5C 60 s, 0.75C 60 s, 2C 240 s, 4C 60 s, 0.3C 300 s (the overload scorecard's phases)",
+        "0.5C 60 s, 0.75C 180 s, 2C 240 s, 4C 60 s, 0.3C 300 s (the overload scorecard's phases)",
     ),
     (
         "capacity_drop",
@@ -71,7 +71,7 @@ pub fn built_in(name: &str) -> Option<Vec<Phase>> {
         ],
         "scorecard" => vec![
             Phase::flat("0.5C", 60.0, 0.5),
-            Phase::flat("0.75C", 60.0, 0.75),
+            Phase::flat("0.75C", 180.0, 0.75),
             Phase::flat("2C", 240.0, 2.0),
             Phase::flat("4C", 60.0, 4.0),
             Phase::flat("0.3C", 300.0, 0.3),
@@ -155,7 +155,7 @@ mod tests {
             shape,
             [
                 (0.5, 60.0),
-                (0.75, 60.0),
+                (0.75, 180.0),
                 (2.0, 240.0),
                 (4.0, 60.0),
                 (0.3, 300.0)

@@ -94,6 +94,15 @@ fn the_scorecard_profile_keeps_the_tier_order_and_recovers() {
         calm.success
     );
     assert!((calm.offered.iter().sum::<f64>() - 80.0).abs() < 1e-6);
+    let sustained = &o.phases[1];
+    assert_eq!(
+        sustained.shed, [0.0; 4],
+        "nothing shed in 3 minutes at 0.75C"
+    );
+    assert!(
+        o.seconds[60..240].iter().all(|s| s.amount <= 0.0),
+        "the amount stays at or below 0"
+    );
     for p in &o.phases {
         assert_eq!(p.shed[Tier::Critical.index()], 0.0, "{}", p.name);
         // Test is shed before get, get before post.
@@ -112,7 +121,7 @@ fn the_scorecard_profile_keeps_the_tier_order_and_recovers() {
     assert!(o.phases[2].shed[Tier::Test.index()] > 0.0, "2C sheds");
     assert!(o.phases[4].back_to_zero.is_some(), "recovers at 0.3C");
     let csv = csv(&o);
-    assert_eq!(csv.lines().count(), 1 + 720);
+    assert_eq!(csv.lines().count(), 1 + 840);
     assert!(summary(&o).contains("| 2C | critical |"));
 }
 
