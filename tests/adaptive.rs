@@ -329,9 +329,10 @@ async fn a_server_that_got_slower_is_learned_long_before_floor_window() {
     panic!("the floor stayed: {:#}", state(&rig).await);
 }
 
-/// A rig whose limit stays at 2, with a waiting room of `queue` and `max_wait`, POSTs waiting
-/// `post_wait_ms` (0: tier_hold off, POSTs wait as long as the others).
-fn queued(queue: u32, max_wait: Duration, post_wait_ms: u64) -> Rig {
+/// A rig whose limit stays at 2, with a waiting room of `queue` and `max_wait`; with
+/// `Some(post_wait)`, POSTs wait that long and `tier_hold` is the default (1 s), with `None`
+/// they wait `max_wait` and nothing is held off.
+fn queued(queue: u32, max_wait: Duration, post_wait: Option<Duration>) -> Rig {
     let mut c = adaptive(Mode::Enforce);
     let a = &mut c.limiters.adaptive_concurrency;
     a.initial_limit = 2;
@@ -339,11 +340,12 @@ fn queued(queue: u32, max_wait: Duration, post_wait_ms: u64) -> Rig {
     a.test_share = 1.0;
     a.queue = queue;
     a.max_wait = HumanDuration::from_millis(max_wait.as_millis() as u64);
-    a.post_max_wait = a.max_wait;
-    if post_wait_ms == 0 {
-        a.tier_hold = HumanDuration::from_secs(0);
-    } else {
-        a.post_max_wait = HumanDuration::from_millis(post_wait_ms);
+    match post_wait {
+        Some(wait) => a.post_max_wait = HumanDuration::from_millis(wait.as_millis() as u64),
+        None => {
+            a.post_max_wait = a.max_wait;
+            a.tier_hold = HumanDuration::from_secs(0);
+        }
     }
     Rig::new(c)
 }
@@ -361,7 +363,7 @@ async fn waiting(rig: &Rig, n: u64) {
 
 #[actix_web::test]
 async fn requests_without_room_wait_for_it_and_a_freed_slot_goes_to_the_highest_tier() {
-    let rig = queued(8, Duration::from_secs(10), 0);
+    let rig = queued(8, Duration::from_secs(10), None);
     let app = app!(rig);
     let mut held = vec![
         test::call_service(&app, post().to_request()).await,
@@ -429,7 +431,11 @@ async fn refused_503<B: MessageBody>(res: ServiceResponse<B>, tier: &str) {
 #[actix_web::test]
 async fn a_request_that_has_to_wait_turns_lower_tiers_away_and_one_that_waits_too_long_is_refused()
 {
-    let rig = queued(1, Duration::from_millis(100), 300);
+    let rig = queued(
+        1,
+        Duration::from_millis(100),
+        Some(Duration::from_millis(300)),
+    );
     let app = app!(rig);
     let held = vec![
         test::call_service(&app, post().to_request()).await,

@@ -22,8 +22,8 @@ pub struct Phase {
 }
 
 /// The scorecard's phases (ISSUE: 0.5C, 0.75C, 2C, 4C, 0.3C, then a capacity drop at 1.5C of
-/// the original capacity and its end), each `1 / compress` as long. 0.75C lasts 3 minutes
-/// (the issue's 60 s, and the 3 minutes of it in which nothing may be shed).
+/// the original capacity and its end), each `1 / compress` as long. 0.75C lasts 3 minutes,
+/// not the issue's 60 s: its target asks that nothing be shed in 3 minutes of it.
 pub fn phases(compress: f64) -> Vec<Phase> {
     let p = |name, seconds: f64, load, slow| Phase {
         name,
