@@ -234,7 +234,7 @@ pub fn acquire<'a>(
     };
     let now_us = micros(now);
     // Held off (a higher tier was just refused): refused too.
-    if now_us >= state.held_until[tier.index()].load(Ordering::Relaxed) {
+    if !state.held(tier, now_us) {
         // A request may not pass one of its tier or a higher one that waits.
         if !state.waiting_at_or_above(tier) {
             let counts = &state.counts.in_flight;

@@ -132,8 +132,7 @@ impl Drop for Wait {
                 WAITING => {
                     let queue = &mut room.tiers[tier.index()];
                     queue.retain(|w| !Arc::ptr_eq(w, &self.waiter));
-                    self.state.counts.waiting[tier.index()].fetch_sub(1, Ordering::SeqCst);
-                    self.waiter.state.store(TURNED_AWAY, Ordering::Release);
+                    self.state.turn_away(&self.waiter);
                     false
                 }
                 GRANTED => true,
@@ -163,6 +162,11 @@ impl AdaptiveState {
             .any(|n| n.load(Ordering::SeqCst) != 0)
     }
 
+    /// Whether `tier` is held off at `now_us` (a higher tier found no room just before).
+    pub(super) fn held(&self, tier: Tier, now_us: u64) -> bool {
+        now_us < self.held_until[tier.index()].load(Ordering::Relaxed)
+    }
+
     /// Requests waiting for a slot.
     pub fn waiting(&self) -> u64 {
         self.counts
@@ -183,7 +187,7 @@ impl AdaptiveState {
     ) -> Option<Slot<'a>> {
         let mut room = self.room();
         // Held off since it looked (a request of a higher tier was queued meanwhile).
-        if micros(now) < self.held_until[tier.index()].load(Ordering::Relaxed) {
+        if self.held(tier, micros(now)) {
             return None;
         }
         room.settings = c.clone();
