@@ -448,8 +448,9 @@ async fn a_request_that_has_to_wait_turns_lower_tiers_away_and_one_that_waits_to
     let refused = test::call_service(&app, get().to_request()).await;
     refused_503(test_req.await.unwrap().unwrap(), "test").await;
     refused_503(refused, "get").await;
-    // A POST that has to wait holds GETs off at once, and fills the room of one; it waits
-    // post_max_wait, longer than a GET.
+    // A POST that has to wait fills the room of one: a GET may not pass it, nor wait behind
+    // it here, and a second POST finds no place either. It waits post_max_wait, longer than a
+    // GET.
     #[allow(clippy::disallowed_methods)] // real time: the wait is a tokio timer
     let started = std::time::Instant::now();
     let post_req = actix_web::rt::spawn(app.call(post().to_request()));

@@ -7,8 +7,8 @@
 //! room). Critical requests are counted but never refused: they take room from every other
 //! tier, never the reverse, so the app holds about the limit's worth of work and a critical
 //! request never waits behind more than that (the reserve for critical). Shares order refusals
-//! only on average, so a request that finds no room (refused, or waiting for room with a
-//! `queue`: [`crate::limiter::adaptive_queue`]) holds every lower tier off for `tier_hold`.
+//! only on average, so a refused request holds every lower tier off for `tier_hold`, and no
+//! lower-tier request passes one waiting for room ([`crate::limiter::adaptive_queue`]).
 
 use super::adaptive_queue::{Room, Slot};
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
@@ -120,19 +120,15 @@ impl AdaptiveState {
         self.dispatch(now);
     }
 
-    /// Holds every tier below `tier` off for `tier_hold` from `now_us`.
-    pub(super) fn hold_below(&self, c: &AdaptiveConcurrencyConfig, tier: Tier, now_us: u64) {
+    /// Refuses a request of `tier` at `now` (µs), holding every lower tier off for
+    /// `tier_hold`.
+    pub fn refuse(&self, c: &AdaptiveConcurrencyConfig, tier: Tier, now_us: u64) -> Rejection {
         let until = now_us.saturating_add(micros(c.tier_hold.get()));
         for lower in &self.held_until[tier.index() + 1..] {
             if lower.load(Ordering::Relaxed) < until {
                 lower.fetch_max(until, Ordering::Relaxed);
             }
         }
-    }
-
-    /// Refuses a request of `tier` at `now` (µs), holding every lower tier off.
-    pub fn refuse(&self, c: &AdaptiveConcurrencyConfig, tier: Tier, now_us: u64) -> Rejection {
-        self.hold_below(c, tier, now_us);
         self.refused.fetch_add(1, Ordering::Relaxed);
         Rejection {
             limiter: LimiterName::AdaptiveConcurrency,

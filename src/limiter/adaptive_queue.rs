@@ -1,12 +1,14 @@
 //! adaptive_concurrency's waiting room (`queue`, `max_wait`): a non-critical request that
 //! finds no room under the limit may wait a moment for one, instead of being refused at once.
 //! A slot given back goes to the oldest request of the highest tier waiting (POST before GET
-//! before test). A request that has to wait turns away the lower tiers waiting and holds them
-//! off for `tier_hold`, as a refusal does (none is served in the moment before it may be
-//! refused); a POST may wait longer (`post_max_wait`) than the others (`max_wait`). So the
-//! app is handed work the moment a worker frees, while what waits inside it stays short:
-//! critical requests (which never wait here) find at most the limit's worth of work ahead of
-//! them.
+//! before test), and no lower-tier request passes one waiting: a request that has to wait
+//! turns away the lower tiers' requests waiting, and those that come while it waits wait
+//! behind it. Only a refusal (at once, or when a wait runs out or is turned away) holds the
+//! lower tiers off for `tier_hold`: a hold for every wait would keep GETs off for a second
+//! after each POST that waited a moment and was served, idling workers the POSTs alone cannot
+//! fill. A POST may wait longer (`post_max_wait`) than the others (`max_wait`). So the app is
+//! handed work the moment a worker frees, while what waits inside it stays short: critical
+//! requests (which never wait here) find at most the limit's worth of work ahead of them.
 //!
 //! Only the middleware waits (`Brownout::check` and fleet-mode decisions cannot); nothing here
 //! runs on a request that found room, except one read of the waiting counts.
@@ -177,8 +179,8 @@ impl AdaptiveState {
     }
 
     /// A slot for a request of `tier` that found none at once: given now if one freed up, or
-    /// a place in the waiting room (turning the lower tiers' requests away, and holding those
-    /// tiers off); `None` when the room is full of requests of its tier or higher.
+    /// a place in the waiting room (turning the lower tiers' requests away); `None` when the
+    /// room is full of requests of its tier or higher.
     pub(super) fn wait<'a>(
         self: &'a Arc<Self>,
         c: &AdaptiveConcurrencyConfig,
@@ -186,7 +188,7 @@ impl AdaptiveState {
         now: Duration,
     ) -> Option<Slot<'a>> {
         let mut room = self.room();
-        // Held off since it looked (a request of a higher tier was queued meanwhile).
+        // Held off since it looked (a request of a higher tier was refused meanwhile).
         if self.held(tier, micros(now)) {
             return None;
         }
@@ -195,9 +197,8 @@ impl AdaptiveState {
             self.counts.in_flight[tier.index()].fetch_add(1, Ordering::SeqCst);
             return Some(Slot::Held(AdaptivePermit::new(self, tier, now)));
         }
-        // Whoever has to wait holds every lower tier off, as a refusal does: the ones waiting
-        // are turned away now, rather than served in the moment before this one may be refused.
-        self.hold_below(c, tier, micros(now));
+        // Whoever has to wait turns the lower tiers' requests waiting away: none of them is
+        // served before it, and the room keeps its places for it and the tiers above.
         for lower in tier.index() + 1..4 {
             while let Some(turned) = room.tiers[lower].pop_back() {
                 self.turn_away(&turned);
@@ -358,7 +359,7 @@ mod tests {
     }
 
     #[test]
-    fn a_request_that_has_to_wait_turns_lower_tiers_away_and_holds_them_off() {
+    fn a_request_that_has_to_wait_turns_lower_tiers_away_and_none_passes_it() {
         let c = AdaptiveConcurrencyConfig {
             tier_hold: crate::config::HumanDuration::from_secs(1),
             ..config(2)
@@ -368,24 +369,30 @@ mod tests {
         let mut test = waits(take(&c, &s, Tier::Test, 1));
         let mut get = waits(take(&c, &s, Tier::Get, 2));
         assert_eq!(poll(&mut test), Poll::Ready(Err(TurnedAway)));
-        assert!(take(&c, &s, Tier::Test, 500).is_none(), "held off");
-        let mut post = waits(take(&c, &s, Tier::Post, 3));
+        // Waiting holds nothing off: a test request that comes now waits behind the GET.
+        let mut test = waits(take(&c, &s, Tier::Test, 3));
+        let _post = waits(take(&c, &s, Tier::Post, 4));
         assert_eq!(poll(&mut get), Poll::Ready(Err(TurnedAway)));
-        assert!(take(&c, &s, Tier::Get, 1002).is_none(), "held off");
+        assert_eq!(poll(&mut test), Poll::Ready(Err(TurnedAway)));
+        let mut get = waits(take(&c, &s, Tier::Get, 5));
+        let _post2 = waits(take(&c, &s, Tier::Post, 6));
+        assert_eq!(poll(&mut get), Poll::Ready(Err(TurnedAway)));
+        // A POST refused (the room is full of POSTs) holds GETs off until 1.007 s.
+        assert!(take(&c, &s, Tier::Post, 7).is_none(), "full of posts");
+        assert!(take(&c, &s, Tier::Get, 1006).is_none(), "held off");
         assert!(
-            s.wait(&c, Tier::Get, ms(3)).is_none(),
+            s.wait(&c, Tier::Get, ms(6)).is_none(),
             "one that looked before the hold finds it at the room's door"
         );
-        let mut post2 = waits(take(&c, &s, Tier::Post, 4));
-        assert!(take(&c, &s, Tier::Post, 5).is_none(), "full of posts");
         assert!(
-            take(&c, &s, Tier::Get, 1100).is_none(),
+            take(&c, &s, Tier::Get, 1007).is_none(),
             "the hold is over, but the room is full of a higher tier"
         );
         assert_eq!((s.waiting(), s.in_flight()), (2, 1));
         drop(held);
-        assert_eq!(poll(&mut post), Poll::Ready(Ok(ms(0))));
-        assert!(poll(&mut post2).is_pending());
+        assert_eq!(s.waiting(), 1, "a POST was given the slot");
+        let mut get = waits(take(&c, &s, Tier::Get, 1008));
+        assert!(poll(&mut get).is_pending(), "behind the POST still waiting");
         assert_eq!(c.max_wait_for(Tier::Post), ms(400));
         assert_eq!(c.max_wait_for(Tier::Get), ms(100));
     }
