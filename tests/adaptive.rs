@@ -1,8 +1,8 @@
 //! adaptive_concurrency through the middleware on a real actix app, with the actors learning
 //! its limit on a manual clock: the floor, a limit that shrinks when requests queue and grows
 //! back when they are quick again, a slower server learned at once, refusals in tier order,
-//! critical requests never refused, the waiting room (`queue`), dark mode, and the admin
-//! state.
+//! critical requests never refused, the waiting room (`queue`; only a refusal holds a lower
+//! tier off), dark mode, and the admin state.
 
 mod common;
 
@@ -473,5 +473,33 @@ async fn a_request_that_has_to_wait_turns_lower_tiers_away_and_one_that_waits_to
     finish(held).await;
     let s = state(&rig).await;
     assert_eq!(s["adaptive_concurrency"]["waiting"], 0, "{s:#}");
+    assert_eq!(s["adaptive_concurrency"]["in_flight"], 0, "{s:#}");
+}
+
+#[actix_web::test]
+async fn a_post_that_waited_and_was_served_holds_no_get_off() {
+    let rig = queued(4, Duration::from_millis(100), Some(Duration::from_secs(10)));
+    let app = app!(rig);
+    let mut held = vec![
+        test::call_service(&app, post().to_request()).await,
+        test::call_service(&app, post().to_request()).await,
+    ];
+    let post_req = actix_web::rt::spawn(app.call(post().to_request()));
+    waiting(&rig, 1).await;
+    rig.clock.advance(Duration::from_millis(50));
+    finish(vec![held.remove(0)]).await;
+    let served = post_req.await.unwrap().unwrap();
+    assert!(served.status().is_success());
+    finish(held).await;
+    // One POST in flight under a limit of 2, 50 ms after the POST had to wait (tier_hold is
+    // 1 s): only a refusal holds GETs off, so this one finds room.
+    let get = test::call_service(&app, get().to_request()).await;
+    assert!(get.status().is_success(), "{}", get.status());
+    finish(vec![served, get]).await;
+    assert_eq!(
+        rig.metric("brownout_requests_total{tier=\"get\",outcome=\"allowed\"}"),
+        1.0
+    );
+    let s = state(&rig).await;
     assert_eq!(s["adaptive_concurrency"]["in_flight"], 0, "{s:#}");
 }

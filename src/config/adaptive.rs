@@ -34,14 +34,13 @@ pub struct AdaptiveConcurrencyConfig {
     pub get_share: f64,
     /// Share of the limit that test-mode requests may use.
     pub test_share: f64,
-    /// Once a tier is refused (or has to wait), every lower tier is refused for this long (0s:
-    /// never), even with room in its share: a tier is never served while a higher one was just
-    /// turned away or made to wait. The refusals count as the limit binding, so the limit
-    /// grows while they leave workers idle.
+    /// Once a tier is refused, every lower tier is refused for this long (0s: never), even with
+    /// room in its share: a tier is never served while a higher one was just turned away. The
+    /// refusals count as the limit binding, so the limit grows while they leave workers idle.
     pub tier_hold: HumanDuration,
     /// How many requests without room may wait for one (0: none wait, they are refused at
     /// once). A freed slot goes to the highest tier waiting; a request that has to wait turns
-    /// the lower tiers waiting away. Only the middleware waits.
+    /// the lower tiers waiting away, and no lower tier passes it. Only the middleware waits.
     pub queue: u32,
     /// The longest a GET or test request waits for room before it is refused.
     pub max_wait: HumanDuration,
