@@ -233,16 +233,25 @@ where
     panic!("no floor of 50 ms: {:#}", state(rig).await);
 }
 
+/// `n` POSTs sent one after another, their responses held (their requests still in flight).
+async fn posts<S, B>(app: &S, n: usize) -> Vec<ServiceResponse<B>>
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+{
+    let mut held = Vec::new();
+    for _ in 0..n {
+        held.push(test::call_service(app, post().to_request()).await);
+    }
+    held
+}
+
 /// `admitted` POSTs taking `ms` each, and one more refused: a window in which the limit binds.
 async fn binding<S, B>(rig: &Rig, app: &S, admitted: usize, ms: u64)
 where
     S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
     B: MessageBody,
 {
-    let mut held = Vec::new();
-    for _ in 0..admitted {
-        held.push(test::call_service(app, post().to_request()).await);
-    }
+    let held = posts(app, admitted).await;
     assert!(held.iter().all(|r| r.status().is_success()));
     let refused = test::call_service(app, post().to_request()).await;
     assert_eq!(refused.status(), 503, "the limit binds at {admitted}");
@@ -278,10 +287,7 @@ async fn a_limit_an_overload_shrank_grows_back_once_requests_are_quick_again() {
         5.0 + 5f64.sqrt(),
         7.236_067_977_499_79 + 7.236_067_977_499_79f64.sqrt(),
     ] {
-        let held = vec![
-            test::call_service(&app, post().to_request()).await,
-            test::call_service(&app, post().to_request()).await,
-        ];
+        let held = posts(&app, 2).await;
         rig.clock.advance(Duration::from_millis(55));
         finish(held).await;
         limit = next_limit(&rig, limit).await;
@@ -365,10 +371,7 @@ async fn waiting(rig: &Rig, n: u64) {
 async fn requests_without_room_wait_for_it_and_a_freed_slot_goes_to_the_highest_tier() {
     let rig = queued(8, Duration::from_secs(10), None);
     let app = app!(rig);
-    let mut held = vec![
-        test::call_service(&app, post().to_request()).await,
-        test::call_service(&app, post().to_request()).await,
-    ];
+    let mut held = posts(&app, 2).await;
     // No room: a POST, then a GET, wait (tasks of their own).
     let post = actix_web::rt::spawn(app.call(post().to_request()));
     waiting(&rig, 1).await;
@@ -437,10 +440,7 @@ async fn a_request_that_has_to_wait_turns_lower_tiers_away_and_one_that_waits_to
         Some(Duration::from_millis(300)),
     );
     let app = app!(rig);
-    let held = vec![
-        test::call_service(&app, post().to_request()).await,
-        test::call_service(&app, post().to_request()).await,
-    ];
+    let held = posts(&app, 2).await;
     // A GET that has to wait turns the waiting test request away, then is refused once it has
     // waited max_wait.
     let test_req = actix_web::rt::spawn(app.call(test_mode().to_request()));
@@ -480,10 +480,7 @@ async fn a_request_that_has_to_wait_turns_lower_tiers_away_and_one_that_waits_to
 async fn a_post_that_waited_and_was_served_holds_no_get_off() {
     let rig = queued(4, Duration::from_millis(100), Some(Duration::from_secs(10)));
     let app = app!(rig);
-    let mut held = vec![
-        test::call_service(&app, post().to_request()).await,
-        test::call_service(&app, post().to_request()).await,
-    ];
+    let mut held = posts(&app, 2).await;
     let post_req = actix_web::rt::spawn(app.call(post().to_request()));
     waiting(&rig, 1).await;
     rig.clock.advance(Duration::from_millis(50));
