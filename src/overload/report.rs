@@ -44,6 +44,10 @@ pub struct PhaseReport {
     pub goodput: f64,
     /// Seconds in which a tier had a 503 while a lower tier had a success.
     pub inversions: u32,
+    /// Of those, the seconds in which the lower tier's success was sent after the higher
+    /// tier's 503 was: a lower tier let in while (or after) a higher one was refused, not
+    /// only before anything could tell the load had changed.
+    pub inversions_after: u32,
     /// Seconds from the phase's start to the last second with a 503 (when any).
     pub last_shed: Option<f64>,
     /// Turns of the controller's amount (from rising to falling or back), polled each second.
@@ -61,6 +65,24 @@ pub struct SecondTier {
     pub timeouts: u32,
     /// See the type.
     pub p99: f64,
+    /// When (seconds into the run) the first request of this second that got a 503 was sent.
+    pub first_shed_at: Option<f64>,
+    /// When the last request of this second that succeeded was sent.
+    pub last_ok_at: Option<f64>,
+}
+
+impl SecondTier {
+    /// Whether, in one second, a tier had a 503 while a lower tier had a success; with
+    /// `after_refusal`, only a success sent after that 503's request.
+    pub fn inverted(second: &[Self; 4], after_refusal: bool) -> bool {
+        (0..4).any(|hi| {
+            second[hi].first_shed_at.is_some_and(|shed| {
+                second[hi + 1..]
+                    .iter()
+                    .any(|lo| lo.last_ok_at.is_some_and(|ok| !after_refusal || ok > shed))
+            })
+        })
+    }
 }
 
 fn quantiles(mut latencies: Vec<f64>) -> Option<[f64; 3]> {
@@ -91,10 +113,22 @@ pub fn seconds(outcomes: &[Outcome], total: f64) -> Vec<[SecondTier; 4]> {
         let t = o.arrival.tier.index();
         match o.result {
             Result::Ok => {
-                out[s][t].ok += 1;
+                let cell = &mut out[s][t];
+                cell.ok += 1;
+                cell.last_ok_at = Some(
+                    cell.last_ok_at
+                        .map_or(o.arrival.at, |l| l.max(o.arrival.at)),
+                );
                 latencies[s][t].push(o.latency);
             }
-            Result::Shed => out[s][t].shed += 1,
+            Result::Shed => {
+                let cell = &mut out[s][t];
+                cell.shed += 1;
+                cell.first_shed_at = Some(
+                    cell.first_shed_at
+                        .map_or(o.arrival.at, |f| f.min(o.arrival.at)),
+                );
+            }
             Result::Timeout => out[s][t].timeouts += 1,
             Result::Limited | Result::Error => {}
         }
@@ -148,10 +182,15 @@ pub fn phase(
     report.goodput = ok as f64 / p.seconds / capacity;
     let first = start as usize;
     let last = ((start + p.seconds) as usize).min(per_second.len());
-    report.inversions = per_second[first.min(last)..last]
-        .iter()
-        .filter(|s| (0..4).any(|hi| s[hi].shed > 0 && (hi + 1..4).any(|lo| s[lo].ok > 0)))
-        .count() as u32;
+    let seconds = &per_second[first.min(last)..last];
+    let count = |after| {
+        seconds
+            .iter()
+            .filter(|s| SecondTier::inverted(s, after))
+            .count() as u32
+    };
+    report.inversions = count(false);
+    report.inversions_after = count(true);
     let deltas: Vec<f64> = amounts
         .windows(2)
         .map(|w| w[1] - w[0])
@@ -175,7 +214,7 @@ fn pct(x: f64) -> String {
 /// The comparison: one row per arm and overload phase.
 pub fn summary(arms: &[(String, Vec<PhaseReport>)], phases: &[Phase]) -> String {
     let mut out = String::from(
-        "| arm | phase | goodput (× C) | critical success | critical p99 | critical p99 ÷ at 0.5C | inversion-s | shed (503) | last 503 after | reversals |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        "| arm | phase | goodput (× C) | critical success | critical p99 | critical p99 ÷ at 0.5C | inversion-s | of them after a refusal | shed (503) | last 503 after | reversals |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (arm, reports) in arms {
         let calm = reports[0].tiers[Tier::Critical.index()]
@@ -191,12 +230,13 @@ pub fn summary(arms: &[(String, Vec<PhaseReport>)], phases: &[Phase]) -> String 
             let shed: u64 = r.tiers.iter().map(|t| t.shed).sum();
             let _ = writeln!(
                 out,
-                "| {arm} | {} | {} | {} | {} | {ratio} | {} | {shed} | {} | {} |",
+                "| {arm} | {} | {} | {} | {} | {ratio} | {} | {} | {shed} | {} | {} |",
                 p.name,
                 pct(r.goodput),
                 pct(critical.success()),
                 ms(p99),
                 r.inversions,
+                r.inversions_after,
                 r.last_shed
                     .map_or_else(|| "–".into(), |s| format!("{s:.0} s")),
                 r.reversals,
@@ -266,4 +306,70 @@ pub fn csv(per_second: &[[SecondTier; 4]], polled: &[Polled]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::overload::load::Arrival;
+
+    fn outcome(at: f64, tier: Tier, result: Result) -> Outcome {
+        Outcome {
+            arrival: Arrival {
+                at,
+                phase: 0,
+                tier,
+                key: 0,
+            },
+            result,
+            latency: 0.05,
+            attempts: 1,
+        }
+    }
+
+    #[test]
+    fn an_inversion_after_a_refusal_is_a_lower_tier_success_sent_after_a_higher_tiers_503() {
+        let outcomes = [
+            // Second 0: a test request let in before the load was seen, then a GET refused.
+            outcome(0.1, Tier::Test, Result::Ok),
+            outcome(0.3, Tier::Get, Result::Shed),
+            // Second 1: a POST refused, then a GET let in after it.
+            outcome(1.2, Tier::Post, Result::Shed),
+            outcome(1.5, Tier::Get, Result::Ok),
+            // Second 2: only the lowest tier refused, and one timed-out POST: no inversion.
+            outcome(2.1, Tier::Get, Result::Ok),
+            outcome(2.2, Tier::Test, Result::Shed),
+            outcome(2.3, Tier::Post, Result::Timeout),
+            // Second 3: a critical request refused after every success was sent.
+            outcome(3.1, Tier::Test, Result::Ok),
+            outcome(3.9, Tier::Critical, Result::Shed),
+        ];
+        let per_second = seconds(&outcomes, 4.0);
+        let inverted: Vec<[bool; 2]> = per_second
+            .iter()
+            .map(|s| {
+                [
+                    SecondTier::inverted(s, false),
+                    SecondTier::inverted(s, true),
+                ]
+            })
+            .collect();
+        assert_eq!(
+            inverted,
+            [[true, false], [true, true], [false, false], [true, false]]
+        );
+        let phases = [Phase {
+            name: "all",
+            seconds: 4.0,
+            load: 1.0,
+            slow: false,
+        }];
+        let report = phase(&outcomes, &per_second, &phases, 0, 1.0, &[]);
+        assert_eq!((report.inversions, report.inversions_after), (3, 1));
+        let table = summary(&[("arm".into(), vec![report])], &phases);
+        assert!(
+            table.contains("| arm | all | 100.0% | 0.0% | – | – | 3 | 1 | 4 |"),
+            "{table}"
+        );
+    }
 }
