@@ -54,7 +54,8 @@ pub struct PhaseReport {
     pub reversals: u32,
 }
 
-/// Per-second counts of one tier: successes, 503s, timeouts, and the p99 of the successes.
+/// Per-second counts of one tier: successes, 503s, timeouts, and the p99 of the successes;
+/// and when the first 503 and the last success of the second were sent.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SecondTier {
     /// See the type.
