@@ -112,25 +112,18 @@ pub fn seconds(outcomes: &[Outcome], total: f64) -> Vec<[SecondTier; 4]> {
     for o in outcomes {
         let s = (o.arrival.at as usize).min(n - 1);
         let t = o.arrival.tier.index();
+        let (cell, at) = (&mut out[s][t], o.arrival.at);
         match o.result {
             Result::Ok => {
-                let cell = &mut out[s][t];
                 cell.ok += 1;
-                cell.last_ok_at = Some(
-                    cell.last_ok_at
-                        .map_or(o.arrival.at, |l| l.max(o.arrival.at)),
-                );
+                cell.last_ok_at = Some(cell.last_ok_at.map_or(at, |l| l.max(at)));
                 latencies[s][t].push(o.latency);
             }
             Result::Shed => {
-                let cell = &mut out[s][t];
                 cell.shed += 1;
-                cell.first_shed_at = Some(
-                    cell.first_shed_at
-                        .map_or(o.arrival.at, |f| f.min(o.arrival.at)),
-                );
+                cell.first_shed_at = Some(cell.first_shed_at.map_or(at, |f| f.min(at)));
             }
-            Result::Timeout => out[s][t].timeouts += 1,
+            Result::Timeout => cell.timeouts += 1,
             Result::Limited | Result::Error => {}
         }
     }
