@@ -13,6 +13,7 @@ use actix_web::http::StatusCode;
 use actix_web::{test, web, App, HttpResponse};
 use brownout::config::{
     HumanDuration, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey, StoreKind,
+    StoreSync,
 };
 use brownout::{Config, Mode};
 use common::Rig;
@@ -639,4 +640,63 @@ async fn a_cluster_survives_a_primary_restart() {
         actix_web::rt::time::sleep(Duration::from_millis(50)).await;
     }
     eprintln!("shared on every node again after {round} rounds");
+}
+
+/// A bucket of 5 at 1.5 per second (or, with `per_ip`, a per-IP ceiling of 5 at 1.5/s) on a
+/// real Redis, per request or local_first: five requests at once pass, the sixth is told to
+/// wait a second, and one credit later on the manual clock the client passes (local_first).
+async fn five_at_one_and_a_half_per_second(sync: StoreSync, per_ip: bool) {
+    let redis = RedisServer::start();
+    let mut config = common::slow_bucket(5);
+    let rr = &mut config.limiters.request_rate;
+    if per_ip {
+        (rr.rate, rr.burst) = (1000.0, 1000);
+        rr.per_ip = Some(PerIpConfig {
+            rate: 1.5,
+            burst: 5,
+        });
+    } else {
+        rr.rate = 1.5;
+    }
+    let mut config = fleet(config, &redis);
+    config.store.sync = sync;
+    let rig = Rig::new(config);
+    if sync == StoreSync::PerRequest {
+        shared(&rig).await;
+    }
+    let app = app!(rig, gate());
+    let what = format!("{sync:?}, per_ip {per_ip}");
+    let key = "sk_live_five";
+    for i in 0..5 {
+        let res = test::call_service(&*app, get(key).to_request()).await;
+        assert_eq!(res.status(), StatusCode::OK, "request {i} of 5 ({what})");
+    }
+    let res = test::call_service(&*app, get(key).to_request()).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS, "{what}");
+    assert_eq!(res.headers().get("retry-after").unwrap(), "1", "{what}");
+    let name = if per_ip { "per_ip" } else { "request_rate" };
+    assert_eq!(
+        res.headers().get("ratelimit").unwrap(),
+        &format!("\"{name}\";r=0;t=1"),
+        "{what}"
+    );
+    if sync == StoreSync::LocalFirst {
+        // Decided on this process's clock: one credit (666,667 µs) later it passes.
+        rig.clock.advance(Duration::from_micros(666_667));
+        let res = test::call_service(&*app, get(key).to_request()).await;
+        assert_eq!(res.status(), StatusCode::OK, "a credit later ({what})");
+    }
+    assert_eq!(
+        rig.metric("brownout_store_errors_total{store=\"redis\",op=\"decide\"}"),
+        0.0
+    );
+}
+
+#[actix_web::test]
+async fn a_full_bucket_of_five_admits_five_on_redis_per_request_and_local_first() {
+    for sync in [StoreSync::PerRequest, StoreSync::LocalFirst] {
+        for per_ip in [false, true] {
+            five_at_one_and_a_half_per_second(sync, per_ip).await;
+        }
+    }
 }

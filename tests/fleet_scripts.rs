@@ -131,6 +131,48 @@ async fn the_credit_pool_example_in_redis() {
 }
 
 #[tokio::test]
+async fn a_full_bucket_of_five_admits_five_at_one_instant_in_redis() {
+    let redis = RedisServer::start();
+    let store = store(&redis).await;
+    // 1e6 / 1.5 rounds up: separately rounded, five steps overshot the tolerance by 2 µs.
+    let bucket = Bucket::new(1.5, 5.0, 0.0);
+    // A per-IP ceiling of 5 at 1.5/s in front of a roomy client bucket.
+    let ceiling = Bucket::new(1.5, 5.0, 0.0);
+    let roomy = Bucket::new(1000.0, 1000.0, 0.0);
+    let ask = |parts: &[(u64, &Bucket)]| ClientAsk {
+        buckets: parts
+            .iter()
+            .map(|&(key, b)| BucketAsk {
+                key,
+                tag: key,
+                increment: b.increment(1),
+                tolerance: b.tolerance(),
+            })
+            .collect(),
+        rate_enforced: true,
+        ..ClientAsk::default()
+    };
+    let cases = [
+        (ask(&[(31, &bucket)]), 0, &bucket),
+        (ask(&[(32, &ceiling), (33, &roomy)]), 0, &ceiling),
+    ];
+    for (ask, refusing, b) in cases {
+        for i in 0..5 {
+            let answer = store.decide_at(&ask, T0).await.unwrap();
+            assert!(!answer.reply.rate_refused, "request {i} of 5 was refused");
+        }
+        let answer = store.decide_at(&ask, T0).await.unwrap();
+        let Some(Charge::Denied { wait, .. }) = answer.reply.buckets[refusing] else {
+            panic!("the sixth: {:?}", answer.reply.buckets)
+        };
+        // One credit at 1.5/s, rounded up to the µs.
+        assert_eq!(b.retry_after(wait), 666_667);
+        let later = store.decide_at(&ask, T0 + 666_667).await.unwrap();
+        assert!(!later.reply.rate_refused, "a credit later");
+    }
+}
+
+#[tokio::test]
 async fn the_scripts_answer_exactly_as_the_in_memory_limiters() {
     let redis = RedisServer::start();
     let store = store(&redis).await;

@@ -5,7 +5,10 @@ mod common;
 
 use actix_web::http::StatusCode;
 use actix_web::{test, web, App, HttpRequest, HttpResponse};
-use brownout::config::{HumanDuration, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey};
+use brownout::classify::RequestFacts;
+use brownout::config::{
+    HumanDuration, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey,
+};
 use brownout::{Config, Mode};
 use common::Rig;
 use std::rc::Rc;
@@ -127,6 +130,78 @@ async fn request_rate_answers_429_with_exact_retry_and_ratelimit_fields() {
         ),
         1.0
     );
+}
+
+/// Five requests at one instant against a full bucket of five, then a sixth: the first five
+/// pass and the sixth is told to wait one credit (`rate` per second), rounded up to a second.
+async fn burst_of_five_at_one_instant(rate: f64, per_ip: bool) {
+    let mut c = rated(
+        if per_ip { 1000.0 } else { rate },
+        if per_ip { 1000 } else { 5 },
+    );
+    if per_ip {
+        c.limiters.request_rate.per_ip = Some(PerIpConfig { rate, burst: 5 });
+    }
+    let rig = Rig::new(c);
+    let app = app!(rig, gate());
+    let (name, key) = if per_ip {
+        ("per_ip", "sk_live_ceiling")
+    } else {
+        ("request_rate", "sk_live_five")
+    };
+    for left in (0..5).rev() {
+        let res = test::call_service(&*app, get(key).to_request()).await;
+        assert_eq!(res.status(), StatusCode::OK, "at {rate}/s, {left} left");
+        if !per_ip {
+            let reset = (f64::from(5 - left) / rate).ceil();
+            assert_eq!(
+                header(&res, "ratelimit"),
+                format!("\"request_rate\";r={left};t={reset}"),
+                "at {rate}/s"
+            );
+        }
+    }
+    let res = test::call_service(&*app, get(key).to_request()).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS, "at {rate}/s");
+    assert_eq!(header(&res, "retry-after"), "1", "at {rate}/s");
+    assert_eq!(
+        header(&res, "ratelimit"),
+        format!("\"{name}\";r=0;t=1"),
+        "at {rate}/s"
+    );
+    // The same answer through `Brownout::check`, to the µs: one credit at `rate`.
+    let facts = RequestFacts {
+        method: "GET",
+        path: "/v1/items",
+        authorization: Some(b"Bearer sk_live_five_check"),
+        ..RequestFacts::default()
+    };
+    if !per_ip {
+        for _ in 0..5 {
+            let d = rig.brownout.check(&facts, None);
+            assert!(matches!(d, brownout::Decision::Allowed(_)), "at {rate}/s");
+        }
+        let brownout::Decision::Rejected(r) = rig.brownout.check(&facts, None) else {
+            panic!("the sixth passed at {rate}/s");
+        };
+        let exact = 1e6 / rate;
+        let told = r.retry_after.as_secs_f64() * 1e6;
+        assert!((told - exact).abs() <= 1.0, "{told} µs, not {exact} µs");
+    }
+    // One credit later (to the µs), the client passes.
+    rig.clock
+        .advance(Duration::from_micros((1e6 / rate).ceil() as u64));
+    let res = test::call_service(&*app, get(key).to_request()).await;
+    assert_eq!(res.status(), StatusCode::OK, "at {rate}/s, a credit later");
+}
+
+#[actix_web::test]
+async fn a_full_bucket_of_five_admits_five_at_one_instant_at_any_rate() {
+    // At these rates 1e6/rate rounded up, and the fifth was refused for a 2 µs deficit.
+    for rate in [1.5, 6.0, 60.0, 1.0, 7.0, 100.0] {
+        burst_of_five_at_one_instant(rate, false).await;
+        burst_of_five_at_one_instant(rate, true).await;
+    }
 }
 
 #[actix_web::test]

@@ -22,10 +22,24 @@ pub enum Charge {
 }
 
 /// A bucket's parameters in µs.
+///
+/// The state moves in whole steps: one credit is `step` µs of TAT, `1e6 / rate` rounded
+/// *down* to a whole µs, and both a request's increment and the tolerance are whole multiples
+/// of it (`cost × step`, `burst × step`). Rounding the two separately would let the rounding
+/// of each step add up: five steps of 666,667 µs overshoot a tolerance of 3,333,333 µs, so
+/// `burst: 5` at 1.5/s would admit 4 at once. With one rounded step the count is exact:
+/// `floor(burst / cost)` requests of one cost pass at one instant, for every rate and burst.
+///
+/// Rounding the step down makes the bucket regenerate at most one µs per credit faster
+/// than configured (under 0.1% at 1,000 credits per second or less; a per-key rate near the
+/// µs clock's limit of 1,000,000 per second is coarse), never slower, so a client told to
+/// wait [`retry_after`](Self::retry_after) (computed from the exact rate) always passes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bucket {
-    /// µs to regenerate one credit (`1e6 / rate`).
-    pub per_credit: f64,
+    /// µs of TAT per credit: `1e6 / rate` rounded down, at least 1.
+    step: u64,
+    /// µs the configured rate takes per credit (`1e6 / rate`, unrounded): what a wait is told in.
+    per_credit: f64,
     /// Credits the bucket holds when full.
     pub burst: f64,
     /// Extra share of `burst` that may be used before the key is limited (soft throttling).
@@ -37,17 +51,26 @@ impl Bucket {
     /// A bucket of `burst` credits regenerating `rate` per second.
     pub fn new(rate: f64, burst: f64, overage: f64) -> Self {
         let per_credit = 1e6 / rate;
+        // Rounded down, but not below a whole µs that the division missed by its last bits
+        // (1e6 / (1e6 / 3) reads 2.9999999999999996).
+        let step = ((per_credit * (1.0 + 4.0 * f64::EPSILON)) as u64).max(1);
         Self {
+            step,
             per_credit,
             burst,
             overage,
-            tolerance: round(burst * (1.0 + overage) * per_credit),
+            tolerance: round(burst * (1.0 + overage) * step as f64),
         }
+    }
+
+    /// µs of TAT one credit takes.
+    pub fn step(&self) -> u64 {
+        self.step
     }
 
     /// How far a request of `cost` credits moves the TAT.
     pub fn increment(&self, cost: u32) -> u64 {
-        round(f64::from(cost) * self.per_credit)
+        u64::from(cost) * self.step
     }
 
     /// How far ahead of now the TAT may run: the burst plus the overage, in µs.
@@ -55,17 +78,25 @@ impl Bucket {
         self.tolerance
     }
 
+    /// How long a refused request waits at the configured rate, in µs (rounded up), when
+    /// the state says it is `wait` µs of TAT short ([`Charge::Denied`]).
+    pub fn retry_after(&self, wait: u64) -> u64 {
+        let exact = wait as f64 / self.step as f64 * self.per_credit;
+        // Never shorter than the state's own wait: after it the request passes.
+        ceil(exact).max(wait)
+    }
+
     /// Credits available at `now`, overage included, never negative.
     pub fn balance(&self, tat: u64, now: u64) -> f64 {
         let debt = tat.saturating_sub(now) as f64;
         // Clamped: the tolerance is rounded to whole µs.
-        ((self.tolerance() as f64 - debt) / self.per_credit)
+        ((self.tolerance() as f64 - debt) / self.step as f64)
             .clamp(0.0, self.burst * (1.0 + self.overage))
     }
 
     /// Credits of the nominal burst left at `now` (what `RateLimit: r=` advertises).
     pub fn remaining(&self, tat: u64, now: u64) -> u64 {
-        let debt = tat.saturating_sub(now) as f64 / self.per_credit;
+        let debt = tat.saturating_sub(now) as f64 / self.step as f64;
         // Truncation is floor for the non-negative values here (and needs no libm call).
         (self.burst - debt).max(0.0) as u64
     }
@@ -75,6 +106,16 @@ impl Bucket {
 /// x86-64 target has no rounding instruction).
 fn round(x: f64) -> u64 {
     (x + 0.5) as u64
+}
+
+/// Rounds a non-negative value up to an integer, saturating (no libm call either).
+fn ceil(x: f64) -> u64 {
+    let t = x as u64;
+    if (t as f64) < x {
+        t.saturating_add(1)
+    } else {
+        t
+    }
 }
 
 /// Charges `increment` µs against `tolerance` µs.
@@ -176,6 +217,76 @@ mod tests {
         assert!((b.balance(tat, 5_000_000) - 6.0).abs() < 1e-9);
         let back = refund(tat, b.increment(4));
         assert!((b.balance(back, 5_000_000) - 10.0).abs() < 1e-9);
+    }
+
+    /// Charges `cost` at `now` until the bucket refuses: how many passed, and the refusal.
+    fn drain(b: &Bucket, now: u64, cost: u32) -> (u64, u64, u64) {
+        let (mut tat, mut passed) = (0, 0);
+        loop {
+            match charge(tat, now, b.increment(cost), b.tolerance()) {
+                Charge::Allowed { tat: t } => (tat, passed) = (t, passed + 1),
+                Charge::Denied { tat, wait } => return (passed, tat, wait),
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_bucket_of_five_admits_five_at_any_rate() {
+        // At 1.5, 6 and 60 per second, 1e6 / rate rounds up: five separately rounded steps
+        // overshot a separately rounded tolerance by 2 µs and the fifth was refused.
+        for rate in [1.0, 1.5, 6.0, 7.0, 60.0, 100.0] {
+            let b = Bucket::new(rate, 5.0, 0.0);
+            let (passed, _, wait) = drain(&b, 10 * MINUTE, 1);
+            assert_eq!(passed, 5, "at {rate}/s");
+            // The sixth waits one credit at the configured rate, rounded up to a µs.
+            assert_eq!(
+                b.retry_after(wait),
+                (1e6 / rate).ceil() as u64,
+                "at {rate}/s"
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_full_bucket_admits_exactly_its_burst_over_the_cost_and_the_retry_is_exact(
+            exponent in -3.0f64..6.0,
+            burst in 1u32..=1_000_000,
+            cost_share in 0.0f64..1.0,
+            cost_is_one in any::<bool>(),
+        ) {
+            let rate = 10f64.powf(exponent);
+            // What the config accepts: an empty bucket refills within a year.
+            prop_assume!(f64::from(burst) / rate <= 365.0 * 86_400.0);
+            let cost = if cost_is_one { 1 } else { 1 + (cost_share * f64::from(burst - 1)) as u32 };
+            let b = Bucket::new(rate, f64::from(burst), 0.0);
+            let now = 400 * 86_400 * 1_000_000; // a full bucket: its TAT (0) is in the past
+            let (passed, tat, wait) = drain(&b, now, cost);
+            prop_assert_eq!(passed, u64::from(burst / cost));
+            let deficit = (passed + 1) * u64::from(cost) - u64::from(burst);
+            let retry = b.retry_after(wait);
+            let exact = deficit as f64 * 1e6 / rate;
+            prop_assert!((retry as f64 - exact).abs() <= 1.0, "retry {} µs, exact {} µs", retry, exact);
+            let later = charge(tat, now + retry, b.increment(cost), b.tolerance());
+            prop_assert!(matches!(later, Charge::Allowed { .. }), "{:?} after {} µs", later, retry);
+        }
+
+        #[test]
+        fn remaining_counts_whole_credits_after_whole_charges(
+            exponent in -3.0f64..6.0,
+            burst in 1u32..=10_000,
+            taken in 0u32..=10_000,
+        ) {
+            let rate = 10f64.powf(exponent);
+            prop_assume!(f64::from(burst) / rate <= 365.0 * 86_400.0);
+            let taken = taken.min(burst);
+            let b = Bucket::new(rate, f64::from(burst), 0.0);
+            let now = 400 * 86_400 * 1_000_000;
+            let Charge::Allowed { tat } = charge(0, now, b.increment(taken), b.tolerance()) else {
+                panic!("a full bucket refused {taken} of {burst}");
+            };
+            prop_assert_eq!(b.remaining(tat, now), u64::from(burst - taken));
+        }
     }
 
     proptest! {

@@ -7,7 +7,7 @@ pub use rules::{CostTable, Plan, Quota, RateRules};
 
 use super::{Check, LimiterName, RatePolicy, RejectStatus, Rejection, Request};
 use crate::config::{QuotaCount, QuotaKey};
-use crate::math::gcra::Charge;
+use crate::math::gcra::{Bucket, Charge};
 use crate::math::window::WindowRule;
 use crate::store::redis::{BucketAsk, ClientAsk, QuotaAsk};
 use crate::store::{Store, StoreError};
@@ -84,11 +84,12 @@ pub struct RateAdmit {
     pub ticket: RateTicket,
 }
 
-/// The buckets one request is charged in.
-struct Charges {
+/// The buckets one request is charged in, with their parameters (which turn a refusal's
+/// wait in TAT into the time to tell the client).
+struct Charges<'r> {
     plan: usize,
-    bucket: BucketAsk,
-    ceiling: Option<BucketAsk>,
+    bucket: (BucketAsk, &'r Bucket),
+    ceiling: Option<(BucketAsk, &'r Bucket)>,
 }
 
 /// Whole seconds in `us` microseconds, rounded up.
@@ -120,7 +121,7 @@ impl RateRules {
         let now = at.mono;
         let Charges {
             plan,
-            bucket,
+            bucket: (bucket, params),
             ceiling,
         } = self.charges(req, elastic);
         let increment = bucket.increment;
@@ -142,12 +143,13 @@ impl RateRules {
             retry_after: Duration::from_micros(retry_us),
             policy,
         };
-        if let Some(ceiling) = ceiling {
+        if let Some((ceiling, ceiling_params)) = ceiling {
             let charge = ceiling.increment;
             match store.rate_charge(ceiling.key, now, charge, ceiling.tolerance)? {
                 Charge::Denied { tat, wait } => {
                     status.ip_tat = tat;
-                    let rejection = reject(wait, Some(RatePolicy::PerIp));
+                    let retry = ceiling_params.retry_after(wait);
+                    let rejection = reject(retry, Some(RatePolicy::PerIp));
                     return Ok(Check::Rejected(rejection, status));
                 }
                 Charge::Allowed { tat } => {
@@ -164,7 +166,8 @@ impl RateRules {
             }
             Ok(Charge::Denied { tat, wait }) => {
                 self.refund(store, &ticket, at);
-                return Ok(Check::Rejected(reject(wait, None), status.with_tat(tat)));
+                let rejection = reject(params.retry_after(wait), None);
+                return Ok(Check::Rejected(rejection, status.with_tat(tat)));
             }
             Err(e) => {
                 self.refund(store, &ticket, at);
@@ -210,25 +213,29 @@ impl RateRules {
     /// per-IP ceiling, if any. (Always inlined into `check`: out of line, the answer goes
     /// through memory and the hot path pays ~40 instructions more.)
     #[inline(always)]
-    fn charges(&self, req: &Request<'_>, elastic: bool) -> Charges {
+    fn charges(&self, req: &Request<'_>, elastic: bool) -> Charges<'_> {
         let plan = self.plan(req.plan);
         let bucket = self.bucket(plan, elastic);
         let cost = self.cost(plan, req.method, req.path);
-        let ceiling = self.per_ip.as_ref().map(|ceiling| BucketAsk {
-            key: ceiling_key(req.ip),
-            tag: req.ip,
-            // An expensive route costs at most the whole ceiling, so it can always pass.
-            increment: ceiling.increment(cost.min(ceiling.burst as u32)),
-            tolerance: ceiling.tolerance(),
+        let ceiling = self.per_ip.as_ref().map(|ceiling| {
+            let ask = BucketAsk {
+                key: ceiling_key(req.ip),
+                tag: req.ip,
+                // An expensive route costs at most the whole ceiling, so it can always pass.
+                increment: ceiling.increment(cost.min(ceiling.burst as u32)),
+                tolerance: ceiling.tolerance(),
+            };
+            (ask, ceiling)
         });
+        let ask = BucketAsk {
+            key: req.key,
+            tag: req.key,
+            increment: bucket.increment(cost),
+            tolerance: bucket.tolerance(),
+        };
         Charges {
             plan,
-            bucket: BucketAsk {
-                key: req.key,
-                tag: req.key,
-                increment: bucket.increment(cost),
-                tolerance: bucket.tolerance(),
-            },
+            bucket: (ask, bucket),
             ceiling,
         }
     }
@@ -257,8 +264,8 @@ impl RateRules {
         let Charges {
             bucket, ceiling, ..
         } = self.charges(req, elastic);
-        ask.buckets.extend(ceiling);
-        ask.buckets.push(bucket);
+        ask.buckets.extend(ceiling.map(|(c, _)| c));
+        ask.buckets.push(bucket.0);
         ask.quotas
             .extend(self.applying(req).map(|(index, q, key)| QuotaAsk {
                 index,
