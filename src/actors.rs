@@ -6,7 +6,7 @@
 
 use crate::config::Mode;
 use crate::control::{
-    combine, probabilities, Controller, ControllerParams, ShedPlan, UtilizationSource,
+    combine, probabilities, with_shed, Controller, ControllerParams, ShedPlan, UtilizationSource,
     OBSERVE_EVERY,
 };
 use crate::engine::Engine;
@@ -29,9 +29,9 @@ pub(crate) enum SamplerMsg {
 
 /// Messages to the controller.
 struct Sample {
-    /// The sources' demand (not capped at 1); `None` when no source could answer: the plan
-    /// is left to go stale.
-    demand: Option<f64>,
+    /// The sources' reading (not capped at 1) and the demand with what the controller shed
+    /// added back; `None` when no source could answer: the plan is left to go stale.
+    reading: Option<(f64, f64)>,
     at: Duration,
     reply: Option<oneshot::Sender<ShedPlan>>,
 }
@@ -133,6 +133,7 @@ async fn sampler(
     // adaptive_concurrency learns its limit window by window.
     let mut observe = ticker(OBSERVE_EVERY);
     let mut changes = shared.settings_changed.subscribe();
+    let mut traffic = shared.metrics.traffic();
     loop {
         let reply = tokio::select! {
             _ = observe.tick() => {
@@ -153,8 +154,11 @@ async fn sampler(
             _ = shutdown.changed() => break,
         };
         let at = shared.clock.now();
-        let demand = sample_all(&shared, &mut sources, at);
-        let sample = Sample { demand, at, reply };
+        let input = sample_all(&shared, &mut sources, at);
+        let counts = shared.metrics.traffic();
+        let interval = counts.since(std::mem::replace(&mut traffic, counts));
+        let reading = input.map(|u| (u, with_shed(u, interval)));
+        let sample = Sample { reading, at, reply };
         if controller.send(sample).await.is_err() {
             break;
         }
@@ -263,7 +267,7 @@ fn new_controller(shared: &Engine) -> Controller {
 
 async fn controller(shared: Arc<Engine>, mut state: Controller, mut inbox: mpsc::Receiver<Sample>) {
     while let Some(sample) = inbox.recv().await {
-        let plan = step(&shared, &mut state, sample.demand, sample.at);
+        let plan = step(&shared, &mut state, sample.reading, sample.at);
         if let Some(reply) = sample.reply {
             let _ = reply.send(plan);
         }
@@ -271,8 +275,14 @@ async fn controller(shared: Arc<Engine>, mut state: Controller, mut inbox: mpsc:
 }
 
 /// One control step: update the amount and publish the plan (live thresholds apply at once).
-/// The controller reads the demand capped at 1, as Stripe's does; the plan keeps both.
-fn step(shared: &Engine, state: &mut Controller, demand: Option<f64>, at: Duration) -> ShedPlan {
+/// The controller reads the sources' reading capped at 1, as Stripe's does; the plan keeps it
+/// and the whole demand (with what the controller shed added back).
+fn step(
+    shared: &Engine,
+    state: &mut Controller,
+    reading: Option<(f64, f64)>,
+    at: Duration,
+) -> ShedPlan {
     let settings = shared.settings.load();
     let config = &settings.limiters.worker_utilization;
     let params = ControllerParams::from_config(config);
@@ -280,10 +290,10 @@ fn step(shared: &Engine, state: &mut Controller, demand: Option<f64>, at: Durati
         state.set_params(params);
     }
     let previous = shared.plan.load();
-    let Some(demand) = demand else {
+    let Some((input, demand)) = reading else {
         return previous;
     };
-    let utilization = demand.min(1.0);
+    let utilization = input.min(1.0);
     let amount = state.update(utilization, at);
     let plan = ShedPlan {
         utilization,

@@ -45,18 +45,26 @@ impl Ticks {
     }
 }
 
+/// A rig on `c` whose controller reads the in-flight source against `capacity` (and a
+/// [`Ticks`] source that counts the sampler's readings), with the rig's manual clock, seed
+/// and token.
+fn in_flight_rig(mut c: brownout::Config, capacity: u32) -> (Rig, Ticks) {
+    let wu = &mut c.limiters.worker_utilization;
+    wu.source = SourceKind::Max;
+    wu.sources = vec![SourceKind::InFlight, SourceKind::Custom];
+    wu.capacity = capacity;
+    let ticks = Ticks::default();
+    let rig = Rig::with(c, |b| b.custom_source(ticks.clone()));
+    (rig, ticks)
+}
+
 #[actix_web::test]
 async fn in_flight_is_averaged_over_the_sample_interval() {
     let mut c = config();
     let wu = &mut c.limiters.worker_utilization;
     wu.mode = Mode::Dark;
-    wu.source = SourceKind::Max;
-    wu.sources = vec![SourceKind::InFlight, SourceKind::Custom];
-    wu.capacity = 8;
     wu.sample_interval = HumanDuration::from_secs(300);
-    let ticks = Ticks::default();
-    // The rig's manual clock, seed and token, with this source in place of its gauge.
-    let rig = Rig::with(c, |b| b.custom_source(ticks.clone()));
+    let (rig, ticks) = in_flight_rig(c, 8);
     let (brownout, clock) = (&rig.brownout, &rig.clock);
     let app = test::init_service(
         App::new()
@@ -128,4 +136,86 @@ async fn the_state_says_plainly_when_nothing_enforces_the_plan() {
     assert_eq!(killed["enforced"], false);
     let note = killed["note"].as_str().unwrap();
     assert!(note.contains("kill switch"), "{note}");
+}
+
+#[actix_web::test]
+async fn work_the_fast_guard_refused_counts_as_demand() {
+    let mut c = config();
+    let wu = &mut c.limiters.worker_utilization;
+    wu.mode = Mode::Enforce;
+    let ac = &mut c.limiters.adaptive_concurrency;
+    ac.mode = Mode::Enforce;
+    (ac.initial_limit, ac.min_limit, ac.max_limit, ac.queue) = (4, 1, 4, 0);
+    let (rig, ticks) = in_flight_rig(c, 4);
+    let (brownout, clock) = (&rig.brownout, &rig.clock);
+    let app = test::init_service(
+        App::new()
+            .wrap(brownout.middleware())
+            .route("/", web::post().to(|| async { "ok" })),
+    )
+    .await;
+    let post = || test::TestRequest::post().uri("/").to_request();
+    ticks.two_more().await;
+    brownout.sample_now().await.unwrap();
+
+    // The app holds 4 (its capacity) for a whole interval; the fast guard refuses 4 more.
+    // In flight says 1; the work offered is twice that: 8 requests for as long as each of
+    // the 4 let in stayed (8 s), over 8 s and a capacity of 4.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(test::call_service(&app, post()).await);
+    }
+    for _ in 0..4 {
+        let res = test::call_service(&app, post()).await;
+        assert_eq!(res.status(), 503);
+        let body: Value = serde_json::from_slice(&test::read_body(res).await).unwrap();
+        assert_eq!(body["limiter"], "adaptive_concurrency");
+    }
+    ticks.two_more().await;
+    clock.advance(Duration::from_secs(8));
+    ticks.two_more().await;
+    let plan = brownout.sample_now().await.unwrap();
+    assert!((plan.demand - 2.0).abs() < 1e-9, "{plan:?}");
+    assert_eq!(plan.utilization, 1.0);
+    let controller = controller(&rig.admin()).await;
+    assert_eq!(controller["demand"], plan.demand);
+    let gauge = rig.metric("brownout_utilization_ratio");
+    assert!(
+        (gauge - 2.0).abs() < 1e-9,
+        "the dashboard's gauge reads {gauge}"
+    );
+    for res in held {
+        assert_eq!(test::read_body(res).await, "ok");
+    }
+}
+
+#[actix_web::test]
+async fn what_the_controller_shed_is_left_out_of_its_input_and_shown_added_back() {
+    let rig = Rig::new(config());
+    let app = test::init_service(
+        App::new()
+            .wrap(rig.brownout.middleware())
+            .route("/v1/items", web::get().to(|| async { "items" }))
+            .route("/v1/charges", web::post().to(|| async { "charged" })),
+    )
+    .await;
+    rig.shed_all().await;
+    // Two critical requests pass; two GETs are shed. The gauge (the work that came past the
+    // controller) reads 0.5: the whole demand was twice that.
+    for _ in 0..2 {
+        let charge = test::TestRequest::post().uri("/v1/charges").to_request();
+        assert_eq!(test::call_service(&app, charge).await.status(), 200);
+        let get = test::TestRequest::get().uri("/v1/items").to_request();
+        let res = test::call_service(&app, get).await;
+        let body: Value = serde_json::from_slice(&test::read_body(res).await).unwrap();
+        assert_eq!(body["limiter"], "worker_utilization");
+    }
+    rig.gauge.set(0.5);
+    rig.clock.advance(Duration::from_secs(8));
+    let plan = rig.brownout.sample_now().await.unwrap();
+    assert_eq!(
+        plan.utilization, 0.5,
+        "the controller's own input: {plan:?}"
+    );
+    assert_eq!(plan.demand, 1.0, "{plan:?}");
 }

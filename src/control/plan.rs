@@ -11,10 +11,11 @@ use std::time::Duration;
 /// What the controller publishes for the middleware after every sample.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ShedPlan {
-    /// The utilization the controller last saw, in `[0, 1]`.
+    /// The utilization the controller last saw, in `[0, 1]`: the sources' reading, capped.
     pub utilization: f64,
-    /// The same reading before it was capped at 1 (the controller's input is capped): how far
-    /// over capacity the server runs, e.g. 2.5 for two and a half times what `capacity` says.
+    /// The whole demand: the sources' reading before it was capped at 1, with the work the
+    /// controller shed added back (its input leaves that out: it is its feedback). How far
+    /// over capacity the server is asked to run, e.g. 2 for twice what `capacity` says.
     pub demand: f64,
     /// The controller's amount, in `[resting, 1]`.
     pub amount: f64,

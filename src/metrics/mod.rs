@@ -10,7 +10,7 @@ mod histogram;
 pub use histogram::AtomicHistogram;
 
 use crate::config::Mode;
-use crate::control::{InFlight, ShedPlan};
+use crate::control::{InFlight, ShedPlan, Traffic};
 use crate::limiter::LimiterName;
 use crate::shard::Sharded;
 use crate::tier::Tier;
@@ -210,6 +210,23 @@ impl Metrics {
         self.totals[limiter as usize][usize::from(dark)].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Requests since start as the controller's demand reads them: those that reached the
+    /// load limiters, those worker_utilization shed, and those let into the app.
+    pub fn traffic(&self) -> Traffic {
+        let total = (0..16)
+            .map(|i| self.request_counts.sum(i).max(0) as u64)
+            .sum::<u64>();
+        let refused = |l: LimiterName| self.totals[l as usize][0].load(Ordering::Relaxed);
+        let all = LimiterName::ALL.iter().map(|&l| refused(l)).sum::<u64>();
+        Traffic {
+            reached: total
+                .saturating_sub(refused(LimiterName::RequestRate))
+                .saturating_sub(refused(LimiterName::ConcurrentRequests)),
+            shed: refused(LimiterName::WorkerUtilization),
+            admitted: total.saturating_sub(all),
+        }
+    }
+
     /// A limiter's counts since start.
     pub fn counts(&self, limiter: LimiterName) -> LimiterCounts {
         let [rejected, dark_rejected, failed_open] = self.totals[limiter as usize]
@@ -242,7 +259,8 @@ impl Metrics {
 
     /// Publishes the controller's state.
     pub fn publish_plan(&self, plan: &ShedPlan) {
-        self.utilization.set(plan.utilization);
+        // The whole demand (2 at twice the capacity), not the controller's capped input.
+        self.utilization.set(plan.demand);
         self.amount.set(plan.amount);
         for t in Tier::ALL {
             self.shed_probability[t.index()].set(plan.probability.get(t));

@@ -5,7 +5,7 @@ use crate::classify::Classifier;
 use crate::classify::ClientKey;
 use crate::clock::{Clock, SystemClock};
 use crate::config::LimitersConfig;
-use crate::config::{Config, ConfigError, SourceKind, StoreKind, StoreSync};
+use crate::config::{Config, ConfigError, Mode, SourceKind, StoreKind, StoreSync};
 use crate::control::{
     ControllerParams, CpuSource, InFlight, InFlightSource, PublishedPlan, RuntimeRegistry,
     RuntimeSource, ShedPlan, UtilizationSource,
@@ -337,11 +337,22 @@ fn build_sources(
         sources.push(match kind {
             SourceKind::InFlight => {
                 let weak = Arc::downgrade(shared);
-                Box::new(InFlightSource::new(shared.in_flight.clone(), move || {
+                let (counts, service) = (weak.clone(), weak.clone());
+                let source = InFlightSource::new(shared.in_flight.clone(), move || {
                     weak.upgrade().map_or(1, |s| {
                         s.settings.load().limiters.worker_utilization.capacity
                     })
-                }))
+                });
+                Box::new(source.with_traffic(
+                    move || counts.upgrade().map_or_else(Default::default, |s| s.metrics.traffic()),
+                    // adaptive_concurrency's floor: the app's time per request, measured
+                    // without a queue (while it runs; else the mean time in the app).
+                    move || {
+                        let s = service.upgrade()?;
+                        let on = s.settings.load().limiters.adaptive_concurrency.mode != Mode::Off;
+                        on.then(|| s.adaptive.floor()).flatten()
+                    },
+                ))
             }
             SourceKind::Cpu => Box::new(CpuSource::new()?),
             SourceKind::Runtime => Box::new(RuntimeSource::new(runtimes.clone())),

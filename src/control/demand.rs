@@ -1,0 +1,117 @@
+//! Demand: the work offered to this server over a sample interval, in requests in flight.
+//!
+//! Counting only the requests let into the app cannot see overload once the fast guard
+//! (adaptive_concurrency) holds what it lets in below capacity: the app then looks busy but
+//! fine while half of its traffic is refused. The controller's input counts every request
+//! that came past the controller itself — let in, refused or kept waiting by the fast guard —
+//! each for one service time (Little's law: arrivals × time each holds a worker = work in
+//! flight). What the controller shed itself is left out of its input: that is its feedback,
+//! as in Stripe's design the worker utilization falls as the shedder drops work. Operators
+//! see it added back ([`with_shed`]): the whole demand, 2 at twice the capacity.
+
+/// Request counts since start, as the engine's metrics keep them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Requests that reached the load limiters (past request_rate and concurrent_requests,
+    /// which refuse a client's excess, not the server's).
+    pub reached: u64,
+    /// Requests worker_utilization refused (enforced).
+    pub shed: u64,
+    /// Requests let into the app.
+    pub admitted: u64,
+}
+
+impl Traffic {
+    /// The counts between `earlier` and `self`.
+    pub fn since(self, earlier: Traffic) -> Traffic {
+        Traffic {
+            reached: self.reached.saturating_sub(earlier.reached),
+            shed: self.shed.saturating_sub(earlier.shed),
+            admitted: self.admitted.saturating_sub(earlier.admitted),
+        }
+    }
+
+    /// Requests that came past the controller's shedding.
+    pub fn passed(self) -> u64 {
+        self.reached.saturating_sub(self.shed)
+    }
+}
+
+/// The work that came past the controller over `seconds`, in requests in flight: each
+/// request that passed it counted for `service` seconds (the app's time per request without
+/// queueing, e.g. adaptive_concurrency's floor latency). Without one, the mean time in the
+/// app of the requests let in stands for it: `in_flight` (the average in flight over the
+/// interval) × `seconds` ÷ admitted. `None` when neither is known (nothing was let in and
+/// no service time is known): the in-flight average is all there is.
+pub fn offered_work(
+    interval: Traffic,
+    seconds: f64,
+    in_flight: f64,
+    service: Option<f64>,
+) -> Option<f64> {
+    if seconds <= 0.0 {
+        return None;
+    }
+    let service = match service {
+        Some(s) if s > 0.0 => s,
+        _ if interval.admitted > 0 => in_flight * seconds / interval.admitted as f64,
+        _ => return None,
+    };
+    Some(interval.passed() as f64 * service / seconds)
+}
+
+/// The demand with what the controller shed added back: `input` (the controller's own,
+/// uncapped) scaled by the requests that reached it over those that passed it.
+pub fn with_shed(input: f64, interval: Traffic) -> f64 {
+    match interval.passed() {
+        0 => input,
+        passed => input * interval.reached as f64 / passed as f64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn interval(reached: u64, shed: u64, admitted: u64) -> Traffic {
+        Traffic {
+            reached,
+            shed,
+            admitted,
+        }
+    }
+
+    #[test]
+    fn twice_the_capacity_reads_two_whatever_the_fast_guard_let_in() {
+        // 8 workers, 50 ms a request: 160/s is capacity. At 320/s for 8 s the fast guard let
+        // in 1,280 and refused as many: 2,560 requests × 50 ms over 8 s = 16 in flight.
+        let work = offered_work(interval(2_560, 0, 1_280), 8.0, 10.0, Some(0.05)).unwrap();
+        assert!((work / 8.0 - 2.0).abs() < 1e-9, "{work}");
+        // At half the capacity nothing is refused: 4 in flight.
+        let calm = offered_work(interval(640, 0, 640), 8.0, 4.0, Some(0.05)).unwrap();
+        assert!((calm / 8.0 - 0.5).abs() < 1e-9, "{calm}");
+    }
+
+    #[test]
+    fn what_the_controller_shed_is_its_feedback_and_is_shown_added_back() {
+        // Of 2,560 that reached it the controller shed 1,280: its input is what is left (1),
+        // the operator's reading the whole demand (2).
+        let i = interval(2_560, 1_280, 1_280);
+        let input = offered_work(i, 8.0, 8.0, Some(0.05)).unwrap() / 8.0;
+        assert!((input - 1.0).abs() < 1e-9, "{input}");
+        assert!((with_shed(input, i) - 2.0).abs() < 1e-9);
+        // Nothing passed: nothing to scale by.
+        assert_eq!(with_shed(0.3, interval(10, 10, 0)), 0.3);
+    }
+
+    #[test]
+    fn without_a_service_time_the_mean_time_in_the_app_stands_for_it() {
+        // 6 in flight on average over 8 s with 960 let in: 50 ms each (Little's law). 480
+        // more were refused by the fast guard: they count for as long.
+        let work = offered_work(interval(1_440, 0, 960), 8.0, 6.0, None).unwrap();
+        assert!((work - 9.0).abs() < 1e-9, "{work}");
+        // Nothing let in and no service time: unknown.
+        assert_eq!(offered_work(interval(5, 0, 0), 8.0, 0.0, None), None);
+        assert_eq!(offered_work(interval(5, 0, 5), 0.0, 1.0, None), None);
+    }
+}
