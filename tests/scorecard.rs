@@ -48,6 +48,8 @@ fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
     for arm in ["off", "adaptive"] {
         let svg = std::fs::read_to_string(out.join(format!("{arm}.svg"))).unwrap();
         assert!(svg.contains("successes per second by tier"));
+        assert!(svg.contains("refusals per second, by who refused"), "{arm}");
+        assert!(svg.contains("controller&apos;s amount") || svg.contains("controller's amount"));
     }
 
     let off = Csv::read(&out.join("off.csv"));

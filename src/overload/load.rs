@@ -2,6 +2,7 @@
 //! dispatcher that sends each at its planned time on a keep-alive pool, whatever the server
 //! does (a slow server never slows the offered load).
 
+use brownout::limiter::LimiterName;
 use brownout::rng::{mix, unit, SplitMix64};
 use brownout::tier::Tier;
 use std::cell::RefCell;
@@ -147,6 +148,17 @@ pub struct Outcome {
     pub latency: f64,
     /// How many times it was sent (1 without retries).
     pub attempts: u32,
+    /// Which limiter refused it (the `limiter` of a 429 or 503's problem+json body; `None`
+    /// when it was not refused, or the body named none, as another crate's limiter's).
+    pub limiter: Option<LimiterName>,
+}
+
+/// The `limiter` a refusal's problem+json body names.
+fn limiter_of(body: &[u8]) -> Option<LimiterName> {
+    const FIELD: &[u8] = b"\"limiter\":\"";
+    let start = body.windows(FIELD.len()).position(|w| w == FIELD)? + FIELD.len();
+    let len = body[start..].iter().position(|&b| b == b'"')?;
+    LimiterName::parse(std::str::from_utf8(&body[start..start + len]).ok()?)
 }
 
 /// Clients' retries of a refused request (429 or 503): at most `max` more attempts, each
@@ -208,7 +220,7 @@ pub async fn run(
         tasks.push(actix_web::rt::spawn(async move {
             let ends = planned + deadline;
             let mut attempts = 0;
-            let (result, latency) = loop {
+            let (result, latency, limiter) = loop {
                 attempts += 1;
                 let left = ends.saturating_duration_since(tokio::time::Instant::now());
                 let answer = client
@@ -218,7 +230,20 @@ pub async fn run(
                     .send()
                     .await;
                 let latency = (tokio::time::Instant::now() - planned).as_secs_f64();
-                let result = Result::of(answer.map(|r| r.status().as_u16()), latency, deadline);
+                let (answer, limiter) = match answer {
+                    Ok(mut res) => {
+                        let code = res.status().as_u16();
+                        let limiter = if matches!(code, 429 | 503) {
+                            let body = res.body().limit(4096).await;
+                            body.ok().and_then(|b| limiter_of(&b))
+                        } else {
+                            None
+                        };
+                        (Ok(code), limiter)
+                    }
+                    Err(e) => (Err(e), None),
+                };
+                let result = Result::of(answer, latency, deadline);
                 let refused = matches!(result, Result::Limited | Result::Shed);
                 if refused && attempts <= retries.max {
                     let wait = retries.backoff(index, attempts - 1);
@@ -227,13 +252,14 @@ pub async fn run(
                         continue;
                     }
                 }
-                break (result, latency);
+                break (result, latency, limiter);
             };
             outcomes.borrow_mut().push(Outcome {
                 arrival,
                 result,
                 latency,
                 attempts,
+                limiter,
             });
         }));
     }
@@ -263,6 +289,15 @@ mod tests {
         assert!((critical / a.len() as f64 - 0.1).abs() < 0.01);
         assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
         assert!(a.iter().all(|x| x.key < KEYS));
+    }
+
+    #[test]
+    fn a_refusal_names_its_limiter_in_its_body() {
+        let body =
+            br#"{"type":"about:blank","status":503,"limiter":"worker_utilization","tier":"get"}"#;
+        assert_eq!(limiter_of(body), Some(LimiterName::WorkerUtilization));
+        assert_eq!(limiter_of(b"{\"limiter\":\"nope\"}"), None);
+        assert_eq!(limiter_of(b"Service Unavailable"), None);
     }
 
     #[test]

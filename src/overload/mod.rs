@@ -2,12 +2,11 @@
 //! binary, `run`) on loopback gets the same seeded open-loop schedule; every request's outcome
 //! and the controller's amount each second become a Markdown table, a CSV and a chart per arm.
 
+mod chart;
 mod load;
 mod report;
 
-use crate::chart::{self, Panel, Series, TIER_COLORS};
 use brownout::config::AlternativeLimiter;
-use brownout::tier::Tier;
 use brownout::{Config, Mode};
 use clap::Args;
 use load::Phase;
@@ -214,6 +213,7 @@ async fn poll_state(
         polled.push(report::Polled {
             amount: read("controller", "amount"),
             limit: read("adaptive_concurrency", "limit"),
+            demand: read("controller", "demand"),
         });
     }
     polled
@@ -285,60 +285,6 @@ fn run_arm(
     })
 }
 
-/// Per arm: successes per second and p99 latency by tier, phases marked.
-fn chart_arm(
-    path: &Path,
-    arm: &str,
-    per_second: &[[report::SecondTier; 4]],
-    phases: &[Phase],
-) -> Result<(), String> {
-    let mut marks = Vec::new();
-    let mut at = 0.0;
-    for p in phases.iter().take(phases.len() - 1) {
-        at += p.seconds;
-        marks.push(at);
-    }
-    let line = |t: usize, f: fn(&report::SecondTier) -> f64| -> Vec<(f64, f64)> {
-        per_second
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (i as f64, f(&s[t])))
-            .collect()
-    };
-    let peak = |f: fn(&report::SecondTier) -> f64| {
-        per_second
-            .iter()
-            .flat_map(|s| s.iter().map(f))
-            .fold(1.0, f64::max)
-            * 1.05
-    };
-    let ok = |s: &report::SecondTier| f64::from(s.ok);
-    let p99 = |s: &report::SecondTier| s.p99;
-    let series = |f: fn(&report::SecondTier) -> f64| {
-        Tier::ALL
-            .iter()
-            .map(|t| Series::new(t.as_str(), TIER_COLORS[t.index()], line(t.index(), f)))
-            .collect()
-    };
-    chart::draw(
-        path,
-        per_second.len() as f64,
-        &marks,
-        vec![
-            Panel {
-                title: format!("{arm}: successes per second by tier"),
-                y: 0.0..peak(ok),
-                series: series(ok),
-            },
-            Panel {
-                title: format!("{arm}: p99 latency of successes by tier (s)"),
-                y: 0.0..peak(p99).min(2.0),
-                series: series(p99),
-            },
-        ],
-    )
-}
-
 pub fn run(config: Config, args: OverloadArgs) -> ExitCode {
     let fail = |m: String| {
         eprintln!("error: {m}");
@@ -390,10 +336,11 @@ pub fn run(config: Config, args: OverloadArgs) -> ExitCode {
         )
         .map_err(|e| e.to_string())
         .and_then(|()| {
-            chart_arm(
+            chart::arm(
                 &args.out.join(format!("{arm}.svg")),
                 arm,
                 &per_second,
+                &polled,
                 &phases,
             )
         });

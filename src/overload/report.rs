@@ -2,6 +2,7 @@
 //! outcome; the Markdown tables and the CSV.
 
 use super::load::{Outcome, Phase, Result};
+use brownout::limiter::LimiterName;
 use brownout::tier::Tier;
 use std::fmt::Write;
 
@@ -52,6 +53,33 @@ pub struct PhaseReport {
     pub last_shed: Option<f64>,
     /// Turns of the controller's amount (from rising to falling or back), polled each second.
     pub reversals: u32,
+    /// Refusals (429 and 503) by the limiter that made them ([`refuser`] order), over the
+    /// phase and over its second half.
+    pub refused: [u64; REFUSERS],
+    /// See `refused`.
+    pub refused_late: [u64; REFUSERS],
+}
+
+/// Who refused a request: each limiter, then "other" (a body that named none).
+pub const REFUSERS: usize = 6;
+
+/// The names of [`REFUSERS`], in order.
+fn refuser_name(i: usize) -> &'static str {
+    LimiterName::ALL.get(i).map_or("other", |l| l.as_str())
+}
+
+/// The [`REFUSERS`] slot of a refused request.
+fn refuser(o: &Outcome) -> usize {
+    o.limiter.map_or(REFUSERS - 1, |l| l as usize)
+}
+
+impl PhaseReport {
+    /// worker_utilization's share of the refusals in the phase's second half.
+    pub fn late_share_of_controller(&self) -> Option<f64> {
+        let all: u64 = self.refused_late.iter().sum();
+        let controller = self.refused_late[LimiterName::WorkerUtilization as usize];
+        (all > 0).then(|| controller as f64 / all as f64)
+    }
 }
 
 /// Per-second counts of one tier: successes, 503s, timeouts, and the p99 of the successes;
@@ -70,6 +98,8 @@ pub struct SecondTier {
     pub first_shed_at: Option<f64>,
     /// When the last request of this second that succeeded was sent.
     pub last_ok_at: Option<f64>,
+    /// Refusals (429 and 503) by who refused them ([`REFUSERS`] order).
+    pub refused: [u32; REFUSERS],
 }
 
 impl SecondTier {
@@ -102,6 +132,8 @@ pub struct Polled {
     pub amount: f64,
     /// adaptive_concurrency's limit.
     pub limit: f64,
+    /// The controller's demand (the whole demand over capacity).
+    pub demand: f64,
 }
 
 /// Every second of the run, per tier.
@@ -125,6 +157,9 @@ pub fn seconds(outcomes: &[Outcome], total: f64) -> Vec<[SecondTier; 4]> {
             }
             Result::Timeout => cell.timeouts += 1,
             Result::Limited | Result::Error => {}
+        }
+        if matches!(o.result, Result::Limited | Result::Shed) {
+            cell.refused[refuser(o)] += 1;
         }
     }
     for (second, lats) in out.iter_mut().zip(latencies) {
@@ -150,6 +185,12 @@ pub fn phase(
     let mut report = PhaseReport::default();
     let mut latencies = [const { Vec::new() }; 4];
     for o in outcomes.iter().filter(|o| o.arrival.phase == i) {
+        if matches!(o.result, Result::Limited | Result::Shed) {
+            report.refused[refuser(o)] += 1;
+            if o.arrival.at - start >= p.seconds / 2.0 {
+                report.refused_late[refuser(o)] += 1;
+            }
+        }
         let t = &mut report.tiers[o.arrival.tier.index()];
         t.offered += 1;
         t.retries += u64::from(o.attempts.saturating_sub(1));
@@ -208,7 +249,7 @@ fn pct(x: f64) -> String {
 /// The comparison: one row per arm and overload phase.
 pub fn summary(arms: &[(String, Vec<PhaseReport>)], phases: &[Phase]) -> String {
     let mut out = String::from(
-        "| arm | phase | goodput (× C) | critical success | critical p99 | critical p99 ÷ at 0.5C | inversion-s | of them after a refusal | shed (503) | last 503 after | reversals |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| arm | phase | goodput (× C) | critical success | critical p99 | critical p99 ÷ at 0.5C | inversion-s | of them after a refusal | shed (503) | last 503 after | reversals | worker_utilization's share of refusals, 2nd half |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (arm, reports) in arms {
         let calm = reports[0].tiers[Tier::Critical.index()]
@@ -224,7 +265,7 @@ pub fn summary(arms: &[(String, Vec<PhaseReport>)], phases: &[Phase]) -> String 
             let shed: u64 = r.tiers.iter().map(|t| t.shed).sum();
             let _ = writeln!(
                 out,
-                "| {arm} | {} | {} | {} | {} | {ratio} | {} | {} | {shed} | {} | {} |",
+                "| {arm} | {} | {} | {} | {} | {ratio} | {} | {} | {shed} | {} | {} | {} |",
                 p.name,
                 pct(r.goodput),
                 pct(critical.success()),
@@ -234,6 +275,7 @@ pub fn summary(arms: &[(String, Vec<PhaseReport>)], phases: &[Phase]) -> String 
                 r.last_shed
                     .map_or_else(|| "–".into(), |s| format!("{s:.0} s")),
                 r.reversals,
+                r.late_share_of_controller().map_or_else(|| "–".into(), pct),
             );
         }
     }
@@ -269,23 +311,39 @@ pub fn detail(arm: &str, reports: &[PhaseReport], phases: &[Phase]) -> String {
             );
         }
     }
+    out.push_str("\nRefusals (429 and 503) by limiter, whole phase (second half):\n\n| phase |");
+    for i in 0..REFUSERS {
+        let _ = write!(out, " {} |", refuser_name(i));
+    }
+    out.push_str(&format!("\n|---|{}\n", "---|".repeat(REFUSERS)));
+    for (p, r) in phases.iter().zip(reports) {
+        let _ = write!(out, "| {} |", p.name);
+        for (all, late) in r.refused.iter().zip(&r.refused_late) {
+            let _ = write!(out, " {all} ({late}) |");
+        }
+        out.push('\n');
+    }
     out
 }
 
 /// The per-second series of one arm.
 pub fn csv(per_second: &[[SecondTier; 4]], polled: &[Polled]) -> String {
-    let mut out = String::from("second,amount,adaptive_limit");
+    let mut out = String::from("second,amount,adaptive_limit,demand");
     for what in ["ok", "shed", "timeouts", "p99_seconds"] {
         for t in Tier::ALL {
             let _ = write!(out, ",{what}_{}", t.as_str());
         }
     }
+    for i in 0..REFUSERS {
+        let _ = write!(out, ",refused_by_{}", refuser_name(i));
+    }
     out.push('\n');
     for (i, s) in per_second.iter().enumerate() {
-        let (amount, limit) = polled.get(i).map_or_else(Default::default, |p| {
-            (format!("{:.4}", p.amount), format!("{:.2}", p.limit))
+        let (amount, limit, demand) = polled.get(i).map_or_else(Default::default, |p| {
+            let f = |x: f64, d: usize| format!("{x:.d$}");
+            (f(p.amount, 4), f(p.limit, 2), f(p.demand, 3))
         });
-        let _ = write!(out, "{i},{amount},{limit}");
+        let _ = write!(out, "{i},{amount},{limit},{demand}");
         for field in 0..4 {
             for t in s {
                 let v = [
@@ -296,6 +354,10 @@ pub fn csv(per_second: &[[SecondTier; 4]], polled: &[Polled]) -> String {
                 ][field];
                 let _ = write!(out, ",{v}");
             }
+        }
+        for who in 0..REFUSERS {
+            let n: u32 = s.iter().map(|t| t.refused[who]).sum();
+            let _ = write!(out, ",{n}");
         }
         out.push('\n');
     }
@@ -318,6 +380,7 @@ mod tests {
             result,
             latency: 0.05,
             attempts: 1,
+            limiter: (result == Result::Shed).then_some(LimiterName::WorkerUtilization),
         }
     }
 
@@ -360,10 +423,18 @@ mod tests {
         }];
         let report = phase(&outcomes, &per_second, &phases, 0, 1.0, &[]);
         assert_eq!((report.inversions, report.inversions_after), (3, 1));
-        let table = summary(&[("arm".into(), vec![report])], &phases);
+        let table = summary(&[("arm".into(), vec![report.clone()])], &phases);
         assert!(
             table.contains("| arm | all | 100.0% | 0.0% | – | – | 3 | 1 | 4 |"),
             "{table}"
         );
+        // Every refusal was worker_utilization's; two of the four came in the second half.
+        assert_eq!(report.refused[LimiterName::WorkerUtilization as usize], 4);
+        assert_eq!(report.refused_late.iter().sum::<u64>(), 2);
+        assert!(table.contains("| 0 | 100.0% |"), "{table}");
+        let csv = csv(&per_second, &[]);
+        let header = csv.lines().next().unwrap();
+        assert!(header.ends_with(",refused_by_worker_utilization,refused_by_other"));
+        assert!(csv.lines().nth(2).unwrap().ends_with(",0,1,0"), "{csv}");
     }
 }
