@@ -415,14 +415,28 @@ mod shipped {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml");
         let c = Config::load(path).unwrap();
         let d = Config::default();
-        assert_eq!(
-            c.limiters.worker_utilization.end_of_good,
-            d.limiters.worker_utilization.end_of_good
-        );
-        assert_eq!(
-            c.limiters.worker_utilization.sample_interval,
-            d.limiters.worker_utilization.sample_interval
-        );
+        // The code keeps Stripe's thresholds and interval; the demo tunes its own, and says
+        // so on each line with the default beside it.
+        let wu = &d.limiters.worker_utilization;
+        assert_eq!((wu.end_of_good, wu.start_of_bad), (0.7, 0.8));
+        assert_eq!(wu.sample_interval.get(), std::time::Duration::from_secs(8));
+        let text = std::fs::read_to_string(path).unwrap();
+        let shipped = &c.limiters.worker_utilization;
+        for (key, value, default) in [
+            ("end_of_good", shipped.end_of_good.to_string(), "0.7"),
+            ("start_of_bad", shipped.start_of_bad.to_string(), "0.8"),
+            ("sample_interval", shipped.sample_interval.to_string(), "8s"),
+        ] {
+            let line = format!("    {key}: {value}");
+            let note = format!("# demo (default {default})");
+            let documented = text
+                .lines()
+                .any(|l| l.starts_with(&line) && (value == default || l.ends_with(&note)));
+            assert!(
+                documented,
+                "config.yaml: {key} is {value} without a `# demo (default {default})` note"
+            );
+        }
         assert_eq!(c.admin, d.admin);
         assert_eq!(c.classifier, d.classifier);
     }
