@@ -1,4 +1,4 @@
-//! Demand: the work offered to this server over a sample interval, in requests in flight.
+//! Demand and the `in_flight` source that reads it: the work offered to this server over a sample interval, in requests in flight.
 //!
 //! Counting only the requests let into the app cannot see overload once the fast guard
 //! (adaptive_concurrency) holds what it lets in below capacity: the app then looks busy but
@@ -8,6 +8,11 @@
 //! flight). What the controller shed itself is left out of its input: that is its feedback,
 //! as in Stripe's design the worker utilization falls as the shedder drops work. Operators
 //! see it added back ([`with_shed`]): the whole demand, 2 at twice the capacity.
+
+use super::average::TimeAverage;
+use super::source::{InFlight, SourceError, UtilizationSource};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Request counts since start, as the engine's metrics keep them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -66,6 +71,90 @@ pub fn with_shed(input: f64, interval: Traffic) -> f64 {
     match interval.passed() {
         0 => input,
         passed => input * interval.reached as f64 / passed as f64,
+    }
+}
+
+/// `in_flight`: the work offered to the app divided by the configured capacity (the
+/// requests it serves at once), over the sample interval.
+///
+/// On its own it reads the requests in progress (read every
+/// [`OBSERVE_EVERY`](super::OBSERVE_EVERY) and averaged). Given the engine's request counts
+/// ([`with_traffic`](Self::with_traffic)) it reads demand instead: every request that came
+/// past the controller — let in, or refused or kept waiting by the fast guard — counted for
+/// one service time (see [`offered_work`]), so a fast guard that keeps
+/// what it lets in below capacity does not hide the overload from the controller.
+pub struct InFlightSource {
+    in_flight: Arc<InFlight>,
+    capacity: Box<dyn Fn() -> u32 + Send>,
+    average: TimeAverage,
+    traffic: Option<TrafficProbe>,
+}
+
+/// The request counts and the service time an [`InFlightSource`] reads demand from.
+struct TrafficProbe {
+    counts: Box<dyn Fn() -> Traffic + Send>,
+    service: Box<dyn Fn() -> Option<Duration> + Send>,
+    last: Option<(Traffic, Duration)>,
+}
+
+impl InFlightSource {
+    /// Reads `in_flight` against a capacity that may change at run time.
+    pub fn new(in_flight: Arc<InFlight>, capacity: impl Fn() -> u32 + Send + 'static) -> Self {
+        Self {
+            in_flight,
+            capacity: Box::new(capacity),
+            average: TimeAverage::default(),
+            traffic: None,
+        }
+    }
+
+    /// Reads demand from `counts` (request counts since start) and `service` (the app's time
+    /// per request without queueing, when known; otherwise the mean time in the app of the
+    /// requests let in stands for it).
+    pub fn with_traffic(
+        mut self,
+        counts: impl Fn() -> Traffic + Send + 'static,
+        service: impl Fn() -> Option<Duration> + Send + 'static,
+    ) -> Self {
+        self.traffic = Some(TrafficProbe {
+            counts: Box::new(counts),
+            service: Box::new(service),
+            last: None,
+        });
+        self
+    }
+
+    fn capacity(&self) -> f64 {
+        f64::from((self.capacity)().max(1))
+    }
+
+    fn reading(&self) -> f64 {
+        self.in_flight.total() as f64 / self.capacity()
+    }
+}
+
+impl UtilizationSource for InFlightSource {
+    fn name(&self) -> &str {
+        "in_flight"
+    }
+    fn sample(&mut self, now: Duration) -> Result<f64, SourceError> {
+        let average = self.average.take(now, self.reading());
+        let capacity = self.capacity();
+        let Some(probe) = self.traffic.as_mut() else {
+            return Ok(average);
+        };
+        let counts = (probe.counts)();
+        let Some((earlier, at)) = probe.last.replace((counts, now)) else {
+            return Ok(average);
+        };
+        let seconds = now.saturating_sub(at).as_secs_f64();
+        let service = (probe.service)().map(|d| d.as_secs_f64());
+        let work = offered_work(counts.since(earlier), seconds, average * capacity, service);
+        Ok(work.map_or(average, |w| w / capacity))
+    }
+    fn observe(&mut self, now: Duration) {
+        let reading = self.reading();
+        self.average.observe(now, reading);
     }
 }
 

@@ -10,9 +10,9 @@ mod source;
 
 pub use average::{TimeAverage, OBSERVE_EVERY};
 pub use controller::{Controller, ControllerParams};
-pub use demand::{offered_work, with_shed, Traffic};
+pub use demand::{offered_work, with_shed, InFlightSource, Traffic};
 pub use plan::{cohort_epoch, cohort_score, probabilities, should_drop, PublishedPlan, ShedPlan};
 pub use source::{
-    combine, source_fn, CpuSource, FnSource, InFlight, InFlightSource, RuntimeRegistry,
-    RuntimeSource, SourceError, UtilizationSource,
+    combine, source_fn, CpuSource, FnSource, InFlight, RuntimeRegistry, RuntimeSource, SourceError,
+    UtilizationSource,
 };
