@@ -1,4 +1,5 @@
-//! Stripe's derivative controller for the worker-utilization shedder (DESIGN.md §4). Pure math.
+//! Stripe's derivative controller for the worker-utilization shedder (README, "How a request
+//! is decided", step 8). Pure math.
 //!
 //! The controller integrates a derivative of utilization into a shedding *amount*: it grows
 //! while the server is bad, stays put in a dead zone, and shrinks while it is good. The amount

@@ -1,4 +1,5 @@
-//! Demand and the `in_flight` source that reads it: the work offered to this server over a sample interval, in requests in flight.
+//! Demand and the `in_flight` source that reads it: the work offered to this server over a
+//! sample interval, in requests in flight.
 //!
 //! Counting only the requests let into the app cannot see overload once the fast guard
 //! (adaptive_concurrency) holds what it lets in below capacity: the app then looks busy but

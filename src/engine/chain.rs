@@ -1,5 +1,5 @@
-//! The limiter chain: each limiter in DESIGN.md order, under its mode, failing open on any
-//! error or panic. A request rejected by a later limiter gets back what earlier ones took.
+//! The limiter chain: each limiter in the order of the README's "How a request is decided",
+//! under its mode, failing open on any error or panic. A request rejected by a later limiter gets back what earlier ones took.
 
 use super::{EngineRef, Settings};
 use crate::config::Mode;

@@ -1,5 +1,5 @@
-//! The limiters, checked in DESIGN.md order, and the chain that applies their modes and fails
-//! open on any error or panic.
+//! The limiters, checked in the order of the README's "How a request is decided", and the
+//! chain that applies their modes and fails open on any error or panic.
 
 pub mod adaptive_concurrency;
 pub mod adaptive_queue;

@@ -63,11 +63,6 @@ impl Bucket {
         }
     }
 
-    /// µs of TAT one credit takes.
-    pub fn step(&self) -> u64 {
-        self.step
-    }
-
     /// How far a request of `cost` credits moves the TAT.
     pub fn increment(&self, cost: u32) -> u64 {
         u64::from(cost) * self.step
