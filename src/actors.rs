@@ -215,7 +215,10 @@ impl Adaptive {
         // A limit grown lets waiting requests in now, not at the next slot given back.
         shared.adaptive.dispatch(now);
         let waiting = shared.adaptive.waiting();
-        shared.metrics.publish_concurrency_limit(limit, waiting);
+        let critical_share = shared.adaptive.settle_critical();
+        shared
+            .metrics
+            .publish_concurrency_limit(limit, waiting, critical_share);
     }
 }
 

@@ -1,10 +1,12 @@
 //! The demo app of `cargo run --release`: three routes behind brownout, each holding one slot
 //! of a small worker pool for `demo.service_time`, so load above `workers / service_time`
-//! really overloads it and the worker-utilization controller has something to react to.
+//! really overloads it and the worker-utilization controller has something to react to. With
+//! `demo.work: cpu` a request burns its service time as CPU on a thread of its own instead of
+//! sleeping: a CPU-bound server, whose capacity is what its cores do.
 
 mod alternative;
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError, DemoWork};
 use crate::runtime::{Brownout, Error};
 use actix_web::dev::ServerHandle;
 use actix_web::{web, App, HttpResponse, HttpServer};
@@ -20,22 +22,75 @@ pub struct WorkerPool {
     slots: Arc<Semaphore>,
     /// Nanoseconds a request holds a slot: changed at run time by [`Demo::set_service_time`].
     service_time: Arc<std::sync::atomic::AtomicU64>,
+    work: DemoWork,
 }
 
 impl WorkerPool {
-    /// `workers` slots, each held for `service_time` per request.
-    pub fn new(workers: u32, service_time: Duration) -> Self {
-        Self {
+    /// `workers` slots, each held for `service_time` per request, spent as `work` says.
+    ///
+    /// # Errors
+    /// `demo.work: cpu` where this thread's CPU time cannot be read (not Linux).
+    pub fn new(workers: u32, service_time: Duration, work: DemoWork) -> Result<Self, Error> {
+        if work == DemoWork::Cpu && thread_cpu().is_none() {
+            return Err(Error::Config(ConfigError::invalid(
+                "demo.work",
+                "cpu needs each thread's CPU time from /proc/thread-self/schedstat (Linux); use sleep here",
+            )));
+        }
+        Ok(Self {
             slots: Arc::new(Semaphore::new(workers as usize)),
             service_time: Arc::new(std::sync::atomic::AtomicU64::new(nanos(service_time))),
-        }
+            work,
+        })
     }
 
     async fn work(&self) {
         // The semaphore is never closed, so acquiring only waits.
-        if let Ok(_slot) = self.slots.acquire().await {
-            let ns = self.service_time.load(std::sync::atomic::Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_nanos(ns)).await;
+        let Ok(slot) = self.slots.clone().acquire_owned().await else {
+            return;
+        };
+        let ns = self.service_time.load(std::sync::atomic::Ordering::Relaxed);
+        let service_time = Duration::from_nanos(ns);
+        match self.work {
+            DemoWork::Sleep => {
+                tokio::time::sleep(service_time).await;
+                drop(slot);
+            }
+            // The slot goes with the work: a handler stopped by its deadline leaves the burn
+            // running (a thread cannot be interrupted), and its core stays taken until then.
+            DemoWork::Cpu => {
+                let _ = tokio::task::spawn_blocking(move || {
+                    burn(service_time);
+                    drop(slot);
+                })
+                .await;
+            }
+        }
+    }
+}
+
+/// This thread's CPU time so far: the first field of `/proc/thread-self/schedstat` (ns on
+/// the CPU), or `None` where there is no such file.
+fn thread_cpu() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns = text.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
+/// Spins until this thread has used `work` of CPU time (reading it costs CPU too, and counts).
+fn burn(work: Duration) {
+    let Some(start) = thread_cpu() else {
+        return;
+    };
+    let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+    loop {
+        for _ in 0..10_000 {
+            x = x.rotate_left(5) ^ x.wrapping_mul(0x2545_F491_4F6C_DD1D);
+        }
+        std::hint::black_box(x);
+        match thread_cpu() {
+            Some(now) if now.saturating_sub(start) < work => {}
+            _ => break,
         }
     }
 }
@@ -87,7 +142,8 @@ impl Demo {
 
     /// Like [`start`](Self::start), for a `config` read from `file` (which SIGHUP reloads).
     pub fn start_with_file(config: Config, file: Option<&std::path::Path>) -> Result<Self, Error> {
-        let pool = WorkerPool::new(config.demo.workers, config.demo.service_time.get());
+        let d = &config.demo;
+        let pool = WorkerPool::new(d.workers, d.service_time.get(), d.work)?;
         let mut builder = Brownout::builder(config.clone());
         if let Some(file) = file {
             builder = builder.config_file(file);
@@ -146,4 +202,17 @@ impl Demo {
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_request_burns_its_service_time_on_its_own_thread() {
+        let before = thread_cpu().expect("Linux: /proc/thread-self/schedstat");
+        burn(Duration::from_millis(20));
+        let used = thread_cpu().expect("still there") - before;
+        assert!(used >= Duration::from_millis(20), "{used:?}");
+    }
 }

@@ -1,7 +1,7 @@
 //! adaptive_concurrency through the middleware on a real actix app, with the actors learning
 //! its limit on a manual clock: the floor, a limit that shrinks when requests queue and grows
 //! back when they are quick again, a slower server learned at once, refusals in tier order,
-//! critical requests never refused, the waiting room (`queue`; only a refusal holds a lower
+//! critical requests refused only past the ceiling, and then by client, the waiting room (`queue`; only a refusal holds a lower
 //! tier off), dark mode, and the admin state.
 
 mod common;
@@ -24,6 +24,8 @@ fn adaptive(mode: Mode) -> brownout::Config {
     a.min_limit = 2;
     a.window = HumanDuration::from_millis(100);
     a.floor_window = HumanDuration::from_secs(10);
+    // Critical requests are never refused here (the ceiling's own test sets it).
+    a.critical_ceiling = 0.0;
     c
 }
 
@@ -43,6 +45,84 @@ macro_rules! app {
         )
         .await
     };
+}
+
+/// A charge (critical) from client `n`.
+fn charge_from(n: u32) -> actix_http::Request {
+    charge()
+        .insert_header(("authorization", format!("Bearer sk_live_{n}")))
+        .to_request()
+}
+
+/// Waits (at most 5 s) until `/v1/state` shows adaptive_concurrency's critical share at `want`.
+async fn critical_share(rig: &Rig, want: f64) {
+    for _ in 0..500 {
+        let share = state(rig).await["adaptive_concurrency"]["critical_share"].as_f64();
+        if share.is_some_and(|s| (s - want).abs() < 1e-9) {
+            return;
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("critical_share never read {want}: {:#}", state(rig).await);
+}
+
+#[actix_web::test]
+async fn critical_demand_past_the_ceiling_is_refused_by_client_and_served_again_after() {
+    let mut c = adaptive(Mode::Enforce);
+    let a = &mut c.limiters.adaptive_concurrency;
+    (a.initial_limit, a.min_limit, a.max_limit) = (2, 2, 2);
+    a.critical_ceiling = 2.0;
+    let rig = Rig::new(c);
+    let app = app!(rig);
+    // Twice the limit of 2 may be in flight; the fifth critical request is refused at once.
+    let mut held = Vec::new();
+    for n in 0..4 {
+        held.push(test::call_service(&app, charge_from(n)).await);
+    }
+    assert!(held.iter().all(|r| r.status().is_success()));
+    let refused = test::call_service(&app, charge_from(4)).await;
+    assert_eq!(refused.status(), 503);
+    let body: serde_json::Value = test::read_body_json(refused).await;
+    assert_eq!(
+        (body["limiter"].as_str(), body["tier"].as_str()),
+        (Some("adaptive_concurrency"), Some("critical"))
+    );
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("The server has more critical requests than it can answer in time"),
+        "a critical client is not told critical requests are served: {detail}"
+    );
+    // The window overflowed: 90% of the clients are admitted from now on.
+    rig.clock.advance(Duration::from_millis(100));
+    critical_share(&rig, 0.9).await;
+    assert_eq!(rig.metric("brownout_concurrency_critical_share"), 0.9);
+    finish(held).await;
+    // With room again, the clients outside the share are refused, and the same ones each time.
+    let mut refused = [Vec::new(), Vec::new()];
+    for round in &mut refused {
+        for n in 100..400 {
+            let res = test::call_service(&app, charge_from(n)).await;
+            if res.status() == 503 {
+                round.push(n);
+            } else {
+                finish(vec![res]).await;
+            }
+        }
+    }
+    assert_eq!(refused[0], refused[1], "by client, not by chance");
+    assert!(
+        (10..=60).contains(&refused[0].len()),
+        "about 10% of 300 clients: {}",
+        refused[0].len()
+    );
+    // A window in which every critical request found room gives the rest back.
+    rig.clock.advance(Duration::from_millis(100));
+    critical_share(&rig, 1.0).await;
+    for &n in &refused[0] {
+        let res = test::call_service(&app, charge_from(n)).await;
+        assert!(res.status().is_success(), "client {n} is served again");
+        finish(vec![res]).await;
+    }
 }
 
 fn test_mode() -> test::TestRequest {

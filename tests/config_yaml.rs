@@ -100,6 +100,27 @@ fn every_unmarked_value_is_the_default_and_every_demo_value_is_not() {
 }
 
 /// `brownout check --config <path>`: its exit code and stderr.
+#[test]
+fn the_cpu_bound_demo_is_config_yaml_with_only_its_six_changes() {
+    let cpu = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cpu-bound.yaml");
+    let shipped = serde_json::to_value(Config::load(FILE).unwrap()).unwrap();
+    let bound = serde_json::to_value(Config::load(cpu).unwrap()).unwrap();
+    let mut changed = BTreeSet::new();
+    differences(&shipped, &bound, "", &mut changed);
+    let expected: BTreeSet<String> = [
+        "demo.service_time",
+        "demo.work",
+        "demo.workers",
+        "limiters.adaptive_concurrency.min_limit",
+        "limiters.adaptive_concurrency.tolerance",
+        "limiters.worker_utilization.capacity",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(changed, expected);
+    assert_eq!(at(&bound, "demo.work"), "cpu");
+}
+
 fn check(path: &std::path::Path) -> (Option<i32>, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_brownout"))
         .args(["check", "--config"])

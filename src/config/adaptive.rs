@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// `limiters.adaptive_concurrency:` — a learned limit on requests in flight (critical ones
-/// count, but are never refused).
+/// count, and are refused only past `critical_ceiling` times the limit, by cohort).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdaptiveConcurrencyConfig {
@@ -47,6 +47,16 @@ pub struct AdaptiveConcurrencyConfig {
     /// The longest a POST waits for room (longer than a GET: it is refused only when every
     /// lower tier has been turned away and the requests let in before it still fill the limit).
     pub post_max_wait: HumanDuration,
+    /// Critical requests are never refused while fewer than this many times the limit are in
+    /// flight; past it, the critical demand alone is more than the server can answer in time,
+    /// and the excess is refused at once, by cohort: the clients whose cohort score is above an
+    /// admitted share (which falls while the ceiling is hit and comes back once it is not) are
+    /// refused, so the same clients keep being served. `0`: critical requests are never
+    /// refused, however many wait in the app.
+    pub critical_ceiling: f64,
+    /// How long the same clients' critical requests are the ones refused past the ceiling
+    /// before the cohorts are drawn anew.
+    pub cohort_rotation: HumanDuration,
     /// `Retry-After` of a rejected request.
     pub retry_after: HumanDuration,
 }
@@ -67,6 +77,8 @@ impl Default for AdaptiveConcurrencyConfig {
             queue: 0,
             max_wait: HumanDuration::from_millis(100),
             post_max_wait: HumanDuration::from_millis(400),
+            critical_ceiling: 4.0,
+            cohort_rotation: HumanDuration::from_secs(300),
             retry_after: HumanDuration::from_secs(1),
         }
     }
@@ -133,6 +145,21 @@ impl AdaptiveConcurrencyConfig {
             )?;
         }
         ensure(
+            self.critical_ceiling == 0.0
+                || (self.critical_ceiling.is_finite()
+                    && (1.0..=100.0).contains(&self.critical_ceiling)),
+            &key("critical_ceiling"),
+            format!(
+                "must be 0 (never refuse critical requests) or between 1 and 100 (got {})",
+                self.critical_ceiling
+            ),
+        )?;
+        ensure(
+            !self.cohort_rotation.get().is_zero(),
+            &key("cohort_rotation"),
+            "must be greater than zero",
+        )?;
+        ensure(
             !self.retry_after.get().is_zero(),
             &key("retry_after"),
             "must be greater than zero",
@@ -148,7 +175,7 @@ impl AdaptiveConcurrencyConfig {
     }
 
     /// Requests of a tier's share that may be in flight under `limit`: `None` for critical
-    /// requests, which this limiter counts but never refuses.
+    /// requests, which this limiter counts and refuses only past `critical_ceiling`.
     pub fn tier_limit(&self, limit: f64, tier: crate::tier::Tier) -> Option<f64> {
         use crate::tier::Tier;
         match tier {

@@ -347,9 +347,27 @@ pub struct DemoConfig {
     pub workers: u32,
     /// How long each request holds a worker.
     pub service_time: HumanDuration,
+    /// What a request does with its worker: `sleep` for `service_time` (an I/O-bound app:
+    /// `workers` is its capacity), or `cpu`: burn `service_time` of CPU time on a thread of
+    /// its own (a CPU-bound app: set `workers` to the cores the server is given; its capacity
+    /// is what those cores do, less what HTTP and brownout take).
+    pub work: DemoWork,
     /// Another crate's adaptive concurrency limiter in front of the demo's routes, for the
     /// overload scorecard's comparison arm (brownout's own limiters are set apart).
     pub alternative_limiter: AlternativeLimiter,
+}
+
+/// `demo.work:` — how a demo request spends its service time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DemoWork {
+    /// Waits (the default): a slot held, no CPU used.
+    #[default]
+    Sleep,
+    /// Spins until its thread has used `service_time` of CPU (Linux: read from
+    /// `/proc/thread-self/schedstat`), so a contended core stretches it as it would a real
+    /// CPU-bound handler.
+    Cpu,
 }
 
 /// `demo.alternative_limiter:` — which of the congestion-limiter crate's algorithms guards
@@ -372,6 +390,7 @@ impl Default for DemoConfig {
             bind: "127.0.0.1:8080".into(),
             workers: 8,
             service_time: HumanDuration::from_millis(50),
+            work: DemoWork::Sleep,
             alternative_limiter: AlternativeLimiter::Off,
         }
     }

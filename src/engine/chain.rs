@@ -161,17 +161,10 @@ fn run<'a, P: EngineRef>(
         Step::Pass(permit) => permit.flatten(),
         Step::Stop(rejection, ()) => return reject(rejection),
     };
-    let ac = &limiters.adaptive_concurrency;
-    // Only an enforced limit makes a request wait (a dark one never delays traffic).
-    let may_wait = may_wait && ac.mode == Mode::Enforce;
-    let (adaptive, wait) = match eval.evaluate(LimiterName::AdaptiveConcurrency, ac.mode, || {
-        adaptive_concurrency::acquire(ac, &shared.adaptive, req.tier, now, may_wait)
-    }) {
-        Step::Pass(Some(Slot::Held(permit))) => (Some(permit), None),
-        Step::Pass(Some(Slot::Waiting(wait))) => (None, Some(wait)),
-        Step::Pass(None) => (None, None),
-        Step::Stop(rejection, ()) => return reject(rejection),
-    };
+    // The controller's plan before the fast guard: the two loops share one plan, the
+    // controller shedding by tier what lasting overload asks, the fast guard trimming what it
+    // lets through. A request the plan sheds takes no slot and holds no tier off, and gets
+    // the controller's answer.
     let wu = &limiters.worker_utilization;
     let shed = eval.evaluate(LimiterName::WorkerUtilization, wu.mode, || {
         worker_utilization::check(wu, &plan, req.tier, req.key, now, rng)
@@ -179,6 +172,17 @@ fn run<'a, P: EngineRef>(
     if let Step::Stop(rejection, ()) = shed {
         return reject(rejection);
     }
+    let ac = &limiters.adaptive_concurrency;
+    // Only an enforced limit makes a request wait (a dark one never delays traffic).
+    let may_wait = may_wait && ac.mode == Mode::Enforce;
+    let (adaptive, wait) = match eval.evaluate(LimiterName::AdaptiveConcurrency, ac.mode, || {
+        adaptive_concurrency::acquire(ac, &shared.adaptive, (req.tier, req.key), now, may_wait)
+    }) {
+        Step::Pass(Some(Slot::Held(permit))) => (Some(permit), None),
+        Step::Pass(Some(Slot::Waiting(wait))) => (None, Some(wait)),
+        Step::Pass(None) => (None, None),
+        Step::Stop(rejection, ()) => return reject(rejection),
+    };
     Verdict::Allow(Admission {
         outcome,
         rate: shown.map(|a| a.status),

@@ -68,6 +68,17 @@ pub fn rejection_response(r: &Rejection, policy: Option<&str>) -> HttpResponse {
         RejectStatus::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
     };
     let (title, detail) = match r.limiter {
+        // A critical request refused: say nothing about critical requests being served.
+        LimiterName::WorkerUtilization | LimiterName::AdaptiveConcurrency
+            if r.tier == crate::tier::Tier::Critical =>
+        {
+            (
+                "Service overloaded",
+                format!(
+                    "The server has more critical requests than it can answer in time and is serving some clients' first. Retry in {wait}."
+                ),
+            )
+        }
         LimiterName::WorkerUtilization => (
             "Service overloaded",
             format!(

@@ -4,19 +4,25 @@
 //! limit (post all of it, get `get_share`, test `test_share`), counting its own requests in
 //! flight and those of the tiers above it: a GET or a test request never takes room a POST
 //! needs (when the limit shrinks under GETs admitted a moment before, POSTs still find their
-//! room). Critical requests are counted but never refused: they take room from every other
-//! tier, never the reverse, so the app holds about the limit's worth of work and a critical
-//! request never waits behind more than that (the reserve for critical). Shares order refusals
+//! room). Critical requests are counted and take room from every other tier, never the
+//! reverse, so the app holds about the limit's worth of work and a critical request never waits
+//! behind more than that (the reserve for critical). They are refused only when critical demand
+//! alone is more than the server answers in time: past `critical_ceiling` times the limit in
+//! flight. Then a share of critical cohorts is admitted (it falls each window the ceiling is
+//! hit, [`crate::math::adaptive::critical_share`]), so the excess is refused at once and by
+//! client, and the clients let in are answered within their deadlines instead of everyone
+//! waiting in a queue that outgrows them. Shares order refusals
 //! only on average, so a refused request holds every lower tier off for `tier_hold`, and no
 //! lower-tier request passes one waiting for room ([`crate::limiter::adaptive_queue`]).
 
 use super::adaptive_queue::{Room, Slot};
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
 use crate::config::AdaptiveConcurrencyConfig;
-use crate::math::adaptive::{LimitParams, Window};
+use crate::control::{cohort_epoch, cohort_score};
+use crate::math::adaptive::{critical_share, CriticalPressure, LimitParams, Window};
 use crate::shard::{CachePadded, Sharded};
 use crate::tier::Tier;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -54,6 +60,11 @@ pub struct AdaptiveState {
     /// Per tier, until when (µs; 0: not yet) it is held off: a higher tier found no room.
     pub(super) held_until: [AtomicU64; 4],
     seen: [AtomicU64; 2], // the sums at the end of the last window
+    /// The share of critical cohorts admitted (`f64` bits; 1: every client).
+    critical_share: AtomicU64,
+    /// This window: a critical request was refused at the ceiling / let in with the limit full.
+    critical_overflowed: AtomicBool,
+    critical_at_limit: AtomicBool,
 }
 
 impl AdaptiveState {
@@ -69,7 +80,76 @@ impl AdaptiveState {
             refused: AtomicU64::new(0),
             held_until: Default::default(),
             seen: Default::default(),
+            critical_share: AtomicU64::new(1f64.to_bits()),
+            critical_overflowed: AtomicBool::new(false),
+            critical_at_limit: AtomicBool::new(false),
         }
+    }
+
+    /// The share of critical cohorts admitted (1 unless critical demand alone overflowed the
+    /// ceiling lately).
+    pub fn critical_share(&self) -> f64 {
+        f64::from_bits(self.critical_share.load(Ordering::Relaxed))
+    }
+
+    /// Closes the critical window: the share of cohorts admitted moves by what the critical
+    /// requests met in it ([`critical_share`]). Returns the new share.
+    pub fn settle_critical(&self) -> f64 {
+        // Both flags start afresh each window.
+        let overflowed = self.critical_overflowed.swap(false, Ordering::Relaxed);
+        let at_limit = self.critical_at_limit.swap(false, Ordering::Relaxed);
+        let pressure = match (overflowed, at_limit) {
+            (true, _) => CriticalPressure::Overflowed,
+            (false, true) => CriticalPressure::AtLimit,
+            (false, false) => CriticalPressure::Clear,
+        };
+        let share = critical_share(self.critical_share(), pressure);
+        self.critical_share
+            .store(share.to_bits(), Ordering::Relaxed);
+        share
+    }
+
+    /// A critical request of client `key` at `now`: let in below the ceiling unless its cohort
+    /// is outside the share admitted; counted either way it is let in.
+    fn admit_critical(
+        &self,
+        c: &AdaptiveConcurrencyConfig,
+        key: u64,
+        now: Duration,
+    ) -> Checked<Slot<'_>> {
+        let tier = Tier::Critical;
+        let own = &self.counts.in_flight[tier.index()];
+        if c.critical_ceiling <= 0.0 {
+            own.fetch_add(1, Ordering::SeqCst);
+            return Ok(Check::Allowed(Slot::Held(AdaptivePermit::new(
+                self, tier, now,
+            ))));
+        }
+        let share = self.critical_share();
+        let refused = || Ok(Check::Rejected(self.refuse(c, tier, micros(now)), ()));
+        if share < 1.0 {
+            let epoch = cohort_epoch(now, c.cohort_rotation.get());
+            if cohort_score(key, epoch) >= share {
+                return refused();
+            }
+        }
+        let others: u64 = self.counts.in_flight[1..]
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .sum();
+        let before = (own.fetch_add(1, Ordering::SeqCst) + others) as f64;
+        let limit = self.limit();
+        if before >= (limit * c.critical_ceiling).floor().max(1.0) {
+            own.fetch_sub(1, Ordering::SeqCst);
+            self.critical_overflowed.store(true, Ordering::Relaxed);
+            return refused();
+        }
+        if before >= limit {
+            self.critical_at_limit.store(true, Ordering::Relaxed);
+        }
+        Ok(Check::Allowed(Slot::Held(AdaptivePermit::new(
+            self, tier, now,
+        ))))
     }
 
     /// The limit requests are admitted under.
@@ -212,21 +292,20 @@ impl Drop for AdaptivePermit<'_> {
     }
 }
 
-/// Takes a slot for a request arriving at `now` (a critical one always gets one), or a place
-/// in the waiting room when `may_wait` (the middleware, enforcing, with a `queue`), or says
-/// when to retry.
+/// Takes a slot for a request of client `key` arriving at `now` (a critical one gets one
+/// below the ceiling), or a place in the waiting room when `may_wait` (the middleware,
+/// enforcing, with a `queue`), or says when to retry.
 pub fn acquire<'a>(
     c: &AdaptiveConcurrencyConfig,
     state: &'a Arc<AdaptiveState>,
-    tier: Tier,
+    (tier, key): (Tier, u64),
     now: Duration,
     may_wait: bool,
 ) -> Checked<Slot<'a>> {
     let Some(limit) = c.tier_limit(state.limit(), tier) else {
-        // Critical: never refused, but counted, so it takes room from every other tier.
-        state.counts.in_flight[tier.index()].fetch_add(1, Ordering::SeqCst);
-        let permit = AdaptivePermit::new(state, tier, now);
-        return Ok(Check::Allowed(Slot::Held(permit)));
+        // Critical: counted, so it takes room from every other tier; refused only past the
+        // ceiling.
+        return state.admit_critical(c, key, now);
     };
     let now_us = micros(now);
     // Held off (a higher tier was just refused): refused too.
@@ -273,7 +352,7 @@ mod tests {
         tier: Tier,
         ms: u64,
     ) -> bool {
-        match acquire(c, s, tier, Duration::from_millis(ms), false).unwrap() {
+        match acquire(c, s, (tier, 0), Duration::from_millis(ms), false).unwrap() {
             Check::Allowed(Slot::Held(p)) => {
                 p.keep();
                 true
@@ -288,9 +367,10 @@ mod tests {
     }
 
     #[test]
-    fn tiers_are_refused_in_order_and_critical_never() {
+    fn tiers_are_refused_in_order_and_critical_never_without_a_ceiling() {
         let c = AdaptiveConcurrencyConfig {
             tier_hold: crate::config::HumanDuration::from_secs(0),
+            critical_ceiling: 0.0,
             ..AdaptiveConcurrencyConfig::default() // get 0.9, test 0.8
         };
         let s = new_state(10.0);
@@ -329,6 +409,92 @@ mod tests {
         assert!(!admitted(&c, &s, Tier::Get));
     }
 
+    /// Whether a critical request of client `key` at `ms` is let in (kept in flight).
+    fn critical(c: &AdaptiveConcurrencyConfig, s: &Arc<AdaptiveState>, key: u64, ms: u64) -> bool {
+        match acquire(
+            c,
+            s,
+            (Tier::Critical, key),
+            Duration::from_millis(ms),
+            false,
+        )
+        .unwrap()
+        {
+            Check::Allowed(Slot::Held(p)) => {
+                p.keep();
+                true
+            }
+            Check::Allowed(Slot::Waiting(_)) => panic!("critical requests never wait"),
+            Check::Rejected(r, ()) => {
+                assert_eq!((r.status.as_u16(), r.tier), (503, Tier::Critical));
+                false
+            }
+        }
+    }
+
+    #[test]
+    fn critical_requests_past_the_ceiling_are_refused_and_then_by_cohort() {
+        let c = AdaptiveConcurrencyConfig {
+            critical_ceiling: 2.0,
+            ..AdaptiveConcurrencyConfig::default() // rotation 5 min
+        };
+        let s = new_state(10.0);
+        for key in 0..20 {
+            assert!(critical(&c, &s, key, 0), "under twice the limit");
+        }
+        assert!(!critical(&c, &s, 20, 0), "the 21st finds the ceiling");
+        assert_eq!(s.in_flight(), 20, "the refused one holds nothing");
+        // The window overflowed: 90% of the cohorts are admitted, the same ones each time.
+        assert!((s.settle_critical() - 0.9).abs() < 1e-12);
+        let epoch = cohort_epoch(Duration::from_millis(1), c.cohort_rotation.get());
+        let outside = (100..10_000)
+            .find(|&k| cohort_score(k, epoch) >= 0.9)
+            .unwrap();
+        let inside = (100..10_000)
+            .find(|&k| cohort_score(k, epoch) < 0.9)
+            .unwrap();
+        for _ in 0..20 {
+            s.release(Tier::Critical, None, Duration::ZERO);
+        }
+        assert!(!critical(&c, &s, outside, 1), "outside the share: refused");
+        assert!(!critical(&c, &s, outside, 2), "and again");
+        assert!(critical(&c, &s, inside, 3), "inside it: let in");
+        let share_of = |keys: std::ops::Range<u64>, s: &Arc<AdaptiveState>| {
+            let n = keys.end - keys.start;
+            let admitted = keys
+                .filter(|&k| {
+                    let ok = critical(&c, s, k, 4);
+                    if ok {
+                        s.release(Tier::Critical, None, Duration::ZERO);
+                    }
+                    ok
+                })
+                .count();
+            admitted as f64 / n as f64
+        };
+        let let_in = share_of(1000..11_000, &s);
+        assert!((let_in - 0.9).abs() < 0.02, "{let_in}");
+        // A window at the limit without overflow gives back a little; clear ones, the rest.
+        for _ in 0..10 {
+            assert!(critical(&c, &s, inside, 5));
+        }
+        assert!((s.settle_critical() - 0.95).abs() < 1e-12, "at the limit");
+        for _ in 0..11 {
+            s.release(Tier::Critical, None, Duration::ZERO);
+        }
+        assert!((s.settle_critical() - 1.0).abs() < 1e-12, "a clear window");
+        assert!(critical(&c, &s, outside, 6), "everyone again");
+        // Other tiers' requests count towards the ceiling.
+        let s = new_state(4.0);
+        for _ in 0..4 {
+            assert!(admitted(&c, &s, Tier::Post));
+        }
+        for key in 0..4 {
+            assert!(critical(&c, &s, key, 0));
+        }
+        assert!(!critical(&c, &s, 5, 0), "4 POSTs and 4 critical fill 2 × 4");
+    }
+
     #[test]
     fn a_limit_that_shrinks_under_lower_tiers_still_has_room_for_posts() {
         let c = AdaptiveConcurrencyConfig::default(); // get 0.9, test 0.8, hold 1 s
@@ -359,7 +525,7 @@ mod tests {
         let c = AdaptiveConcurrencyConfig::default();
         let s = new_state(10.0);
         let Check::Allowed(Slot::Held(p)) =
-            acquire(&c, &s, Tier::Get, Duration::ZERO, false).unwrap()
+            acquire(&c, &s, (Tier::Get, 0), Duration::ZERO, false).unwrap()
         else {
             panic!("admitted");
         };
@@ -373,7 +539,7 @@ mod tests {
         );
         for ms in [30, 10, 20] {
             let Check::Allowed(Slot::Held(p)) =
-                acquire(&c, &s, Tier::Get, Duration::ZERO, false).unwrap()
+                acquire(&c, &s, (Tier::Get, 0), Duration::ZERO, false).unwrap()
             else {
                 panic!("admitted");
             };
@@ -400,7 +566,7 @@ mod tests {
         let mut slots = Vec::new();
         for _ in 0..10 {
             let Check::Allowed(Slot::Held(p)) =
-                acquire(&c, &s, Tier::Post, Duration::ZERO, false).unwrap()
+                acquire(&c, &s, (Tier::Post, 0), Duration::ZERO, false).unwrap()
             else {
                 panic!("admitted");
             };

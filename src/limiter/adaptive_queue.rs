@@ -301,7 +301,7 @@ mod tests {
         tier: Tier,
         at: u64,
     ) -> Option<Result<AdaptivePermit<'a>, Wait>> {
-        match acquire(c, s, tier, ms(at), true).unwrap() {
+        match acquire(c, s, (tier, 0), ms(at), true).unwrap() {
             Check::Allowed(Slot::Held(p)) => Some(Ok(p)),
             Check::Allowed(Slot::Waiting(w)) => Some(Err(w)),
             Check::Rejected(..) => None,
@@ -430,7 +430,7 @@ mod tests {
         let _held = take(&c, &s, Tier::Post, 0).unwrap().unwrap();
         assert!(take(&c, &s, Tier::Post, 1).is_none());
         let c = config(4);
-        let refused = acquire(&c, &s, Tier::Post, ms(2), false).unwrap();
+        let refused = acquire(&c, &s, (Tier::Post, 0), ms(2), false).unwrap();
         assert!(matches!(refused, Check::Rejected(..)));
         assert_eq!(s.waiting(), 0);
     }

@@ -15,7 +15,8 @@ use crate::tier::Tier;
 use serde::Serialize;
 use std::time::Duration;
 
-/// The five limiters, in the order they are checked.
+/// The five limiters, in the order of their tables and metrics (the chain checks
+/// worker_utilization's plan before adaptive_concurrency).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LimiterName {
@@ -32,7 +33,7 @@ pub enum LimiterName {
 }
 
 impl LimiterName {
-    /// Every limiter, in the order they are checked.
+    /// Every limiter, in the order of their tables and metrics.
     pub const ALL: [LimiterName; 5] = [
         LimiterName::RequestRate,
         LimiterName::ConcurrentRequests,

@@ -63,6 +63,10 @@ pub(super) fn describe(r: &PrometheusRecorder) {
             "Requests waiting for room under adaptive_concurrency's limit (its queue), at the last window's end.",
         ),
         (
+            "brownout_concurrency_critical_share",
+            "The share of critical clients (by cohort) adaptive_concurrency admits: 1 unless critical demand alone overflowed critical_ceiling times the limit.",
+        ),
+        (
             "brownout_store_breaker_state",
             "The shared store's circuit breaker: 0 closed (calls go to Redis), 1 open (limits decided locally), 2 half-open (one probe out).",
         ),

@@ -81,6 +81,7 @@ pub struct Metrics {
     limiter_mode: [[Gauge; 3]; 5],
     concurrency_limit: Gauge,
     concurrency_waiting: Gauge,
+    concurrency_critical_share: Gauge,
     kill_switch: Gauge,
     decision: AtomicHistogram,
     config_version: Gauge,
@@ -179,6 +180,7 @@ impl Metrics {
             limiter_mode,
             concurrency_limit: gauge("brownout_concurrency_limit", &[]),
             concurrency_waiting: gauge("brownout_concurrency_waiting", &[]),
+            concurrency_critical_share: gauge("brownout_concurrency_critical_share", &[]),
             kill_switch: gauge("brownout_kill_switch_engaged", &[]),
             decision: AtomicHistogram::new(&DECISION_BUCKETS),
             config_version: gauge("brownout_config_version", &[]),
@@ -273,9 +275,10 @@ impl Metrics {
     }
 
     /// Publishes adaptive_concurrency's limit, and how many requests wait for room under it.
-    pub fn publish_concurrency_limit(&self, limit: f64, waiting: u64) {
+    pub fn publish_concurrency_limit(&self, limit: f64, waiting: u64, critical_share: f64) {
         self.concurrency_limit.set(limit);
         self.concurrency_waiting.set(waiting as f64);
+        self.concurrency_critical_share.set(critical_share);
     }
 
     /// Publishes modes, the kill switch and the config version.

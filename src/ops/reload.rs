@@ -113,6 +113,7 @@ pub(super) fn check_reloadable(running: &Config, new: &Config) -> Result<(), Con
         ("demo.bind", d.bind == e.bind),
         ("demo.workers", d.workers == e.workers),
         ("demo.service_time", d.service_time == e.service_time),
+        ("demo.work", d.work == e.work),
     ];
     match fixed.iter().find(|(_, same)| !same) {
         Some((key, _)) => Err(ConfigError::invalid(

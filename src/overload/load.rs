@@ -20,27 +20,71 @@ pub struct Phase {
     pub load: f64,
     /// Whether the demo's service time is doubled (a capacity drop).
     pub slow: bool,
+    /// Each tier's share of the load, in [`Tier::ALL`] order (the standard [`MIX`] but in a
+    /// low-priority spike).
+    pub mix: [f64; 4],
 }
 
-/// The scorecard's phases (ISSUE: 0.5C, 0.75C, 2C, 4C, 0.3C, then a capacity drop at 1.5C of
-/// the original capacity and its end), each `1 / compress` as long. 0.75C lasts 3 minutes,
-/// not the issue's 60 s: its target asks that nothing be shed in 3 minutes of it.
-pub fn phases(compress: f64) -> Vec<Phase> {
-    let p = |name, seconds: f64, load, slow| Phase {
+/// The load profiles of `bench overload --profile`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Profile {
+    /// The scorecard: 0.5C, 0.75C, 2C, 4C, 0.3C, then a capacity drop at 1.5C of the original
+    /// capacity and its end.
+    Scorecard,
+    /// Critical demand alone past capacity: 0.5C, 0.75C, 2C, 0.3C, then 30 s at 10C of the
+    /// standard mix (critical alone is 1C) and 30 s at 0.5C after it.
+    Spike,
+    /// Low-priority traffic only: 0.5C, 30 s at 1C, 30 s of test and GET traffic at 11C on
+    /// top of the 1C mix, and 30 s at 1C after it.
+    LowSpike,
+}
+
+/// The phases of `profile`, each `1 / compress` as long, but for a spike and the 30 s after
+/// it (their targets are per 5 s and within 5 s of the spike's end, so they keep their length).
+/// The scorecard's 0.75C lasts 3 minutes: its target asks that nothing be shed in 3 minutes.
+pub fn phases(profile: Profile, compress: f64) -> Vec<Phase> {
+    let with = |name, seconds: f64, load, slow, mix| Phase {
         name,
-        seconds: (seconds / compress).max(2.0),
+        seconds,
         load,
         slow,
+        mix,
     };
-    vec![
-        p("0.5C", 60.0, 0.5, false),
-        p("0.75C", 180.0, 0.75, false),
-        p("2C", 240.0, 2.0, false),
-        p("4C", 60.0, 4.0, false),
-        p("0.3C", 300.0, 0.3, false),
-        p("drop 1.5C", 120.0, 1.5, true),
-        p("restored 1.5C", 60.0, 1.5, false),
-    ]
+    let p = |name, seconds: f64, load, slow| {
+        with(name, (seconds / compress).max(2.0), load, slow, MIX_SHARES)
+    };
+    let fixed = |name, seconds, load| with(name, seconds, load, false, MIX_SHARES);
+    match profile {
+        Profile::Scorecard => vec![
+            p("0.5C", 60.0, 0.5, false),
+            p("0.75C", 180.0, 0.75, false),
+            p("2C", 240.0, 2.0, false),
+            p("4C", 60.0, 4.0, false),
+            p("0.3C", 300.0, 0.3, false),
+            p("drop 1.5C", 120.0, 1.5, true),
+            p("restored 1.5C", 60.0, 1.5, false),
+        ],
+        Profile::Spike => vec![
+            p("0.5C", 40.0, 0.5, false),
+            p("0.75C", 150.0, 0.75, false),
+            p("2C", 200.0, 2.0, false),
+            p("0.3C", 60.0, 0.3, false),
+            fixed("10C spike", 30.0, 10.0),
+            fixed("after 0.5C", 30.0, 0.5),
+        ],
+        Profile::LowSpike => {
+            // 11C more of test and GET traffic, split as the standard mix splits them (5:2).
+            let [critical, post, get, test] = MIX_SHARES;
+            let (extra_get, extra_test) = (11.0 * 5.0 / 7.0, 11.0 * 2.0 / 7.0);
+            let spike = [critical, post, get + extra_get, test + extra_test].map(|c| c / 12.0);
+            vec![
+                p("0.5C", 40.0, 0.5, false),
+                fixed("1C", 30.0, 1.0),
+                with("low spike 12C", 30.0, 12.0, false, spike),
+                fixed("after 1C", 30.0, 1.0),
+            ]
+        }
+    }
 }
 
 /// The tiers' share of the load and how each is sent: 10% critical (`POST /v1/charges`),
@@ -51,6 +95,9 @@ pub const MIX: [(Tier, f64); 4] = [
     (Tier::Get, 0.5),
     (Tier::Test, 0.2),
 ];
+
+/// [`MIX`]'s shares alone, in [`Tier::ALL`] order.
+const MIX_SHARES: [f64; 4] = [MIX[0].1, MIX[1].1, MIX[2].1, MIX[3].1];
 
 /// API keys the load is spread over.
 pub const KEYS: u64 = 1000;
@@ -82,13 +129,14 @@ pub fn schedule(phases: &[Phase], capacity: f64, seed: u64) -> Vec<Arrival> {
                 break;
             }
             let mut pick = rng.next_f64();
-            let tier = MIX
-                .iter()
+            let tier = Tier::ALL
+                .into_iter()
+                .zip(p.mix)
                 .find(|(_, share)| {
                     pick -= share;
                     pick < 0.0
                 })
-                .map_or(Tier::Get, |&(t, _)| t);
+                .map_or(Tier::Get, |(t, _)| t);
             out.push(Arrival {
                 at: t,
                 phase: i,
@@ -277,7 +325,7 @@ mod tests {
 
     #[test]
     fn the_schedule_is_seeded_poisson_at_each_phases_rate_with_the_mix() {
-        let phases = phases(1.0);
+        let phases = phases(Profile::Scorecard, 1.0);
         let a = schedule(&phases, 160.0, 7);
         let b = schedule(&phases, 160.0, 7);
         assert_eq!(a.len(), b.len(), "the same seed, the same schedule");
@@ -289,6 +337,32 @@ mod tests {
         assert!((critical / a.len() as f64 - 0.1).abs() < 0.01);
         assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
         assert!(a.iter().all(|x| x.key < KEYS));
+    }
+
+    #[test]
+    fn the_spikes_keep_their_length_and_the_low_spike_adds_only_test_and_get() {
+        let spike = phases(Profile::Spike, 4.0);
+        assert_eq!(spike[2].seconds, 50.0, "2C is compressed");
+        assert_eq!((spike[4].seconds, spike[4].load), (30.0, 10.0));
+        assert_eq!(spike[5].seconds, 30.0, "and the 30 s after it is not");
+        let low = phases(Profile::LowSpike, 1.0);
+        let a = schedule(&low, 160.0, 3);
+        let rate = |tier: Tier| {
+            a.iter().filter(|x| x.phase == 2 && x.tier == tier).count() as f64 / 30.0 / 160.0
+        };
+        // Critical and POST traffic as at 1C; test and GET 11C more between them.
+        assert!(
+            (rate(Tier::Critical) - 0.1).abs() < 0.03,
+            "{}",
+            rate(Tier::Critical)
+        );
+        assert!(
+            (rate(Tier::Post) - 0.2).abs() < 0.04,
+            "{}",
+            rate(Tier::Post)
+        );
+        assert!((rate(Tier::Get) + rate(Tier::Test) - 11.7).abs() < 0.3);
+        assert!((low[2].mix.iter().sum::<f64>() - 1.0).abs() < 1e-12);
     }
 
     #[test]

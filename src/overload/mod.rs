@@ -6,7 +6,7 @@ mod chart;
 mod load;
 mod report;
 
-use brownout::config::AlternativeLimiter;
+use brownout::config::{AlternativeLimiter, DemoWork};
 use brownout::{Config, Mode};
 use clap::Args;
 use load::Phase;
@@ -29,6 +29,10 @@ pub struct OverloadArgs {
         value_delimiter = ','
     )]
     arms: Vec<String>,
+    /// The load profile: the scorecard, a 10C spike of the standard mix (critical alone 1C)
+    /// after sustained overload, or a spike of test and GET traffic alone.
+    #[arg(long, value_enum, default_value = "scorecard")]
+    profile: load::Profile,
     /// Every phase 20 times shorter (for CI: the invariants, not the figures).
     #[arg(long)]
     quick: bool,
@@ -48,6 +52,13 @@ pub struct OverloadArgs {
     /// The first retry's backoff bound (doubling after each).
     #[arg(long, default_value = "50ms")]
     retry_backoff: brownout::config::HumanDuration,
+    /// CPUs the demo server may run on (taskset's list, e.g. `0`); with `demo.work: cpu`, set
+    /// `demo.workers` to how many these are.
+    #[arg(long)]
+    server_cpus: Option<String>,
+    /// CPUs the load generator runs on (e.g. `1`), away from the server's.
+    #[arg(long)]
+    load_cpus: Option<String>,
     /// Seed of the arrival schedule.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -112,9 +123,9 @@ impl Drop for DemoProcess {
 }
 
 impl DemoProcess {
-    /// Starts `config` and waits (at most 30 s) for it to say where it listens; its log goes
-    /// to `log`.
-    fn start(config: &Config, file: &Path, log: &Path) -> Result<Self, String> {
+    /// Starts `config` (on `cpus`, if given) and waits (at most 30 s) for it to say where it
+    /// listens; its log goes to `log`.
+    fn start(config: &Config, file: &Path, log: &Path, cpus: Option<&str>) -> Result<Self, String> {
         let json = serde_json::to_string_pretty(config).map_err(|e| e.to_string())?;
         // JSON is YAML: the demo reads it like config.yaml.
         std::fs::write(file, json).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -123,7 +134,16 @@ impl DemoProcess {
             brownout::rng::os_seed(),
             brownout::rng::os_seed()
         );
-        let mut child = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut command = match cpus {
+            Some(cpus) => {
+                let mut c = Command::new("taskset");
+                c.arg("-c").arg(cpus).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        let mut child = command
             .arg("--config")
             .arg(file)
             .arg("run")
@@ -181,6 +201,57 @@ impl DemoProcess {
     }
 }
 
+/// A CPU-bound demo's capacity: the answers a second of a closed loop (eight clients a worker,
+/// at least 32, each sending the next GET when the last is answered) gets from it, every
+/// limiter off, over 5 s after a second of warm-up (at most 200,000 requests).
+fn measure_capacity(config: &Config, args: &OverloadArgs) -> Result<f64, String> {
+    let config = arm_config(config, "off", args.cap).expect("a known arm");
+    let demo = DemoProcess::start(
+        &config,
+        &args.out.join("capacity.config.json"),
+        &args.out.join("capacity.log"),
+        args.server_cpus.as_deref(),
+    )?;
+    let clients = config.demo.workers.saturating_mul(8).clamp(32, 512);
+    let served = actix_web::rt::System::new().block_on(async {
+        let client = awc::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .finish();
+        let ok = std::rc::Rc::new(std::cell::Cell::new(0u64));
+        let sent = std::rc::Rc::new(std::cell::Cell::new(0u64));
+        let from = tokio::time::Instant::now() + Duration::from_secs(1);
+        let ends = from + Duration::from_secs(5);
+        let url = format!("{}/v1/items", demo.app);
+        let tasks: Vec<_> = (0..clients)
+            .map(|_| {
+                let (client, ok, sent, url) =
+                    (client.clone(), ok.clone(), sent.clone(), url.clone());
+                actix_web::rt::spawn(async move {
+                    while tokio::time::Instant::now() < ends && sent.get() < 200_000 {
+                        sent.set(sent.get() + 1);
+                        let answer = client.get(&url).send().await;
+                        let now = tokio::time::Instant::now();
+                        if answer.is_ok_and(|r| r.status().is_success())
+                            && (from..=ends).contains(&now)
+                        {
+                            ok.set(ok.get() + 1);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            let _ = task.await;
+        }
+        ok.get()
+    });
+    drop(demo);
+    match served {
+        0 => Err("the demo answered nothing in 5 s".into()),
+        n => Ok(n as f64 / 5.0),
+    }
+}
+
 /// The controller's amount and adaptive_concurrency's limit (NaN where unknown), read from
 /// `/v1/state` once a second until `stop` is set.
 async fn poll_state(
@@ -230,7 +301,7 @@ struct ArmResult {
 /// One arm: a fresh demo, the schedule, and the reports.
 fn run_arm(
     config: &Config,
-    arm: &str,
+    (arm, capacity): (&str, f64),
     args: &OverloadArgs,
     phases: &[Phase],
     arrivals: &[load::Arrival],
@@ -239,8 +310,8 @@ fn run_arm(
         config,
         &args.out.join(format!("{arm}.config.json")),
         &args.out.join(format!("{arm}.log")),
+        args.server_cpus.as_deref(),
     )?;
-    let capacity = f64::from(config.demo.workers) / config.demo.service_time.get().as_secs_f64();
     let deadline = args.deadline.get();
     let (outcomes, polled) = actix_web::rt::System::new().block_on(async {
         let stop = std::rc::Rc::new(std::cell::Cell::new(false));
@@ -310,8 +381,40 @@ pub fn run(config: Config, args: OverloadArgs) -> ExitCode {
         (false, Some(f)) => return fail(format!("--compress: must be at least 1 (got {f})")),
         (false, None) => 1.0,
     };
-    let phases = load::phases(compress);
-    let capacity = f64::from(config.demo.workers) / config.demo.service_time.get().as_secs_f64();
+    let phases = load::phases(args.profile, compress);
+    if let Some(cpus) = &args.load_cpus {
+        // Every thread of this process, and those it starts later, on `cpus`.
+        let pinned = Command::new("taskset")
+            .args(["-a", "-p", "-c", cpus, &std::process::id().to_string()])
+            .stdout(Stdio::null())
+            .status();
+        if !pinned.is_ok_and(|s| s.success()) {
+            return fail(format!("--load-cpus {cpus}: taskset failed"));
+        }
+    }
+    let (capacity, how) = match config.demo.work {
+        DemoWork::Sleep => (
+            f64::from(config.demo.workers) / config.demo.service_time.get().as_secs_f64(),
+            format!(
+                "{} workers × {}",
+                config.demo.workers, config.demo.service_time
+            ),
+        ),
+        DemoWork::Cpu => match measure_capacity(&config, &args) {
+            Ok(c) => (
+                c,
+                format!(
+                    "measured: {} of CPU per request, {} workers{}",
+                    config.demo.service_time,
+                    config.demo.workers,
+                    args.server_cpus
+                        .as_ref()
+                        .map_or_else(String::new, |c| format!(" on CPUs {c}"))
+                ),
+            ),
+            Err(e) => return fail(format!("measuring the capacity: {e}")),
+        },
+    };
     let arrivals = load::schedule(&phases, capacity, args.seed);
     eprintln!(
         "{} requests per arm over {:.0} s",
@@ -326,7 +429,7 @@ pub fn run(config: Config, args: OverloadArgs) -> ExitCode {
             reports,
             per_second,
             polled,
-        } = match run_arm(c, arm, &args, &phases, &arrivals) {
+        } = match run_arm(c, (arm, capacity), &args, &phases, &arrivals) {
             Ok(r) => r,
             Err(e) => return fail(format!("arm {arm}: {e}")),
         };
@@ -353,9 +456,7 @@ pub fn run(config: Config, args: OverloadArgs) -> ExitCode {
     let summary = report::summary(&results, &phases);
     println!("{summary}");
     let doc = format!(
-        "# Overload scorecard\n\ncapacity C = {capacity:.0} req/s ({} workers × {}), deadline {}, {}, seed {}{}\n\n{summary}{details}",
-        config.demo.workers,
-        config.demo.service_time,
+        "# Overload scorecard\n\ncapacity C = {capacity:.0} req/s ({how}), deadline {}, {}, seed {}{}\n\n{summary}{details}",
         args.deadline,
         match args.retries {
             0 => "no retries".to_owned(),

@@ -58,6 +58,10 @@ pub struct PhaseReport {
     pub refused: [u64; REFUSERS],
     /// See `refused`.
     pub refused_late: [u64; REFUSERS],
+    /// The lowest goodput (× C) of the phase's whole 5 s windows (from its start).
+    pub worst_5s: Option<f64>,
+    /// Seconds from the phase's start to its last refused critical request's planned time.
+    pub last_critical_refusal: Option<f64>,
 }
 
 /// Who refused a request: each limiter, then "other" (a body that named none).
@@ -74,6 +78,21 @@ fn refuser(o: &Outcome) -> usize {
 }
 
 impl PhaseReport {
+    /// Timeouts as a share of the requests offered.
+    pub fn timeout_share(&self) -> f64 {
+        let offered: u64 = self.tiers.iter().map(|t| t.offered).sum();
+        let timeouts: u64 = self.tiers.iter().map(|t| t.timeouts).sum();
+        timeouts as f64 / offered.max(1) as f64
+    }
+
+    /// Requests sent (first attempts and retries) over requests offered: the retries'
+    /// amplification.
+    pub fn amplification(&self) -> f64 {
+        let offered: u64 = self.tiers.iter().map(|t| t.offered).sum();
+        let retries: u64 = self.tiers.iter().map(|t| t.retries).sum();
+        (offered + retries) as f64 / offered.max(1) as f64
+    }
+
     /// worker_utilization's share of the refusals in the phase's second half.
     pub fn late_share_of_controller(&self) -> Option<f64> {
         let all: u64 = self.refused_late.iter().sum();
@@ -187,8 +206,13 @@ pub fn phase(
     for o in outcomes.iter().filter(|o| o.arrival.phase == i) {
         if matches!(o.result, Result::Limited | Result::Shed) {
             report.refused[refuser(o)] += 1;
-            if o.arrival.at - start >= p.seconds / 2.0 {
+            let at = o.arrival.at - start;
+            if at >= p.seconds / 2.0 {
                 report.refused_late[refuser(o)] += 1;
+            }
+            if o.arrival.tier == Tier::Critical {
+                let last = &mut report.last_critical_refusal;
+                *last = Some(last.map_or(at, |l: f64| l.max(at)));
             }
         }
         let t = &mut report.tiers[o.arrival.tier.index()];
@@ -224,6 +248,13 @@ pub fn phase(
             .filter(|s| SecondTier::inverted(s, after))
             .count() as u32
     };
+    report.worst_5s = seconds
+        .chunks_exact(5)
+        .map(|w| {
+            let ok: u32 = w.iter().flatten().map(|t| t.ok).sum();
+            f64::from(ok) / 5.0 / capacity
+        })
+        .min_by(f64::total_cmp);
     report.inversions = count(false);
     report.inversions_after = count(true);
     let deltas: Vec<f64> = amounts
@@ -249,7 +280,7 @@ fn pct(x: f64) -> String {
 /// The comparison: one row per arm and overload phase.
 pub fn summary(arms: &[(String, Vec<PhaseReport>)], phases: &[Phase]) -> String {
     let mut out = String::from(
-        "| arm | phase | goodput (× C) | critical success | critical p99 | critical p99 ÷ at 0.5C | inversion-s | of them after a refusal | shed (503) | last 503 after | reversals | worker_utilization's share of refusals, 2nd half |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| arm | phase | goodput (× C) | critical success | critical p99 | critical p99 ÷ at 0.5C | inversion-s | of them after a refusal | shed (503) | last 503 after | reversals | worker_utilization's share of refusals, 2nd half | worst 5 s goodput (× C) | timeouts | last critical refusal after | sent ÷ offered |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (arm, reports) in arms {
         let calm = reports[0].tiers[Tier::Critical.index()]
@@ -265,7 +296,7 @@ pub fn summary(arms: &[(String, Vec<PhaseReport>)], phases: &[Phase]) -> String 
             let shed: u64 = r.tiers.iter().map(|t| t.shed).sum();
             let _ = writeln!(
                 out,
-                "| {arm} | {} | {} | {} | {} | {ratio} | {} | {} | {shed} | {} | {} | {} |",
+                "| {arm} | {} | {} | {} | {} | {ratio} | {} | {} | {shed} | {} | {} | {} | {} | {} | {} | {:.2} |",
                 p.name,
                 pct(r.goodput),
                 pct(critical.success()),
@@ -276,6 +307,11 @@ pub fn summary(arms: &[(String, Vec<PhaseReport>)], phases: &[Phase]) -> String 
                     .map_or_else(|| "–".into(), |s| format!("{s:.0} s")),
                 r.reversals,
                 r.late_share_of_controller().map_or_else(|| "–".into(), pct),
+                r.worst_5s.map_or_else(|| "–".into(), pct),
+                pct(r.timeout_share()),
+                r.last_critical_refusal
+                    .map_or_else(|| "–".into(), |s| format!("{s:.1} s")),
+                r.amplification(),
             );
         }
     }
@@ -420,9 +456,14 @@ mod tests {
             seconds: 4.0,
             load: 1.0,
             slow: false,
+            mix: [0.25; 4],
         }];
         let report = phase(&outcomes, &per_second, &phases, 0, 1.0, &[]);
         assert_eq!((report.inversions, report.inversions_after), (3, 1));
+        assert_eq!(report.last_critical_refusal, Some(3.9));
+        assert_eq!(report.worst_5s, None, "no whole 5 s window in 4 s");
+        assert!((report.timeout_share() - 1.0 / 9.0).abs() < 1e-12);
+        assert_eq!(report.amplification(), 1.0);
         let table = summary(&[("arm".into(), vec![report.clone()])], &phases);
         assert!(
             table.contains("| arm | all | 100.0% | 0.0% | – | – | 3 | 1 | 4 |"),
@@ -431,7 +472,10 @@ mod tests {
         // Every refusal was worker_utilization's; two of the four came in the second half.
         assert_eq!(report.refused[LimiterName::WorkerUtilization as usize], 4);
         assert_eq!(report.refused_late.iter().sum::<u64>(), 2);
-        assert!(table.contains("| 0 | 100.0% |"), "{table}");
+        assert!(
+            table.contains("| 0 | 100.0% | – | 11.1% | 3.9 s | 1.00 |"),
+            "{table}"
+        );
         let csv = csv(&per_second, &[]);
         let header = csv.lines().next().unwrap();
         assert!(header.ends_with(",refused_by_worker_utilization,refused_by_other"));

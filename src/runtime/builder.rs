@@ -214,7 +214,7 @@ impl BrownoutBuilder {
         });
         engine
             .metrics
-            .publish_concurrency_limit(engine.adaptive.limit(), 0);
+            .publish_concurrency_limit(engine.adaptive.limit(), 0, 1.0);
         let sources = build_sources(&engine, &runtimes, &self.config, self.custom)?;
         let fleet_status = Arc::new(Mutex::new(crate::ops::FleetStatus::new(&self.config)));
         let inner = Inner {

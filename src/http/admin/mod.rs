@@ -233,6 +233,7 @@ fn adaptive_json(brownout: &Brownout) -> Value {
         "limit": state.limit(),
         "in_flight": state.in_flight(),
         "waiting": state.waiting(),
+        "critical_share": state.critical_share(),
         "floor_seconds": state.floor().map(|f| f.as_secs_f64()),
     })
 }

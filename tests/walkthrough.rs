@@ -1,0 +1,188 @@
+//! The README's "Try the demo" overload walkthrough, driven as written but in compressed time:
+//! the shipped config.yaml with the per-client limits dark (the load comes from one address),
+//! the demo app on loopback under a closed loop far past its capacity. The fast guard answers
+//! first; once the overload has lasted `seconds_before_shedding`, worker_utilization sheds test
+//! traffic, then GETs, and never a charge.
+// Tests wait and measure in real time; the library reads time only through its injected Clock
+// (clippy.toml).
+#![allow(clippy::disallowed_methods)]
+
+use brownout::config::HumanDuration;
+use brownout::demo::Demo;
+use brownout::{Config, Mode, Tier};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+const FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml");
+
+/// How many times shorter the controller's times are than the shipped ones.
+const COMPRESS: f64 = 10.0;
+
+/// config.yaml as the walkthrough changes it (request_rate and concurrent_requests dark), on
+/// free loopback ports, with the controller's times `COMPRESS` times shorter.
+fn walkthrough_config() -> Config {
+    let mut c = Config::load(FILE).expect("config.yaml loads");
+    c.limiters.request_rate.mode = Mode::Dark;
+    c.limiters.concurrent_requests.mode = Mode::Dark;
+    c.demo.bind = "127.0.0.1:0".into();
+    c.admin.bind = "127.0.0.1:0".into();
+    c.admin.overrides_file = None;
+    let wu = &mut c.limiters.worker_utilization;
+    assert_eq!(
+        (wu.seconds_before_shedding, wu.seconds_to_shed_all),
+        (28.0, 120.0),
+        "the README's timeline is for these"
+    );
+    wu.sample_interval =
+        HumanDuration::from_millis((wu.sample_interval.get().as_millis() as f64 / COMPRESS) as u64);
+    wu.seconds_before_shedding /= COMPRESS;
+    wu.seconds_to_shed_all /= COMPRESS;
+    c
+}
+
+/// One answer: when (since the load started), to which tier, and who refused it.
+#[derive(Debug, Clone)]
+struct Answer {
+    at: Duration,
+    tier: Tier,
+    status: u16,
+    limiter: Option<String>,
+    retry_after: Option<String>,
+}
+
+/// The walkthrough's load: `clients` connections each sending one tier in a closed loop (the
+/// next request when the last is answered, 20 ms after a refusal), until `stop` says so or
+/// `limit` passes; at most 100,000 requests.
+async fn closed_loop(
+    base: &str,
+    clients: &[(Tier, u32)],
+    limit: Duration,
+    stop: impl Fn(&[Answer]) -> bool + 'static,
+) -> Vec<Answer> {
+    let client = awc::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .finish();
+    let answers: Rc<RefCell<Vec<Answer>>> = Rc::default();
+    let done = Rc::new(std::cell::Cell::new(false));
+    let stop = Rc::new(stop);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for &(tier, n) in clients {
+        for _ in 0..n {
+            let (client, answers, done, stop) =
+                (client.clone(), answers.clone(), done.clone(), stop.clone());
+            let base = base.to_owned();
+            tasks.push(actix_web::rt::spawn(async move {
+                while !done.get() && started.elapsed() < limit && answers.borrow().len() < 100_000 {
+                    let req = match tier {
+                        Tier::Critical => client.post(format!("{base}/v1/charges")),
+                        Tier::Post => client.post(format!("{base}/v1/items")),
+                        Tier::Get => client.get(format!("{base}/v1/items")),
+                        Tier::Test => client
+                            .get(format!("{base}/v1/items"))
+                            .insert_header(("Brownout-Test-Mode", "true")),
+                    };
+                    let Ok(mut res) = req.send().await else {
+                        continue;
+                    };
+                    let status = res.status().as_u16();
+                    let retry_after = res
+                        .headers()
+                        .get("retry-after")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    let body: serde_json::Value = res.json().await.unwrap_or_default();
+                    let answer = Answer {
+                        at: started.elapsed(),
+                        tier,
+                        status,
+                        limiter: body["limiter"].as_str().map(str::to_owned),
+                        retry_after,
+                    };
+                    answers.borrow_mut().push(answer);
+                    if stop(&answers.borrow()) {
+                        done.set(true);
+                    }
+                    if status >= 400 {
+                        actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    answers.take()
+}
+
+/// The first answer of `tier` refused by `limiter`.
+fn first(answers: &[Answer], tier: Tier, limiter: &str) -> Option<Duration> {
+    answers
+        .iter()
+        .find(|a| a.tier == tier && a.limiter.as_deref() == Some(limiter))
+        .map(|a| a.at)
+}
+
+#[actix_web::test]
+async fn the_walkthrough_sheds_test_then_get_traffic_under_sustained_overload() {
+    let config = walkthrough_config();
+    let before =
+        Duration::from_secs_f64(config.limiters.worker_utilization.seconds_before_shedding);
+    let demo = Demo::start(config).expect("demo starts");
+    let base = format!("http://{}", demo.app_addr);
+    // GETs and test-mode GETs far past the capacity of 160 a second, and a few charges.
+    let clients = [(Tier::Get, 24), (Tier::Test, 12), (Tier::Critical, 2)];
+    let answers = closed_loop(&base, &clients, Duration::from_secs(20), |answers| {
+        first(answers, Tier::Get, "worker_utilization").is_some()
+    })
+    .await;
+    // The plan published last, within a sample interval of the load's end.
+    let plan = demo.brownout.plan();
+    demo.stop().await;
+
+    let guard = answers
+        .iter()
+        .find(|a| a.status == 503)
+        .expect("the overload is refused");
+    assert_eq!(
+        guard.limiter.as_deref(),
+        Some("adaptive_concurrency"),
+        "the fast guard answers first: {guard:?}"
+    );
+    let test = first(&answers, Tier::Test, "worker_utilization")
+        .expect("worker_utilization sheds test traffic");
+    let get = first(&answers, Tier::Get, "worker_utilization")
+        .expect("worker_utilization sheds GETs within 20 s");
+    assert!(
+        test >= before.mul_f64(0.8),
+        "the controller waits seconds_before_shedding ({before:?}) first: {test:?}"
+    );
+    assert!(test < get, "test traffic first: {test:?}, GETs {get:?}");
+    let shed: Vec<&Answer> = answers
+        .iter()
+        .filter(|a| a.limiter.as_deref() == Some("worker_utilization"))
+        .collect();
+    assert!(shed
+        .iter()
+        .all(|a| a.status == 503 && a.tier != Tier::Critical));
+    assert!(
+        shed.iter().all(|a| a.retry_after.as_deref() == Some("1")),
+        "Retry-After is the sample interval (400 ms), rounded up"
+    );
+    let charges: Vec<&Answer> = answers
+        .iter()
+        .filter(|a| a.tier == Tier::Critical)
+        .collect();
+    let served = charges.iter().filter(|a| a.status == 201).count();
+    assert!(
+        served * 100 >= charges.len() * 99,
+        "charges keep being served: {served} of {}",
+        charges.len()
+    );
+    assert!(
+        plan.demand > 1.0,
+        "the demand past capacity shows: {plan:?}"
+    );
+}
