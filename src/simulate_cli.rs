@@ -122,6 +122,7 @@ pub fn run(mut config: Config, args: SimulateArgs) -> ExitCode {
     let started = clock.now();
     let outcome = simulate::run(&config.limiters.worker_utilization, kill_switch, &scenario);
     let took = clock.now().saturating_sub(started);
+    println!("{}", what_is_modelled(&config));
     println!("{}", simulate::summary(&outcome));
     let csv = args.out.join("simulate.csv");
     let svg = args.out.join("simulate.svg");
@@ -140,6 +141,26 @@ pub fn run(mut config: Config, args: SimulateArgs) -> ExitCode {
         svg.display()
     );
     ExitCode::SUCCESS
+}
+
+/// What the run models and what it leaves out, said before its figures: the model has no fast
+/// guard, so where the config enforces one the real server does better than the model shows.
+fn what_is_modelled(config: &Config) -> String {
+    let mut out = String::from(
+        "Models worker_utilization's controller alone (its sampling, bands and ramp) in front of a \
+         first-come-first-served queue of the workers; request_rate, concurrent_requests, \
+         fleet_usage and adaptive_concurrency are not modelled.",
+    );
+    if config.limiters.adaptive_concurrency.mode == brownout::Mode::Enforce {
+        out.push_str(
+            " This config enforces adaptive_concurrency (the fast guard): on the real server it \
+             refuses the excess at once, by tier, within about a second of a step, and critical \
+             requests are answered within their deadline where this model shows them timing \
+             out in the queue; `brownout bench overload` measures the real server with it.",
+        );
+    }
+    out.push('\n');
+    out
 }
 
 /// Three panels over time, phases marked: utilization (with the thresholds) and demand; the

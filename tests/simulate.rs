@@ -34,6 +34,12 @@ fn a_quick_scorecard_sheds_in_tier_order_and_never_critical() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("| 2C | critical |"), "{stdout}");
+    // config.yaml enforces the fast guard, which the model leaves out: the output says so.
+    assert!(
+        stdout.starts_with("Models worker_utilization's controller alone")
+            && stdout.contains("This config enforces adaptive_concurrency (the fast guard)"),
+        "{stdout}"
+    );
     let svg = std::fs::read_to_string(dir.join("simulate.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("drop probability by tier"));
     let csv = Csv::read(&dir.join("simulate.csv"));

@@ -221,6 +221,8 @@ pub struct Retries {
     pub base: Duration,
     /// Seed of the jitter.
     pub seed: u64,
+    /// Whether a client waits at least a refusal's `Retry-After` before retrying it.
+    pub honor_retry_after: bool,
 }
 
 impl Retries {
@@ -278,23 +280,31 @@ pub async fn run(
                     .send()
                     .await;
                 let latency = (tokio::time::Instant::now() - planned).as_secs_f64();
-                let (answer, limiter) = match answer {
+                let (answer, limiter, retry_after) = match answer {
                     Ok(mut res) => {
                         let code = res.status().as_u16();
+                        let retry_after = res
+                            .headers()
+                            .get("retry-after")
+                            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+                            .map(Duration::from_secs);
                         let limiter = if matches!(code, 429 | 503) {
                             let body = res.body().limit(4096).await;
                             body.ok().and_then(|b| limiter_of(&b))
                         } else {
                             None
                         };
-                        (Ok(code), limiter)
+                        (Ok(code), limiter, retry_after)
                     }
-                    Err(e) => (Err(e), None),
+                    Err(e) => (Err(e), None, None),
                 };
                 let result = Result::of(answer, latency, deadline);
                 let refused = matches!(result, Result::Limited | Result::Shed);
                 if refused && attempts <= retries.max {
-                    let wait = retries.backoff(index, attempts - 1);
+                    let mut wait = retries.backoff(index, attempts - 1);
+                    if retries.honor_retry_after {
+                        wait = wait.max(retry_after.unwrap_or_default());
+                    }
                     if tokio::time::Instant::now() + wait < ends {
                         tokio::time::sleep(wait).await;
                         continue;
@@ -380,6 +390,7 @@ mod tests {
             max: 3,
             base: Duration::from_millis(100),
             seed: 9,
+            honor_retry_after: false,
         };
         assert_eq!(
             r.backoff(5, 1),

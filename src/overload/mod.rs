@@ -49,6 +49,10 @@ pub struct OverloadArgs {
     /// exponential backoff, within its deadline (0: never).
     #[arg(long, default_value_t = 0)]
     retries: u32,
+    /// Clients wait at least a refusal's Retry-After before they retry it (and so do not
+    /// retry when that is past their deadline).
+    #[arg(long)]
+    honor_retry_after: bool,
     /// The first retry's backoff bound (doubling after each).
     #[arg(long, default_value = "50ms")]
     retry_backoff: brownout::config::HumanDuration,
@@ -325,6 +329,7 @@ fn run_arm(
             max: args.retries,
             base: args.retry_backoff.get(),
             seed: args.seed,
+            honor_retry_after: args.honor_retry_after,
         };
         let outcomes = load::run(&demo.app, arrivals, deadline, retries, |i| {
             if phases[i].slow != slow {
@@ -460,7 +465,11 @@ pub fn run(config: Config, args: OverloadArgs) -> ExitCode {
         args.deadline,
         match args.retries {
             0 => "no retries".to_owned(),
-            n => format!("up to {n} retries of a 429/503 (full jitter from {})", args.retry_backoff),
+            n => format!(
+                "up to {n} retries of a 429/503 (full jitter from {}{})",
+                args.retry_backoff,
+                if args.honor_retry_after { ", at least its Retry-After" } else { "" }
+            ),
         },
         args.seed,
         if compress > 1.0 {
