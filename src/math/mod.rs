@@ -3,5 +3,6 @@
 //! state; the limiters decide with it.
 
 pub mod adaptive;
+pub mod critical;
 pub mod gcra;
 pub mod window;
