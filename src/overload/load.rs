@@ -50,10 +50,9 @@ pub fn phases(profile: Profile, compress: f64) -> Vec<Phase> {
         slow,
         mix,
     };
-    let p = |name, seconds: f64, load, slow| {
-        with(name, (seconds / compress).max(2.0), load, slow, MIX_SHARES)
-    };
-    let fixed = |name, seconds, load| with(name, seconds, load, false, MIX_SHARES);
+    let p =
+        |name, seconds: f64, load, slow| with(name, (seconds / compress).max(2.0), load, slow, MIX);
+    let fixed = |name, seconds, load| with(name, seconds, load, false, MIX);
     match profile {
         Profile::Scorecard => vec![
             p("0.5C", 60.0, 0.5, false),
@@ -74,7 +73,7 @@ pub fn phases(profile: Profile, compress: f64) -> Vec<Phase> {
         ],
         Profile::LowSpike => {
             // 11C more of test and GET traffic, split as the standard mix splits them (5:2).
-            let [critical, post, get, test] = MIX_SHARES;
+            let [critical, post, get, test] = MIX;
             let (extra_get, extra_test) = (11.0 * 5.0 / 7.0, 11.0 * 2.0 / 7.0);
             let spike = [critical, post, get + extra_get, test + extra_test].map(|c| c / 12.0);
             vec![
@@ -87,17 +86,10 @@ pub fn phases(profile: Profile, compress: f64) -> Vec<Phase> {
     }
 }
 
-/// The tiers' share of the load and how each is sent: 10% critical (`POST /v1/charges`),
-/// 20% `POST /v1/items`, 50% `GET /v1/items`, 20% test mode (`GET` with a test key).
-pub const MIX: [(Tier, f64); 4] = [
-    (Tier::Critical, 0.1),
-    (Tier::Post, 0.2),
-    (Tier::Get, 0.5),
-    (Tier::Test, 0.2),
-];
-
-/// [`MIX`]'s shares alone, in [`Tier::ALL`] order.
-const MIX_SHARES: [f64; 4] = [MIX[0].1, MIX[1].1, MIX[2].1, MIX[3].1];
+/// The tiers' share of the standard load, in [`Tier::ALL`] order: 10% critical
+/// (`POST /v1/charges`), 20% `POST /v1/items`, 50% `GET /v1/items`, 20% test mode (`GET`
+/// with a test key).
+pub const MIX: [f64; 4] = [0.1, 0.2, 0.5, 0.2];
 
 /// API keys the load is spread over.
 pub const KEYS: u64 = 1000;

@@ -120,19 +120,19 @@ impl AdaptiveState {
     ) -> Checked<Slot<'_>> {
         let tier = Tier::Critical;
         let own = &self.counts.in_flight[tier.index()];
+        let admitted = || {
+            Ok(Check::Allowed(Slot::Held(AdaptivePermit::new(
+                self, tier, now,
+            ))))
+        };
         if c.critical_ceiling <= 0.0 {
             own.fetch_add(1, Ordering::SeqCst);
-            return Ok(Check::Allowed(Slot::Held(AdaptivePermit::new(
-                self, tier, now,
-            ))));
+            return admitted();
         }
-        let share = self.critical_share();
         let refused = || Ok(Check::Rejected(self.refuse(c, tier, micros(now)), ()));
-        if share < 1.0 {
-            let epoch = cohort_epoch(now, c.cohort_rotation.get());
-            if cohort_score(key, epoch) >= share {
-                return refused();
-            }
+        let share = self.critical_share();
+        if share < 1.0 && cohort_score(key, cohort_epoch(now, c.cohort_rotation.get())) >= share {
+            return refused();
         }
         let others: u64 = self.counts.in_flight[1..]
             .iter()
@@ -140,17 +140,22 @@ impl AdaptiveState {
             .sum();
         let before = (own.fetch_add(1, Ordering::SeqCst) + others) as f64;
         let limit = self.limit();
+        // Each flag is written once a window, not by every request that finds it so.
+        let raise = |flag: &AtomicBool| {
+            if !flag.load(Ordering::Relaxed) {
+                flag.store(true, Ordering::Relaxed);
+            }
+        };
         if before >= (limit * c.critical_ceiling).floor().max(1.0) {
-            own.fetch_sub(1, Ordering::SeqCst);
-            self.critical_overflowed.store(true, Ordering::Relaxed);
+            // Given back as any slot is (a request waiting may be let in meanwhile).
+            self.release(tier, None, now);
+            raise(&self.critical_overflowed);
             return refused();
         }
         if before >= limit {
-            self.critical_at_limit.store(true, Ordering::Relaxed);
+            raise(&self.critical_at_limit);
         }
-        Ok(Check::Allowed(Slot::Held(AdaptivePermit::new(
-            self, tier, now,
-        ))))
+        admitted()
     }
 
     /// The limit requests are admitted under.
