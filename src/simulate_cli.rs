@@ -120,7 +120,7 @@ pub fn run(mut config: Config, args: SimulateArgs) -> ExitCode {
     };
     let clock = SystemClock::new();
     let started = clock.now();
-    let outcome = simulate::run(&config.limiters.worker_utilization, kill_switch, &scenario);
+    let outcome = simulate::run(&config.limiters, kill_switch, &scenario);
     let took = clock.now().saturating_sub(started);
     println!("{}", what_is_modelled(&config));
     println!("{}", simulate::summary(&outcome));
@@ -143,28 +143,36 @@ pub fn run(mut config: Config, args: SimulateArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// What the run models and what it leaves out, said before its figures: the model has no fast
-/// guard, so where the config enforces one the real server does better than the model shows.
+/// What the run models and what it leaves out, said before its figures.
 fn what_is_modelled(config: &Config) -> String {
+    let ac = config.limiters.adaptive_concurrency.mode != brownout::Mode::Off;
     let mut out = String::from(
-        "Models worker_utilization's controller alone (its sampling, bands and ramp) in front of a \
-         first-come-first-served queue of the workers; request_rate, concurrent_requests, \
-         fleet_usage and adaptive_concurrency are not modelled.",
+        "Models worker_utilization's controller (its demand reading, sampling, bands and ramp)",
     );
-    if config.limiters.adaptive_concurrency.mode == brownout::Mode::Enforce {
+    if ac {
         out.push_str(
-            " This config enforces adaptive_concurrency (the fast guard): on the real server it \
-             refuses the excess at once, by tier, within about a second of a step, and critical \
-             requests are answered within their deadline where this model shows them timing \
-             out in the queue; `brownout bench overload` measures the real server with it.",
+            " and adaptive_concurrency, the fast guard (its learned limit, tier shares, waiting \
+             room, tier hold and critical ceiling),",
         );
     }
-    out.push('\n');
+    out.push_str(
+        " in front of a first-come-first-served queue of the workers, as flows of requests \
+         rather than single ones; request_rate, concurrent_requests and fleet_usage are not \
+         modelled.",
+    );
+    if !ac {
+        out.push_str(" This config runs no fast guard (adaptive_concurrency is off).");
+    }
+    out.push_str(
+        " `brownout bench overload` measures the real server (the README compares the two on \
+         the scorecard).\n",
+    );
     out
 }
 
-/// Three panels over time, phases marked: utilization (with the thresholds) and demand; the
-/// amount and each tier's drop probability; admitted requests per second by tier.
+/// Panels over time, phases marked: utilization (with the thresholds) and demand; the amount
+/// and each tier's drop probability; admitted requests per second by tier; and with a fast
+/// guard, its limit beside the requests inside the app.
 fn chart(o: &Outcome, path: &Path) -> Result<(), String> {
     let end = o.seconds.len() as f64;
     let marks: Vec<f64> = o.phases.iter().skip(1).map(|p| p.start).collect();
@@ -177,7 +185,7 @@ fn chart(o: &Outcome, path: &Path) -> Result<(), String> {
         .map(|s| s.demand)
         .fold(1.2, f64::max)
         .min(5.0);
-    let admitted = |s: &simulate::Second, t: usize| s.offered[t] - s.shed[t];
+    let admitted = |s: &simulate::Second, t: usize| s.offered[t] - s.shed[t] - s.refused[t];
     let admitted_peak = o
         .seconds
         .iter()
@@ -209,26 +217,37 @@ fn chart(o: &Outcome, path: &Path) -> Result<(), String> {
         y,
         series,
     };
-    chart::draw(
-        path,
-        end,
-        &marks,
-        vec![
-            panel(
-                "utilization (controller input) and demand",
-                0.0..peak,
-                utilization,
-            ),
-            panel(
-                "shedding amount and drop probability by tier",
-                -0.3..1.05,
-                shed,
-            ),
-            panel(
-                "admitted requests per second by tier",
-                0.0..admitted_peak * 1.05,
-                load,
-            ),
-        ],
-    )
+    let mut panels = vec![
+        panel(
+            "utilization (controller input) and demand",
+            0.0..peak,
+            utilization,
+        ),
+        panel(
+            "shedding amount and drop probability by tier",
+            -0.3..1.05,
+            shed,
+        ),
+        panel(
+            "admitted requests per second by tier",
+            0.0..admitted_peak * 1.05,
+            load,
+        ),
+    ];
+    if o.seconds.iter().any(|s| s.limit > 0.0) {
+        let guard_peak = o
+            .seconds
+            .iter()
+            .map(|s| s.limit.max(s.in_flight))
+            .fold(1.0, f64::max);
+        panels.push(panel(
+            "adaptive_concurrency's limit and the requests inside the app",
+            0.0..guard_peak * 1.05,
+            vec![
+                Series::new("limit", BLACK, line(&|s| s.limit)),
+                Series::new("in the app", MAGENTA, line(&|s| s.in_flight)),
+            ],
+        ));
+    }
+    chart::draw(path, end, &marks, panels)
 }

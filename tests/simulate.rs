@@ -34,17 +34,19 @@ fn a_quick_scorecard_sheds_in_tier_order_and_never_critical() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("| 2C | critical |"), "{stdout}");
-    // config.yaml enforces the fast guard, which the model leaves out: the output says so.
+    // config.yaml enforces the fast guard: the output says it is modelled, and what is not.
     assert!(
-        stdout.starts_with("Models worker_utilization's controller alone")
-            && stdout.contains("This config enforces adaptive_concurrency (the fast guard)"),
+        stdout.starts_with("Models worker_utilization's controller")
+            && stdout.contains("and adaptive_concurrency, the fast guard")
+            && stdout
+                .contains("request_rate, concurrent_requests and fleet_usage are not modelled"),
         "{stdout}"
     );
     let svg = std::fs::read_to_string(dir.join("simulate.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("drop probability by tier"));
     let csv = Csv::read(&dir.join("simulate.csv"));
-    // The scorecard's 840 s, 20 times shorter.
-    assert_eq!(csv.rows.len(), 42);
+    // The scorecard's 1,020 s, 20 times shorter.
+    assert_eq!(csv.rows.len(), 51);
     assert!(csv.column("shed_critical").iter().all(|&s| s == 0.0));
     let first = |tier: &str| {
         csv.column(&format!("shed_{tier}"))
@@ -124,4 +126,59 @@ fn a_bad_setting_is_refused_by_name_and_nothing_is_written() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn the_model_is_within_five_points_of_the_committed_full_run() {
+    // docs/scorecard/config.csv is a full `bench overload` run of the shipped config (one row
+    // per second of the scorecard, 1,020 s); simulate models the same config and profile.
+    let dir = scratch("fidelity");
+    let out = simulate(&["--out", dir.to_str().unwrap()]);
+    assert!(out.status.success());
+    let model = Csv::read(&dir.join("simulate.csv"));
+    let real =
+        Csv::read(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/scorecard/config.csv"));
+    assert_eq!(model.rows.len(), real.rows.len(), "the same seconds");
+    let capacity = 160.0;
+    let sum = |c: &[f64], r: &std::ops::Range<usize>| c[r.clone()].iter().sum::<f64>();
+    let tiers = ["critical", "post", "get", "test"];
+    let (mut start, mut phases) = (0, 0);
+    while start < model.rows.len() {
+        let name = model.rows[start][1].clone();
+        let end = (start..model.rows.len())
+            .find(|&i| model.rows[i][1] != name)
+            .unwrap_or(model.rows.len());
+        let r = start..end;
+        let seconds = (end - start) as f64;
+        let model_ok: f64 = tiers
+            .iter()
+            .map(|t| sum(&model.column(&format!("succeeded_{t}")), &r))
+            .sum();
+        let real_ok: f64 = tiers
+            .iter()
+            .map(|t| sum(&real.column(&format!("ok_{t}")), &r))
+            .sum();
+        let (model_goodput, real_goodput) =
+            (model_ok / seconds / capacity, real_ok / seconds / capacity);
+        assert!(
+            (model_goodput - real_goodput).abs() <= 0.05,
+            "{name}: goodput modelled {model_goodput:.3}, measured {real_goodput:.3}"
+        );
+        let model_critical = (sum(&model.column("succeeded_critical"), &r)
+            / sum(&model.column("offered_critical"), &r))
+        .min(1.0);
+        let real_offered = ["ok", "shed", "timeouts"]
+            .iter()
+            .map(|what| sum(&real.column(&format!("{what}_critical")), &r))
+            .sum::<f64>();
+        let real_critical = sum(&real.column("ok_critical"), &r) / real_offered;
+        assert!(
+            (model_critical - real_critical).abs() <= 0.05,
+            "{name}: critical success modelled {model_critical:.3}, measured {real_critical:.3}"
+        );
+        start = end;
+        phases += 1;
+    }
+    assert_eq!(phases, 7);
+    std::fs::remove_dir_all(dir).unwrap();
 }

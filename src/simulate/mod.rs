@@ -1,15 +1,21 @@
-//! `brownout simulate`: Stripe's worker-utilization controller — the same [`Controller`],
-//! [`probabilities`] and interval averaging the middleware runs on — in virtual time against a
-//! fluid queueing model of a server ([`queue`]). Thousands of simulated seconds take
-//! milliseconds, so an operator can try a setting before PATCHing it.
+//! `brownout simulate`: Stripe's worker-utilization controller and adaptive_concurrency (the
+//! fast guard) — the same [`Controller`], [`probabilities`], interval averaging and demand
+//! reading ([`offered_work`]), and the same learned limit and critical share the middleware
+//! runs on — in virtual time against a fluid queueing model of a server ([`queue`]).
+//! Thousands of simulated seconds take milliseconds, so an operator can try a setting before
+//! PATCHing it.
 //!
 //! The model: `workers` slots of `service_time` each (capacity C = workers ÷ service_time
 //! requests a second) fed first come first served; the offered load by tier comes from a
-//! profile ([`profile`]); the controller samples the in-flight count over `capacity` (the
-//! `in_flight` source, averaged over each `sample_interval` from readings every 10 ms) and its
-//! plan sheds each tier's arrivals with the published probability. Other limiters are not
-//! modelled.
+//! profile ([`profile`]); the controller's plan sheds each tier's arrivals with the published
+//! probability; what passes goes through the fast guard ([`guard`]: its limit, tier shares,
+//! waiting room, hold and critical ceiling) when the config runs it, and into the app. The
+//! controller samples the `in_flight` source as the middleware does: the requests that came
+//! past it, each counted for the fast guard's floor latency, over `capacity` (without the
+//! fast guard, the in-flight count averaged over each `sample_interval`). request_rate,
+//! concurrent_requests and fleet_usage are not modelled.
 
+pub mod guard;
 pub mod profile;
 pub mod queue;
 mod report;
@@ -17,9 +23,13 @@ pub mod settings;
 
 pub use report::{csv, summary};
 
-use crate::config::{Mode, WorkerUtilizationConfig};
-use crate::control::{probabilities, Controller, ControllerParams, TimeAverage, OBSERVE_EVERY};
+use crate::config::{LimitersConfig, Mode};
+use crate::control::{
+    offered_work, probabilities, with_shed, Controller, ControllerParams, TimeAverage, Traffic,
+    OBSERVE_EVERY,
+};
 use crate::tier::Tier;
+use guard::FastGuard;
 use profile::{Phase, Trace};
 use queue::{Deadline, Server};
 use std::time::Duration;
@@ -88,16 +98,21 @@ pub struct Second {
     pub t: f64,
     /// Index of its phase.
     pub phase: usize,
-    /// Requests offered, shed, started in time and timed out, by tier.
+    /// Requests offered, shed by the controller, refused by the fast guard, started in time
+    /// and timed out, by tier.
     pub offered: [f64; 4],
     /// See `offered`.
     pub shed: [f64; 4],
+    /// See `offered`.
+    pub refused: [f64; 4],
     /// See `offered`.
     pub succeeded: [f64; 4],
     /// See `offered`.
     pub timed_out: [f64; 4],
     /// Requests inside the app at its end.
     pub in_flight: f64,
+    /// The fast guard's limit at its end (0 without one).
+    pub limit: f64,
     /// The controller's latest input, uncapped demand and amount, and the plan's drop
     /// probabilities.
     pub utilization: f64,
@@ -120,8 +135,11 @@ pub struct PhaseReport {
     pub seconds: f64,
     /// Requests offered per second, by tier.
     pub offered: [f64; 4],
-    /// Share of the offered requests shed, and started within the deadline, by tier.
+    /// Share of the offered requests shed by the controller, refused by the fast guard, and
+    /// started within the deadline, by tier.
     pub shed: [f64; 4],
+    /// See `shed`.
+    pub refused: [f64; 4],
     /// See `shed`.
     pub success: [f64; 4],
     /// Median and 99th percentile latency of the requests started, by tier.
@@ -142,7 +160,8 @@ pub struct PhaseReport {
     pub back_to_zero: Option<f64>,
     /// Times the amount turned from rising to falling or back.
     pub reversals: u32,
-    /// Seconds in which a tier had requests shed while a lower one had successes.
+    /// Seconds in which at least half a request of a tier was shed or refused while as much
+    /// of a lower one succeeded.
     pub inversions: u32,
 }
 
@@ -188,12 +207,18 @@ impl Histogram {
     }
 }
 
-/// Runs `scenario` under the worker-utilization settings `wu` (the plan sheds only when `wu`
-/// enforces and the kill switch is off).
-pub fn run(wu: &WorkerUtilizationConfig, kill_switch: bool, scenario: &Scenario) -> Outcome {
+/// Runs `scenario` under `limiters`: worker_utilization's plan sheds only when it enforces
+/// and the kill switch is off; adaptive_concurrency is modelled unless it is off, and refuses
+/// only when it enforces and the kill switch is off (else it only learns its floor).
+pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) -> Outcome {
+    let wu = &limiters.worker_utilization;
+    let ac = &limiters.adaptive_concurrency;
     let dt = OBSERVE_EVERY.as_secs_f64();
     let interval = wu.sample_interval.get().as_secs_f64();
     let enforced = wu.mode == Mode::Enforce && !kill_switch;
+    let mut guard = (ac.mode != Mode::Off)
+        .then(|| FastGuard::new(ac, ac.mode == Mode::Enforce && !kill_switch));
+    let capacity = f64::from(wu.capacity.max(1));
     let phases = scenario.phases();
     let total: f64 = phases.iter().map(|p| p.seconds).sum();
     let ticks = (total / dt).round() as u64;
@@ -203,6 +228,8 @@ pub fn run(wu: &WorkerUtilizationConfig, kill_switch: bool, scenario: &Scenario)
     let (mut utilization, mut demand, mut probability) = (0.0, 0.0, [0.0; 4]);
     let mut amount = controller.amount();
     let mut next_sample = interval;
+    // Requests that reached the controller, were shed by it, and were let into the app.
+    let mut traffic = [0.0; 3];
     let mut seconds: Vec<Second> = Vec::new();
     let mut reports: Vec<PhaseReport> = Vec::new();
     let mut log = PhaseLog::new(amount);
@@ -224,24 +251,52 @@ pub fn run(wu: &WorkerUtilizationConfig, kill_switch: bool, scenario: &Scenario)
                 ..Second::default()
             });
         }
+        server.finish(dt, p.slowdown);
         let offered = scenario.offered(p, phase_start, now).map(|r| r * dt);
         let shed: [f64; 4] = std::array::from_fn(|t| offered[t] * probability[t]);
-        let admitted: [f64; 4] = std::array::from_fn(|t| offered[t] - shed[t]);
-        let mut record = |t: usize, a: f64, l: f64| log.latencies[t].add(l, a);
-        let tick = server.tick(
-            now,
-            dt,
-            admitted,
-            p.slowdown,
-            scenario.deadline,
-            &mut record,
-        );
-        let reading = server.in_flight() / f64::from(wu.capacity.max(1));
+        let passing: [f64; 4] = std::array::from_fn(|t| offered[t] - shed[t]);
+        let admission = match guard.as_mut() {
+            Some(g) => g.admit(now, passing, server.in_flight_by_tier()),
+            None => guard::Admission {
+                admitted: vec![(passing, 0.0)],
+                refused: [0.0; 4],
+            },
+        };
+        for &(amounts, waited) in &admission.admitted {
+            server.push(now, amounts, waited);
+            traffic[2] += amounts.iter().sum::<f64>();
+        }
+        traffic[0] += offered.iter().sum::<f64>();
+        traffic[1] += shed.iter().sum::<f64>();
+        let tick = server.start(now, p.slowdown, scenario.deadline, &mut |st| {
+            log.latencies[st.tier].add(st.total, st.amount);
+            if let Some(g) = guard.as_mut() {
+                g.started(st.amount, st.in_app);
+            }
+        });
         let end = now + dt;
+        if let Some(g) = guard.as_mut() {
+            let workers = f64::from(scenario.workers);
+            let queued = (server.in_flight() - workers).max(0.0);
+            g.app(queued, workers, scenario.service_time * p.slowdown);
+            g.end_of_tick(end);
+        }
+        let reading = server.in_flight() / capacity;
         average.observe(Duration::from_secs_f64(end), reading);
         if end >= next_sample - 1e-9 {
-            demand = average.take(Duration::from_secs_f64(end), reading);
-            utilization = demand.min(1.0);
+            let mean = average.take(Duration::from_secs_f64(end), reading);
+            // The middleware's request counts are whole numbers.
+            let counts = Traffic {
+                reached: traffic[0].round() as u64,
+                shed: traffic[1].round() as u64,
+                admitted: traffic[2].round() as u64,
+            };
+            traffic = [0.0; 3];
+            let service = guard.as_ref().and_then(FastGuard::floor);
+            let input = offered_work(counts, interval, mean * capacity, service)
+                .map_or(mean, |work| work / capacity);
+            demand = with_shed(input, counts);
+            utilization = input.min(1.0);
             amount = controller.update(utilization, Duration::from_secs_f64(end));
             let plan = probabilities(amount, wu);
             probability = Tier::ALL.map(|t| if enforced { plan.get(t) } else { 0.0 });
@@ -253,10 +308,12 @@ pub fn run(wu: &WorkerUtilizationConfig, kill_switch: bool, scenario: &Scenario)
         for t in 0..4 {
             s.offered[t] += offered[t];
             s.shed[t] += shed[t];
+            s.refused[t] += admission.refused[t];
             s.succeeded[t] += tick.succeeded[t];
             s.timed_out[t] += tick.timed_out[t];
         }
         s.in_flight = server.in_flight();
+        s.limit = guard.as_ref().map_or(0.0, FastGuard::limit);
         (s.utilization, s.demand, s.amount, s.probability) =
             (utilization, demand, amount, probability);
     }
@@ -310,11 +367,13 @@ fn close(
         mine.iter()
             .fold([0.0; 4], |acc, s| std::array::from_fn(|t| acc[t] + f(s)[t]))
     };
-    let (offered, shed, succeeded) = (sum(|s| s.offered), sum(|s| s.shed), sum(|s| s.succeeded));
+    let (offered, shed, refused) = (sum(|s| s.offered), sum(|s| s.shed), sum(|s| s.refused));
+    let succeeded = sum(|s| s.succeeded);
+    // Requests that arrived in the phase before may start in it: a share is at most 1.
     let share = |part: [f64; 4]| {
         std::array::from_fn(|t| {
             if offered[t] > 0.0 {
-                part[t] / offered[t]
+                (part[t] / offered[t]).min(1.0)
             } else {
                 0.0
             }
@@ -337,10 +396,14 @@ fn close(
         .windows(2)
         .filter(|w| w[0].signum() != w[1].signum())
         .count() as u32;
+    // At least half a request turned away (shed or refused) beside half a request of a lower
+    // tier served.
     let inversions = mine
         .iter()
         .filter(|s| {
-            (0..4).any(|hi| s.shed[hi] > 1e-9 && (hi + 1..4).any(|lo| s.succeeded[lo] > 1e-9))
+            (0..4).any(|hi| {
+                s.shed[hi] + s.refused[hi] >= 0.5 && (hi + 1..4).any(|lo| s.succeeded[lo] >= 0.5)
+            })
         })
         .count() as u32;
     let n = samples.len().max(1) as f64;
@@ -350,6 +413,7 @@ fn close(
         seconds: phase.seconds,
         offered: offered.map(|o| o / phase.seconds),
         shed: share(shed),
+        refused: share(refused),
         success: share(succeeded),
         p50: std::array::from_fn(|t| latencies[t].quantile(0.5)),
         p99: std::array::from_fn(|t| latencies[t].quantile(0.99)),

@@ -38,7 +38,7 @@ pub const BUILT_IN: [(&str, &str); 5] = [
     ("spike", "0.5C for 60 s, 4C for 30 s, 0.5C for 300 s"),
     (
         "scorecard",
-        "0.5C 60 s, 0.75C 180 s, 2C 240 s, 4C 60 s, 0.3C 300 s (the overload scorecard's phases)",
+        "0.5C 60 s, 0.75C 180 s, 2C 240 s, 4C 60 s, 0.3C 300 s, 1.5C with the service time doubled 120 s, 1.5C 60 s (the phases of bench overload's scorecard)",
     ),
     (
         "capacity_drop",
@@ -75,6 +75,11 @@ pub fn built_in(name: &str) -> Option<Vec<Phase>> {
             Phase::flat("2C", 240.0, 2.0),
             Phase::flat("4C", 60.0, 4.0),
             Phase::flat("0.3C", 300.0, 0.3),
+            Phase {
+                slowdown: 2.0,
+                ..Phase::flat("drop 1.5C", 120.0, 1.5)
+            },
+            Phase::flat("restored 1.5C", 60.0, 1.5),
         ],
         "capacity_drop" => vec![
             Phase::flat("0.75C", 60.0, 0.75),
@@ -150,15 +155,19 @@ mod tests {
             assert!(built_in(name).is_some(), "{name}");
         }
         let s = built_in("scorecard").unwrap();
-        let shape: Vec<(f64, f64)> = s.iter().map(|p| (p.from, p.seconds)).collect();
+        // bench overload's scorecard: the same loads, lengths and capacity drop.
+        let shape: Vec<(f64, f64, f64)> =
+            s.iter().map(|p| (p.from, p.seconds, p.slowdown)).collect();
         assert_eq!(
             shape,
             [
-                (0.5, 60.0),
-                (0.75, 180.0),
-                (2.0, 240.0),
-                (4.0, 60.0),
-                (0.3, 300.0)
+                (0.5, 60.0, 1.0),
+                (0.75, 180.0, 1.0),
+                (2.0, 240.0, 1.0),
+                (4.0, 60.0, 1.0),
+                (0.3, 300.0, 1.0),
+                (1.5, 120.0, 2.0),
+                (1.5, 60.0, 1.0)
             ]
         );
         assert!(built_in("nope").is_none());

@@ -8,7 +8,10 @@ use std::collections::VecDeque;
 /// Requests of each tier (in `Tier::ALL` order) that arrived in one tick.
 #[derive(Debug, Clone)]
 struct Chunk {
+    /// When it entered the app.
     arrived: f64,
+    /// How long it had waited before (in the fast guard's waiting room).
+    waited: f64,
     amount: [f64; 4],
 }
 
@@ -65,6 +68,17 @@ impl Server {
         waiting + self.running.iter().sum::<f64>()
     }
 
+    /// Requests inside the app by tier (waiting for a worker or being served).
+    pub fn in_flight_by_tier(&self) -> [f64; 4] {
+        let mut out = self.running;
+        for c in &self.waiting {
+            for (o, a) in out.iter_mut().zip(c.amount) {
+                *o += a;
+            }
+        }
+        out
+    }
+
     /// Advances `dt` seconds to `now`: finishes work (service time × `slowdown`), queues
     /// `admitted`, lets clients give up, and starts what the free workers can take; calls
     /// `latency(tier, amount, seconds)` for every request started, with its expected latency.
@@ -77,7 +91,15 @@ impl Server {
         deadline: Option<Deadline>,
         latency: &mut impl FnMut(usize, f64, f64),
     ) -> Tick {
-        let mut out = Tick::default();
+        self.finish(dt, slowdown);
+        self.push(now, admitted, 0.0);
+        self.start(now, slowdown, deadline, &mut |started: Started| {
+            latency(started.tier, started.amount, started.total)
+        })
+    }
+
+    /// Finishes `dt` seconds of work (service time × `slowdown`).
+    pub fn finish(&mut self, dt: f64, slowdown: f64) {
         let service = self.service_time * slowdown;
         let busy: f64 = self.running.iter().sum();
         if busy > DUST {
@@ -86,15 +108,33 @@ impl Server {
                 *r -= *r / busy * done;
             }
         }
+    }
+
+    /// Lets `admitted` into the app at `now`, after it `waited` seconds outside it.
+    pub fn push(&mut self, now: f64, admitted: [f64; 4], waited: f64) {
         if admitted.iter().sum::<f64>() > DUST {
             self.waiting.push_back(Chunk {
                 arrived: now,
+                waited,
                 amount: admitted,
             });
         }
+    }
+
+    /// Lets clients give up, then starts what the free workers can take; calls `started` for
+    /// every amount started.
+    pub fn start(
+        &mut self,
+        now: f64,
+        slowdown: f64,
+        deadline: Option<Deadline>,
+        started: &mut impl FnMut(Started),
+    ) -> Tick {
+        let mut out = Tick::default();
+        let service = self.service_time * slowdown;
         if let Some(d) = deadline.filter(|d| !d.keep_abandoned) {
             while let Some(front) = self.waiting.front() {
-                if now - front.arrived < d.seconds {
+                if now - front.arrived + front.waited < d.seconds {
                     break;
                 }
                 for (t, a) in front.amount.iter().enumerate() {
@@ -110,22 +150,28 @@ impl Server {
             };
             let total: f64 = front.amount.iter().sum();
             let share = (free / total).min(1.0);
-            let wait = now - front.arrived;
+            let in_app = now - front.arrived + service;
+            let whole = in_app + front.waited;
             for t in 0..4 {
-                let started = front.amount[t] * share;
-                if started <= 0.0 {
+                let amount = front.amount[t] * share;
+                if amount <= 0.0 {
                     continue;
                 }
-                front.amount[t] -= started;
-                self.running[t] += started;
-                let late = deadline.is_some_and(|d| wait + service > d.seconds);
+                front.amount[t] -= amount;
+                self.running[t] += amount;
+                let late = deadline.is_some_and(|d| whole > d.seconds);
                 let slot = if late {
                     &mut out.timed_out
                 } else {
                     &mut out.succeeded
                 };
-                slot[t] += started;
-                latency(t, started, wait + service);
+                slot[t] += amount;
+                started(Started {
+                    tier: t,
+                    amount,
+                    in_app,
+                    total: whole,
+                });
             }
             free -= total * share;
             if share >= 1.0 || front.amount.iter().sum::<f64>() <= DUST {
@@ -134,6 +180,19 @@ impl Server {
         }
         out
     }
+}
+
+/// An amount of requests of one tier that started service, with their expected latencies.
+#[derive(Debug, Clone, Copy)]
+pub struct Started {
+    /// Index of the tier (`Tier::ALL` order).
+    pub tier: usize,
+    /// How many.
+    pub amount: f64,
+    /// Seconds from entering the app to finishing: the latency the fast guard measures.
+    pub in_app: f64,
+    /// Seconds from arriving to finishing, waits before the app included: what the client sees.
+    pub total: f64,
 }
 
 #[cfg(test)]

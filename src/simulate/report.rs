@@ -43,19 +43,20 @@ pub fn summary(o: &Outcome) -> String {
         );
     }
     out.push_str(
-        "\n| phase | tier | offered req/s | shed | success | p50 | p99 | first shed after |\n",
+        "\n| phase | tier | offered req/s | shed (worker_utilization) | refused (adaptive_concurrency) | success | p50 | p99 | first shed after |\n",
     );
-    out.push_str("|---|---|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|\n");
     for p in &o.phases {
         for t in Tier::ALL {
             let i = t.index();
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.1} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {:.1} | {} | {} | {} | {} | {} | {} |",
                 p.name,
                 t.as_str(),
                 p.offered[i],
                 percent(p.shed[i]),
+                percent(p.refused[i]),
                 percent(p.success[i]),
                 millis(p.p50[i]),
                 millis(p.p99[i]),
@@ -67,13 +68,19 @@ pub fn summary(o: &Outcome) -> String {
 }
 
 /// Every simulated second: time, phase, in flight, the controller's state, and per tier the
-/// requests offered, shed and succeeded and the drop probability.
+/// requests offered, shed, succeeded and timed out and the drop probability; then the fast
+/// guard's limit and its refusals per tier.
 pub fn csv(o: &Outcome) -> String {
     let mut out = String::from("t,phase,in_flight,utilization,demand,amount");
-    for what in ["offered", "shed", "succeeded", "timed_out", "probability"] {
+    let columns = ["offered", "shed", "succeeded", "timed_out", "probability"];
+    for what in columns {
         for t in Tier::ALL {
             let _ = write!(out, ",{what}_{}", t.as_str());
         }
+    }
+    out.push_str(",adaptive_limit");
+    for t in Tier::ALL {
+        let _ = write!(out, ",refused_{}", t.as_str());
     }
     out.push('\n');
     for s in &o.seconds {
@@ -86,6 +93,10 @@ pub fn csv(o: &Outcome) -> String {
             for v in series {
                 let _ = write!(out, ",{v:.4}");
             }
+        }
+        let _ = write!(out, ",{:.2}", s.limit);
+        for v in s.refused {
+            let _ = write!(out, ",{v:.4}");
         }
         out.push('\n');
     }

@@ -17,11 +17,10 @@ fn demo(load: Load) -> Scenario {
     }
 }
 
-fn wu() -> WorkerUtilizationConfig {
-    WorkerUtilizationConfig {
-        capacity: 8,
-        ..WorkerUtilizationConfig::default()
-    }
+fn wu() -> LimitersConfig {
+    let mut c = LimitersConfig::default();
+    c.worker_utilization.capacity = 8;
+    c
 }
 
 /// The first second in which a tier had requests shed, and the first in which all were.
@@ -66,7 +65,7 @@ fn a_saturated_server_sheds_on_the_controllers_schedule() {
 #[test]
 fn a_dark_controller_moves_but_sheds_nothing() {
     let mut c = wu();
-    c.mode = Mode::Dark;
+    c.worker_utilization.mode = Mode::Dark;
     let o = run(&c, false, &demo(Load::Phases(built_in("spike").unwrap())));
     assert!(
         o.seconds.iter().any(|s| s.amount > 0.0),
@@ -85,7 +84,18 @@ fn the_scorecard_profile_keeps_the_tier_order_and_recovers() {
         &demo(Load::Phases(built_in("scorecard").unwrap())),
     );
     let names: Vec<&str> = o.phases.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(names, ["0.5C", "0.75C", "2C", "4C", "0.3C"]);
+    assert_eq!(
+        names,
+        [
+            "0.5C",
+            "0.75C",
+            "2C",
+            "4C",
+            "0.3C",
+            "drop 1.5C",
+            "restored 1.5C"
+        ]
+    );
     let calm = &o.phases[0];
     assert_eq!(calm.shed, [0.0; 4], "nothing shed at 0.5C");
     assert!(
@@ -121,7 +131,7 @@ fn the_scorecard_profile_keeps_the_tier_order_and_recovers() {
     assert!(o.phases[2].shed[Tier::Test.index()] > 0.0, "2C sheds");
     assert!(o.phases[4].back_to_zero.is_some(), "recovers at 0.3C");
     let csv = csv(&o);
-    assert_eq!(csv.lines().count(), 1 + 840);
+    assert_eq!(csv.lines().count(), 1 + 1020);
     assert!(summary(&o).contains("| 2C | critical |"));
 }
 
@@ -150,4 +160,48 @@ fn latency_quantiles_come_from_the_queue() {
     assert!((0.05..0.052).contains(&p50), "{p50}");
     let busy = &o.phases[1];
     assert!(busy.p99[Tier::Get.index()].unwrap() > 0.5, "a queue at 2C");
+}
+
+#[test]
+fn with_the_fast_guard_critical_requests_stay_in_time_and_the_controller_sees_demand() {
+    let mut guarded = wu();
+    let ac = &mut guarded.adaptive_concurrency;
+    (ac.mode, ac.initial_limit, ac.min_limit, ac.queue) = (Mode::Enforce, 30, 8, 32);
+    let step = demo(Load::Phases(built_in("step").unwrap()));
+    let with = run(&guarded, false, &step);
+    let alone = run(&wu(), false, &step);
+    let (critical, test) = (Tier::Critical.index(), Tier::Test.index());
+    let (two_c, two_c_alone) = (&with.phases[1], &alone.phases[1]);
+    assert!(two_c.success[critical] > 0.999, "{:?}", two_c.success);
+    assert!(
+        two_c_alone.success[critical] < 0.9,
+        "{:?}",
+        two_c_alone.success
+    );
+    // The fast guard refuses the excess at the step; the controller, reading the demand (2 at
+    // twice the capacity, however much the fast guard refused), sheds test traffic after.
+    assert!(
+        two_c.refused[test] > 0.0 && two_c.shed[test] > 0.5,
+        "{two_c:?}"
+    );
+    assert!(
+        (1.8..2.3).contains(&two_c.max_demand),
+        "{}",
+        two_c.max_demand
+    );
+    // The default thresholds (0.7 to 0.8) hold the work let past at about 0.75 of capacity.
+    assert!(
+        two_c.goodput > 0.8 && two_c.goodput > two_c_alone.goodput,
+        "{} {}",
+        two_c.goodput,
+        two_c_alone.goodput
+    );
+    // Nothing is refused or shed at 0.5C, and the limit is in the CSV.
+    assert_eq!(with.phases[0].refused, [0.0; 4]);
+    assert!(with.seconds.iter().all(|s| s.limit >= 8.0));
+    assert!(csv(&with)
+        .lines()
+        .next()
+        .unwrap()
+        .contains(",adaptive_limit,refused_critical"));
 }

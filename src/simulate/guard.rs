@@ -1,0 +1,410 @@
+//! adaptive_concurrency (the fast guard) as flows, for the simulator: the same learned limit
+//! ([`AdaptiveLimit`], fed each window with the latencies of the requests the app started)
+//! and the same critical share ([`critical_share`]) the middleware runs on, and the rules of
+//! its admission: each tier's share of the limit counting the tiers above it, critical
+//! requests counted and refused only past `critical_ceiling` times the limit (outside the
+//! admitted share of cohorts first), the waiting room (`queue`, `max_wait`, `post_max_wait`;
+//! a freed slot goes to the highest tier waiting, a request that has to wait turns the lower
+//! tiers waiting away), and `tier_hold` after a refusal.
+//!
+//! Amounts are real numbers. A refusal holds the lower tiers off each time the amount refused
+//! of a tier adds up to a whole request (the first at half of one), as one refused request
+//! does on the real server; a window binds when at least half a request was refused or made
+//! to wait in it.
+
+use crate::config::AdaptiveConcurrencyConfig;
+use crate::limiter::adaptive_concurrency::params;
+use crate::math::adaptive::{AdaptiveLimit, Window};
+use crate::math::critical::{critical_share, CriticalPressure};
+use crate::tier::Tier;
+use std::collections::VecDeque;
+
+/// Amounts below this are rounding dust.
+const DUST: f64 = 1e-9;
+
+/// What one tick's admission did.
+#[derive(Debug, Default, Clone)]
+pub struct Admission {
+    /// Let into the app, by tier, with how long each amount waited first (seconds).
+    pub admitted: Vec<([f64; 4], f64)>,
+    /// Refused, by tier.
+    pub refused: [f64; 4],
+}
+
+/// What the current window has seen.
+#[derive(Debug, Default, Clone)]
+struct Sums {
+    count: f64,
+    /// Σ amount × latency (s).
+    sum: f64,
+    /// Lowest latency (s).
+    min: Option<f64>,
+    /// Requests refused or made to wait.
+    held_back: f64,
+    overflowed: bool,
+    at_limit: bool,
+}
+
+/// The fast guard's state.
+#[derive(Debug, Clone)]
+pub struct FastGuard {
+    c: AdaptiveConcurrencyConfig,
+    enforced: bool,
+    limit: AdaptiveLimit,
+    next_window: f64,
+    /// Per tier: until when it is held off (s).
+    held_until: [f64; 4],
+    /// Per tier: amount refused since its last hold, towards the next whole request.
+    toward_hold: [f64; 4],
+    /// Per tier (critical's unused): (arrived, amount) waiting, oldest first.
+    room: [VecDeque<(f64, f64)>; 4],
+    critical_share: f64,
+    window: Sums,
+}
+
+fn micros(seconds: f64) -> u64 {
+    (seconds * 1e6).round().max(0.0) as u64
+}
+
+impl FastGuard {
+    /// The guard of `c` at time 0; it refuses only when `enforced` (else it lets everything
+    /// in and only learns, as in dark mode).
+    pub fn new(c: &AdaptiveConcurrencyConfig, enforced: bool) -> Self {
+        Self {
+            c: c.clone(),
+            enforced,
+            limit: AdaptiveLimit::new(params(c), f64::from(c.initial_limit), 0),
+            next_window: c.window.get().as_secs_f64(),
+            held_until: [0.0; 4],
+            toward_hold: [0.5; 4],
+            room: Default::default(),
+            critical_share: 1.0,
+            window: Sums::default(),
+        }
+    }
+
+    /// The limit requests are admitted under.
+    pub fn limit(&self) -> f64 {
+        self.limit.limit()
+    }
+
+    /// The floor latency learned (seconds), once one was seen: the app's time per request.
+    pub fn floor(&self) -> Option<f64> {
+        self.limit.floor().map(|us| us as f64 / 1e6)
+    }
+
+    /// The share of critical cohorts admitted.
+    pub fn critical_share(&self) -> f64 {
+        self.critical_share
+    }
+
+    /// Requests waiting for room.
+    pub fn waiting(&self) -> f64 {
+        self.room.iter().flatten().map(|&(_, a)| a).sum()
+    }
+
+    /// Admits `arriving` (by tier) at `now`, with `in_flight` (by tier) inside the app: first
+    /// the waiting room (what ran out of time refused, then the free room to the highest tier
+    /// waiting), then the arrivals, critical first.
+    pub fn admit(&mut self, now: f64, arriving: [f64; 4], in_flight: [f64; 4]) -> Admission {
+        let mut out = Admission::default();
+        if !self.enforced {
+            out.admitted.push((arriving, 0.0));
+            return out;
+        }
+        let mut in_flight = in_flight;
+        self.expire(now, &mut out);
+        self.dispatch(now, &mut in_flight, &mut out);
+        let mut fresh = [0.0; 4];
+        fresh[0] = self.admit_critical(now, arriving[0], &in_flight, &mut out);
+        in_flight[0] += fresh[0];
+        for tier in [Tier::Post, Tier::Get, Tier::Test] {
+            let t = tier.index();
+            let amount = arriving[t];
+            if amount <= DUST {
+                continue;
+            }
+            if now < self.held_until[t] {
+                self.refuse(now, t, amount, &mut out);
+                continue;
+            }
+            let waiting_above = (1..=t).any(|u| !self.room[u].is_empty());
+            let direct = if waiting_above {
+                0.0
+            } else {
+                amount.min(self.room_for(tier, &in_flight))
+            };
+            fresh[t] = direct;
+            in_flight[t] += direct;
+            let rest = amount - direct;
+            if rest <= DUST {
+                continue;
+            }
+            if self.c.queue == 0 {
+                self.refuse(now, t, rest, &mut out);
+                continue;
+            }
+            // Whoever has to wait turns the lower tiers waiting away.
+            for lower in t + 1..4 {
+                let turned: f64 = self.room[lower].drain(..).map(|(_, a)| a).sum();
+                self.refuse(now, lower, turned, &mut out);
+            }
+            let space = (f64::from(self.c.queue) - self.waiting()).max(0.0);
+            let waits = rest.min(space);
+            if waits > DUST {
+                self.room[t].push_back((now, waits));
+                self.window.held_back += waits;
+            }
+            self.refuse(now, t, rest - waits, &mut out);
+        }
+        out.admitted.push((fresh, 0.0));
+        out
+    }
+
+    /// Critical arrivals: those outside the admitted share of cohorts refused, the rest let in
+    /// up to `critical_ceiling` × the limit in flight. Returns the amount let in.
+    fn admit_critical(
+        &mut self,
+        now: f64,
+        amount: f64,
+        in_flight: &[f64; 4],
+        out: &mut Admission,
+    ) -> f64 {
+        if amount <= DUST {
+            return 0.0;
+        }
+        if self.c.critical_ceiling <= 0.0 {
+            return amount;
+        }
+        let outside = amount * (1.0 - self.critical_share);
+        self.refuse(now, 0, outside, out);
+        let amount = amount - outside;
+        let limit = self.limit();
+        let before: f64 = in_flight.iter().sum();
+        let ceiling = (limit * self.c.critical_ceiling).floor().max(1.0);
+        let admitted = amount.min((ceiling - before).max(0.0));
+        if amount - admitted > DUST {
+            self.window.overflowed = true;
+            self.refuse(now, 0, amount - admitted, out);
+        }
+        if admitted > DUST && before + admitted > limit {
+            self.window.at_limit = true;
+        }
+        admitted
+    }
+
+    /// Room for one more amount of `tier` under its share, counting the tiers above it.
+    fn room_for(&self, tier: Tier, in_flight: &[f64; 4]) -> f64 {
+        let share = self
+            .c
+            .tier_limit(self.limit(), tier)
+            .unwrap_or_else(|| self.limit());
+        let above: f64 = in_flight[..=tier.index()].iter().sum();
+        (share.floor().max(1.0) - above).max(0.0)
+    }
+
+    /// Refuses what waited past its tier's longest wait.
+    fn expire(&mut self, now: f64, out: &mut Admission) {
+        for tier in [Tier::Post, Tier::Get, Tier::Test] {
+            let t = tier.index();
+            let max_wait = self.c.max_wait_for(tier).as_secs_f64();
+            while let Some(&(arrived, amount)) = self.room[t].front() {
+                if now - arrived < max_wait - 1e-9 {
+                    break;
+                }
+                self.room[t].pop_front();
+                self.refuse(now, t, amount, out);
+            }
+        }
+    }
+
+    /// Gives the free room to the requests waiting, highest tier first, oldest first; a tier
+    /// without room leaves none for the tiers below it.
+    fn dispatch(&mut self, now: f64, in_flight: &mut [f64; 4], out: &mut Admission) {
+        for tier in [Tier::Post, Tier::Get, Tier::Test] {
+            let t = tier.index();
+            while let Some(&(arrived, amount)) = self.room[t].front() {
+                let room = self.room_for(tier, in_flight);
+                if room <= DUST {
+                    return;
+                }
+                let taken = amount.min(room);
+                let front = self.room[t].front_mut().expect("looked at above");
+                front.1 -= taken;
+                in_flight[t] += taken;
+                let mut admitted = [0.0; 4];
+                admitted[t] = taken;
+                out.admitted.push((admitted, now - arrived));
+                if front.1 <= DUST {
+                    self.room[t].pop_front();
+                }
+            }
+        }
+    }
+
+    /// Refuses `amount` of tier `t`: each whole request refused holds every lower tier off for
+    /// `tier_hold`.
+    fn refuse(&mut self, now: f64, t: usize, amount: f64, out: &mut Admission) {
+        if amount <= DUST {
+            return;
+        }
+        out.refused[t] += amount;
+        self.window.held_back += amount;
+        self.toward_hold[t] += amount;
+        if self.toward_hold[t] >= 1.0 {
+            self.toward_hold[t] = self.toward_hold[t].fract();
+            let until = now + self.c.tier_hold.get().as_secs_f64();
+            for lower in &mut self.held_until[t + 1..] {
+                *lower = lower.max(until);
+            }
+        }
+    }
+
+    /// Notes requests the app started, each taking `in_app` seconds inside it.
+    pub fn started(&mut self, amount: f64, in_app: f64) {
+        if amount <= DUST {
+            return;
+        }
+        let w = &mut self.window;
+        w.count += amount;
+        w.sum += amount * in_app;
+        w.min = Some(w.min.map_or(in_app, |m| m.min(in_app)));
+    }
+
+    /// Notes the app's state after a tick: `queued` requests waiting for one of `workers`
+    /// that serve a request in `service` seconds. A fluid queue never empties while it is fed
+    /// faster than it drains, but random arrivals do: while fewer requests wait than there are
+    /// workers, some request of a window finds a worker free and takes only the service time
+    /// (on the real server that request confirms the floor).
+    pub fn app(&mut self, queued: f64, workers: f64, service: f64) {
+        if self.window.count > DUST && queued <= workers {
+            let w = &mut self.window;
+            w.min = Some(w.min.map_or(service, |m| m.min(service)));
+        }
+    }
+
+    /// Closes the window if it is over at `now`: the limit learns from it and the critical
+    /// share moves by what critical requests met in it.
+    pub fn end_of_tick(&mut self, now: f64) {
+        if now < self.next_window - 1e-9 {
+            return;
+        }
+        self.next_window += self.c.window.get().as_secs_f64();
+        let w = std::mem::take(&mut self.window);
+        let count = if w.count > DUST {
+            w.count.round().max(1.0)
+        } else {
+            0.0
+        };
+        let mean = if w.count > DUST { w.sum / w.count } else { 0.0 };
+        self.limit.update(Window {
+            at: micros(now),
+            count: count as u64,
+            sum: micros(mean * count),
+            min: w.min.map_or(u64::MAX, micros),
+            binding: w.held_back >= 0.5,
+        });
+        if self.enforced && self.c.critical_ceiling > 0.0 {
+            let pressure = match (w.overflowed, w.at_limit) {
+                (true, _) => CriticalPressure::Overflowed,
+                (false, true) => CriticalPressure::AtLimit,
+                (false, false) => CriticalPressure::Clear,
+            };
+            self.critical_share = critical_share(self.critical_share, pressure);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{HumanDuration, Mode};
+
+    fn config() -> AdaptiveConcurrencyConfig {
+        AdaptiveConcurrencyConfig {
+            mode: Mode::Enforce,
+            initial_limit: 10,
+            min_limit: 2,
+            queue: 4,
+            ..AdaptiveConcurrencyConfig::default()
+        }
+    }
+
+    #[test]
+    fn each_tier_uses_its_share_of_the_limit_counting_the_tiers_above() {
+        let mut g = FastGuard::new(&config(), true);
+        // Limit 10: post may fill 10, get 9, test 8. 7 in flight (critical 2, post 5).
+        let a = g.admit(0.0, [0.0, 0.0, 5.0, 0.0], [2.0, 5.0, 0.0, 0.0]);
+        assert_eq!(a.admitted[0].0, [0.0, 0.0, 2.0, 0.0]);
+        // The other 3 GETs wait (the room holds 4).
+        assert!((g.waiting() - 3.0).abs() < 1e-9);
+        assert_eq!(a.refused, [0.0; 4]);
+        // A POST that has to wait (10 in flight) turns the GETs waiting away; they hold test
+        // off.
+        let a = g.admit(0.01, [0.0, 1.0, 0.0, 1.0], [2.0, 8.0, 2.0, 0.0]);
+        assert!((a.refused[2] - 3.0).abs() < 1e-9, "{a:?}");
+        assert!((a.refused[3] - 1.0).abs() < 1e-9, "held: {a:?}");
+        assert!((g.waiting() - 1.0).abs() < 1e-9);
+        // A worker frees: the POST waiting is let in, with how long it waited.
+        let a = g.admit(0.03, [0.0; 4], [2.0, 7.0, 2.0, 0.0]);
+        let (amounts, waited) = a.admitted[0];
+        assert_eq!(amounts, [0.0, 1.0, 0.0, 0.0]);
+        assert!((waited - 0.02).abs() < 1e-9, "{waited}");
+    }
+
+    #[test]
+    fn waits_run_out_and_are_refused() {
+        let mut g = FastGuard::new(&config(), true);
+        g.admit(0.0, [0.0, 0.0, 2.0, 0.0], [0.0, 10.0, 0.0, 0.0]);
+        assert!((g.waiting() - 2.0).abs() < 1e-9);
+        let a = g.admit(0.05, [0.0; 4], [0.0, 10.0, 0.0, 0.0]);
+        assert_eq!(a.refused, [0.0; 4], "max_wait is 100 ms");
+        let a = g.admit(0.1, [0.0; 4], [0.0, 10.0, 0.0, 0.0]);
+        assert!((a.refused[2] - 2.0).abs() < 1e-9, "{a:?}");
+        assert_eq!(g.waiting(), 0.0);
+    }
+
+    #[test]
+    fn critical_requests_pass_until_the_ceiling_then_the_share_falls() {
+        let mut c = config();
+        c.critical_ceiling = 2.0;
+        let mut g = FastGuard::new(&c, true);
+        // Limit 10, ceiling 20: 15 in flight leaves room for 5 of 8 critical.
+        let a = g.admit(0.0, [8.0, 0.0, 0.0, 0.0], [15.0, 0.0, 0.0, 0.0]);
+        assert!((a.admitted[0].0[0] - 5.0).abs() < 1e-9);
+        assert!((a.refused[0] - 3.0).abs() < 1e-9);
+        g.end_of_tick(0.25);
+        assert!((g.critical_share() - 0.9).abs() < 1e-9);
+        // Outside the share: a tenth is refused before the ceiling is looked at.
+        let a = g.admit(0.26, [10.0, 0.0, 0.0, 0.0], [0.0; 4]);
+        assert!((a.refused[0] - 1.0).abs() < 1e-9, "{a:?}");
+        // And a refused critical request holds every other tier off.
+        let a = g.admit(0.27, [0.0, 1.0, 1.0, 1.0], [0.0; 4]);
+        assert_eq!(a.refused, [0.0, 1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn the_limit_learns_from_the_latencies_of_the_window() {
+        let mut c = config();
+        c.tier_hold = HumanDuration::from_secs(0);
+        let mut g = FastGuard::new(&c, true);
+        // A binding window whose requests took twice the floor (50 ms, then 100 ms): the limit
+        // halves (the gradient is clamped at 0.5).
+        g.started(10.0, 0.05);
+        g.admit(0.0, [0.0, 20.0, 0.0, 0.0], [0.0; 4]);
+        g.end_of_tick(0.25);
+        assert!((g.floor().unwrap() - 0.05).abs() < 1e-9);
+        g.started(10.0, 0.1);
+        g.admit(0.3, [0.0, 20.0, 0.0, 0.0], [0.0, 10.0, 0.0, 0.0]);
+        g.end_of_tick(0.5);
+        assert!(g.limit() < 10.0, "{}", g.limit());
+    }
+
+    #[test]
+    fn unenforced_it_lets_everything_in() {
+        let mut g = FastGuard::new(&config(), false);
+        let a = g.admit(0.0, [1.0, 2.0, 30.0, 4.0], [50.0; 4]);
+        assert_eq!(a.admitted, vec![([1.0, 2.0, 30.0, 4.0], 0.0)]);
+        assert_eq!(a.refused, [0.0; 4]);
+    }
+}
