@@ -68,7 +68,7 @@ pub mod store;
 pub mod tier;
 
 pub use classify::ClientKey;
-pub use config::{Config, Mode};
+pub use config::{Config, ConfigBuilder, Mode};
 pub use control::{ShedPlan, UtilizationSource};
 pub use runtime::{
     Admitted, Brownout, BrownoutBuilder, Decision, Error, KeyHook, PlanHook, Settings, TierHook,

@@ -14,11 +14,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// target/<profile>/examples/embed, beside this test's own directory (target/<profile>/deps).
-fn example() -> PathBuf {
+/// target/<profile>/examples/<name>, beside this test's own directory (target/<profile>/deps).
+fn example(name: &str) -> PathBuf {
     let me = std::env::current_exe().unwrap();
     let profile = me.parent().and_then(|deps| deps.parent()).unwrap();
-    let exe = profile.join("examples").join("embed");
+    let exe = profile.join("examples").join(name);
     assert!(
         exe.exists(),
         "{} is missing: `cargo test` builds the examples",
@@ -41,9 +41,15 @@ struct Running {
 
 impl Running {
     fn start(config: &std::path::Path, app: SocketAddr) -> Self {
-        let mut child = Command::new(example())
-            .arg(config)
-            .arg(app.to_string())
+        Self::spawn(
+            Command::new(example("embed"))
+                .arg(config)
+                .arg(app.to_string()),
+        )
+    }
+
+    fn spawn(command: &mut Command) -> Self {
+        let mut child = command
             .env_remove("BROWNOUT_ADMIN_TOKEN")
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
@@ -94,13 +100,19 @@ impl Drop for Running {
 }
 
 fn http(addr: SocketAddr, path: &str, token: Option<&str>) -> u16 {
+    request(addr, "GET", path, token)
+}
+
+fn request(addr: SocketAddr, method: &str, path: &str, token: Option<&str>) -> u16 {
     use std::io::{Read, Write};
     let Ok(mut s) = std::net::TcpStream::connect(addr) else {
         return 0;
     };
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
-    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
     if s.write_all(req.as_bytes()).is_err() {
         return 0;
     }
@@ -185,6 +197,25 @@ fn the_embedded_app_prints_its_token_and_reloads_on_sighup() {
 }
 
 #[test]
+fn the_config_from_code_example_limits_per_key_with_route_costs() {
+    let app = free_port();
+    let _running = Running::spawn(
+        Command::new(example("from_code"))
+            .arg(app.to_string())
+            .current_dir(std::env::temp_dir()),
+    );
+    wait_for("the app", || http(app, "/", None) == 200);
+    // One client (its IP): 100 credits, a charge costs 5, so 20 charges pass at once; the
+    // bucket refills 20 credits a second, so the next one is refused within a few requests.
+    let codes: Vec<u16> = (0..40)
+        .map(|_| request(app, "POST", "/v1/charges", None))
+        .collect();
+    let passed = codes.iter().take_while(|&&c| c == 200).count();
+    assert!((19..=25).contains(&passed), "{codes:?}");
+    assert_eq!(codes[passed], 429, "{codes:?}");
+}
+
+#[test]
 fn library_users_compile_none_of_the_cli_dependencies() {
     let out = Command::new(env!("CARGO"))
         .args([
@@ -206,7 +237,7 @@ fn library_users_compile_none_of_the_cli_dependencies() {
     );
     let tree = String::from_utf8_lossy(&out.stdout);
     assert!(tree.contains("actix-web"), "{tree}");
-    for name in ["clap", "awc", "tracing-subscriber"] {
+    for name in ["clap", "awc", "tracing-subscriber", "sysinfo"] {
         assert!(
             !tree.lines().any(|l| l.starts_with(&format!("{name} "))),
             "{name} is compiled for library users:\n{tree}"
@@ -216,12 +247,7 @@ fn library_users_compile_none_of_the_cli_dependencies() {
 
 #[test]
 fn httpbench_serves_ok_in_every_mode_and_reports_brownouts_counters() {
-    let exe = example().with_file_name("httpbench");
-    assert!(
-        exe.exists(),
-        "{} is missing: `cargo test` builds the examples",
-        exe.display()
-    );
+    let exe = example("httpbench");
     for mode in [
         "bare",
         "brownout",

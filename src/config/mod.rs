@@ -4,6 +4,7 @@
 //! [`Config::validate`] refuses impossible settings with a message that names the key.
 
 mod adaptive;
+mod builder;
 mod duration;
 mod limits;
 mod limits_check;
@@ -13,6 +14,7 @@ mod store;
 mod validate;
 
 pub use adaptive::{AdaptiveConcurrencyConfig, DeadlineConfig};
+pub use builder::ConfigBuilder;
 pub use duration::{DurationParseError, HumanDuration};
 pub use limits::{
     ConcurrentRequestsConfig, FleetUsageConfig, PerIpConfig, PlanConfig, QuotaAlgorithm,

@@ -210,6 +210,15 @@ pub(crate) fn validate_worker_utilization(w: &WorkerUtilizationConfig) -> Check 
 }
 
 fn validate_sources(w: &WorkerUtilizationConfig) -> Check {
+    // The cpu source reads the process's CPU time through sysinfo: only with the feature.
+    if !cfg!(feature = "cpu") {
+        let needs = "is cpu, which needs brownout's `cpu` feature: add features = [\"cpu\"] to \
+                     brownout's line in Cargo.toml, or pick another source";
+        ensure(w.source != SourceKind::Cpu, &format!("{WU}.source"), needs)?;
+        let listed = w.source == SourceKind::Max && w.sources.contains(&SourceKind::Cpu);
+        let needs = needs.replacen("is cpu", "lists cpu", 1);
+        ensure(!listed, &format!("{WU}.sources"), needs)?;
+    }
     let key = format!("{WU}.sources");
     if w.source == SourceKind::Max {
         ensure(
@@ -344,6 +353,31 @@ mod tests {
             e.starts_with("limiters.worker_utilization.bands.critical is required"),
             "{e}"
         );
+    }
+
+    #[test]
+    #[cfg(not(feature = "cpu"))]
+    fn without_the_cpu_feature_the_cpu_source_is_refused_by_name() {
+        let e = refused("limiters:\n  worker_utilization:\n    source: cpu\n");
+        assert!(
+            e.starts_with("limiters.worker_utilization.source is cpu, which needs brownout's `cpu` feature: add features = [\"cpu\"]"),
+            "{e}"
+        );
+        let e = refused(
+            "limiters:\n  worker_utilization:\n    source: max\n    sources: [in_flight, cpu]\n",
+        );
+        assert!(
+            e.starts_with("limiters.worker_utilization.sources lists cpu, which needs"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    #[cfg(feature = "cpu")]
+    fn with_the_cpu_feature_the_cpu_source_is_accepted() {
+        let yaml =
+            "limiters:\n  worker_utilization:\n    source: max\n    sources: [in_flight, cpu]\n";
+        Config::from_yaml_str(yaml).unwrap();
     }
 
     #[test]
