@@ -12,7 +12,9 @@ pub use average::{TimeAverage, OBSERVE_EVERY};
 pub use controller::{Controller, ControllerParams};
 pub use demand::{offered_work, with_shed, InFlightSource, Traffic};
 pub use plan::{cohort_epoch, cohort_score, probabilities, should_drop, PublishedPlan, ShedPlan};
+#[cfg(feature = "cpu")]
+pub use source::CpuSource;
 pub use source::{
-    combine, source_fn, CpuSource, FnSource, InFlight, RuntimeRegistry, RuntimeSource, SourceError,
+    combine, source_fn, FnSource, InFlight, RuntimeRegistry, RuntimeSource, SourceError,
     UtilizationSource,
 };

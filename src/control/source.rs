@@ -110,7 +110,9 @@ impl InFlight {
     }
 }
 
-/// `cpu`: this process's CPU time over wall time and cores since the previous sample.
+/// `cpu`: this process's CPU time over wall time and cores since the previous sample (feature
+/// `cpu`).
+#[cfg(feature = "cpu")]
 pub struct CpuSource {
     system: sysinfo::System,
     pid: sysinfo::Pid,
@@ -118,6 +120,7 @@ pub struct CpuSource {
     last: Option<(u64, Duration)>,
 }
 
+#[cfg(feature = "cpu")]
 impl CpuSource {
     /// A source for the current process.
     pub fn new() -> Result<Self, SourceError> {
@@ -145,6 +148,7 @@ impl CpuSource {
     }
 }
 
+#[cfg(feature = "cpu")]
 impl UtilizationSource for CpuSource {
     fn name(&self) -> &str {
         "cpu"
@@ -338,6 +342,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "cpu")]
     fn cpu_source_measures_a_busy_thread() {
         let mut s = CpuSource::new().unwrap();
         let start = std::time::Instant::now();

@@ -7,8 +7,8 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::LimitersConfig;
 use crate::config::{Config, ConfigError, Mode, SourceKind, StoreKind, StoreSync};
 use crate::control::{
-    ControllerParams, CpuSource, InFlight, InFlightSource, PublishedPlan, RuntimeRegistry,
-    RuntimeSource, ShedPlan, UtilizationSource,
+    ControllerParams, InFlight, InFlightSource, PublishedPlan, RuntimeRegistry, RuntimeSource,
+    ShedPlan, UtilizationSource,
 };
 use crate::engine::{Engine, Settings};
 use crate::limiter::adaptive_concurrency::AdaptiveState;
@@ -354,7 +354,17 @@ fn build_sources(
                     },
                 ))
             }
-            SourceKind::Cpu => Box::new(CpuSource::new()?),
+            #[cfg(feature = "cpu")]
+            SourceKind::Cpu => Box::new(crate::control::CpuSource::new()?),
+            // Refused by validation without the feature.
+            #[cfg(not(feature = "cpu"))]
+            SourceKind::Cpu => {
+                return Err(ConfigError::invalid(
+                    "limiters.worker_utilization.source",
+                    "is cpu, which needs brownout's `cpu` feature",
+                )
+                .into())
+            }
             SourceKind::Runtime => Box::new(RuntimeSource::new(runtimes.clone())),
             SourceKind::Custom => custom.take().ok_or_else(|| {
                 ConfigError::invalid(
