@@ -14,7 +14,7 @@ struct Customer {
 }
 
 #[actix_web::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), brownout::Report> {
     let mut args = std::env::args().skip(1);
     let file = args.next().unwrap_or_else(|| "config.yaml".into());
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:8080".into());

@@ -9,7 +9,7 @@ use actix_web::{web, App, HttpServer};
 use brownout::{Brownout, Config};
 
 #[actix_web::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), brownout::Report> {
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:8080".into());

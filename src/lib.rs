@@ -34,7 +34,7 @@
 //! ```no_run
 //! # use actix_web::{web, App, HttpServer};
 //! # #[actix_web::main]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn main() -> Result<(), brownout::Report> {
 //! let brownout = brownout::Brownout::from_config_file("config.yaml")?;
 //! brownout.start()?;
 //! let b = brownout.clone();
@@ -71,6 +71,7 @@ pub use classify::ClientKey;
 pub use config::{Config, ConfigBuilder, Mode};
 pub use control::{ShedPlan, UtilizationSource};
 pub use runtime::{
-    Admitted, Brownout, BrownoutBuilder, Decision, Error, KeyHook, PlanHook, Settings, TierHook,
+    Admitted, Brownout, BrownoutBuilder, Decision, Error, KeyHook, PlanHook, Report, Settings,
+    TierHook,
 };
 pub use tier::Tier;

@@ -197,6 +197,43 @@ fn the_embedded_app_prints_its_token_and_reloads_on_sighup() {
 }
 
 #[test]
+fn a_bad_config_file_is_reported_as_one_sentence_not_debug() {
+    let dir = std::env::temp_dir().join(format!("brownout-embed-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "limiters:\n  fleet_usage:\n    capacity: eight\n").unwrap();
+    let missing = dir.join("missing.yaml");
+    for (file, says) in [
+        (
+            &bad,
+            format!(
+                "Error: {}: limiters.fleet_usage.capacity must be a whole number",
+                bad.display()
+            ),
+        ),
+        (
+            &missing,
+            format!("Error: cannot read config file {}: ", missing.display()),
+        ),
+    ] {
+        let out = Command::new(example("embed"))
+            .arg(file)
+            .arg(free_port().to_string())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with(&says), "{stderr}");
+        assert!(
+            !stderr.contains("InFile {") && !stderr.contains("Io {"),
+            "{stderr}"
+        );
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn the_config_from_code_example_limits_per_key_with_route_costs() {
     let app = free_port();
     let _running = Running::spawn(

@@ -73,6 +73,47 @@ pub enum Error {
     Admin(String),
 }
 
+/// An error as `main` should show it: its one-line sentence, not its structure. A `main` that
+/// returns `Result<(), Box<dyn Error>>` prints the error's `Debug` (`InFile { path: .., inner:
+/// Invalid { .. } }`); one that returns `Result<(), brownout::Report>` prints
+/// `Error: config.yaml: limiters.fleet_usage.capacity must be ...`. Any error converts into
+/// it with `?`.
+///
+/// # Examples
+/// ```no_run
+/// fn main() -> Result<(), brownout::Report> {
+///     let config = brownout::Config::load("config.yaml")?;
+///     let _brownout = brownout::Brownout::builder(config).build()?;
+///     Ok(())
+/// }
+/// ```
+pub struct Report(Box<dyn std::error::Error + 'static>);
+
+impl<E: std::error::Error + 'static> From<E> for Report {
+    fn from(e: E) -> Self {
+        Self(Box::new(e))
+    }
+}
+
+impl std::fmt::Debug for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl Report {
+    /// The error reported.
+    pub fn error(&self) -> &(dyn std::error::Error + 'static) {
+        &*self.0
+    }
+}
+
 /// The handle an app embeds: make middleware from it, start its actors, serve its admin API.
 ///
 /// # Examples
@@ -81,7 +122,7 @@ pub enum Error {
 /// use brownout::Brownout;
 ///
 /// #[actix_web::main]
-/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// async fn main() -> Result<(), brownout::Report> {
 ///     let brownout = Brownout::from_config_file("config.yaml")?;
 ///     brownout.start()?;
 ///     let b = brownout.clone();
