@@ -33,8 +33,9 @@ pub enum AdminCommand {
     Patch {
         /// The patch.
         json: String,
-        /// Only apply if the settings are still at this version (from `admin config`).
-        #[arg(long)]
+        /// Only apply if the settings are still at this version (from `admin config`): `5`, or
+        /// the ETag as the HTTP API gives it, `"5"`.
+        #[arg(long, value_parser = etag_version)]
         if_match: Option<u64>,
     },
     /// Show the last 256 changes.
@@ -63,6 +64,8 @@ pub fn run(config: &Config, url: Option<String>, command: AdminCommand) -> ExitC
         }
         Ok((status, body)) => {
             let detail = body["detail"].as_str().unwrap_or("(no detail)");
+            // The HTTP API's advice, in this tool's words.
+            let detail = detail.replace("Fetch GET /v1/config", "Run `brownout admin config`");
             eprintln!("error: {status}: {detail}");
             ExitCode::FAILURE
         }
@@ -71,6 +74,13 @@ pub fn run(config: &Config, url: Option<String>, command: AdminCommand) -> ExitC
             ExitCode::FAILURE
         }
     }
+}
+
+/// A settings version as `--if-match` takes it: `5`, or the ETag `"5"` (a weak `W/"5"` too).
+fn etag_version(s: &str) -> Result<u64, String> {
+    let bare = s.trim().trim_start_matches("W/").trim_matches('"');
+    bare.parse()
+        .map_err(|_| format!("must be a settings version like 5 or \"5\" (got {s})"))
 }
 
 /// The token from the variable named by `admin.token_env`, else from `admin.token_file`.

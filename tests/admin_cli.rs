@@ -56,8 +56,9 @@ async fn the_cli_drives_the_admin_api() {
             &[
                 "patch",
                 r#"{"limiters":{"worker_utilization":{"end_of_good":0.65}}}"#,
+                // The ETag as the HTTP API writes it works as well as the bare version.
                 "--if-match",
-                "2",
+                r#""2""#,
             ],
         ),
         Some("test-token"),
@@ -134,7 +135,31 @@ async fn the_cli_drives_the_admin_api() {
         Some("test-token"),
     )
     .await;
-    assert!(String::from_utf8_lossy(&out.stderr).contains("412"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("412"), "{stderr}");
+    assert!(
+        stderr.contains("Run `brownout admin config`") && !stderr.contains("GET /v1/config"),
+        "the advice is this tool's: {stderr}"
+    );
+    // A PATCH of the wrong type names its key once, in the file's words.
+    let out = cli(
+        args(
+            &url,
+            &["patch", r#"{"limiters":{"request_rate":{"rate":"fifty"}}}"#],
+        ),
+        Some("test-token"),
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(r#"400: limiters.request_rate.rate must be a number, not "fifty""#),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("limiters.request_rate.rate").count(),
+        1,
+        "{stderr}"
+    );
     let out = cli(args(&url, &["state"]), Some("wrong")).await;
     assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
     let out = cli(args(&url, &["state"]), None).await;

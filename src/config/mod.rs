@@ -20,6 +20,7 @@ pub use limits::{
     ConcurrentRequestsConfig, FleetUsageConfig, PerIpConfig, PlanConfig, QuotaAlgorithm,
     QuotaConfig, QuotaCount, QuotaKey, RequestRateConfig,
 };
+pub(crate) use parse::describe_json;
 pub use route::RoutePattern;
 pub use store::{AdminScope, StoreConfig, StoreKind, StoreSync};
 pub use validate::ConfigError;
@@ -55,7 +56,7 @@ impl Config {
     /// [`ConfigError`] naming the key (and line) of the first problem; an empty text too.
     pub fn from_yaml_str(text: &str) -> Result<Self, ConfigError> {
         let config = parse::yaml(text)?;
-        config.validate()?;
+        config.validate().map_err(|e| e.located(text))?;
         Ok(config)
     }
 

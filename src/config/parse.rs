@@ -63,6 +63,95 @@ fn describe(text: &str, e: &serde_saphyr::Error, path: &str) -> ConfigError {
     }
 }
 
+/// A serde message about a JSON document (an admin PATCH) in the file's words: `invalid
+/// type: string "fifty", expected f64` reads `must be a number, not "fifty"`, as the same
+/// mistake in config.yaml does. Messages it does not know are kept.
+pub(crate) fn describe_json(raw: &str) -> String {
+    let raw = raw.trim();
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = raw.strip_prefix(prefix) {
+            if let Some((found, kind)) = rest.rsplit_once(", expected ") {
+                return format!("must be {}, not {}", expected(kind), json_found(found));
+            }
+        }
+    }
+    if let Some(rest) = raw.strip_prefix("unknown field ") {
+        return match rest.split_once(", expected one of ") {
+            Some((_, known)) => format!(
+                "is not a known key; the keys here are {}",
+                known.replace('`', "")
+            ),
+            None => "is not a known key".to_owned(),
+        };
+    }
+    if let Some(rest) = raw.strip_prefix("unknown variant ") {
+        if let Some((found, known)) = rest.split_once(", expected one of ") {
+            let found = found.trim_matches('`');
+            return format!("must be one of {}, not {found:?}", known.replace('`', ""));
+        }
+    }
+    raw.to_owned()
+}
+
+/// serde's description of a JSON value (`string "fifty"`, ``integer `5` ``) as written.
+fn json_found(found: &str) -> String {
+    for prefix in ["string ", "integer ", "floating point ", "boolean "] {
+        if let Some(value) = found.strip_prefix(prefix) {
+            return value.trim_matches('`').to_owned();
+        }
+    }
+    match found {
+        "map" => "a section of keys".to_owned(),
+        "sequence" => "a list".to_owned(),
+        "unit" => "null".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// The line (1-based) of dotted `key` in YAML `text`, if it is written there (`[i]` indices,
+/// and keys inside a flow mapping or list like `costs: { .. }`, resolve to the line of the
+/// key that holds them); `None` for a key the file leaves at its default.
+pub(super) fn line_of(text: &str, key: &str) -> Option<usize> {
+    let parts: Vec<&str> = key
+        .split('.')
+        .map(|p| p.split('[').next().unwrap_or(p))
+        .collect();
+    let (mut part, mut best, mut flow) = (0, None, false);
+    let mut parent: Option<usize> = None;
+    let mut child: Option<usize> = None;
+    for (n, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed == "---" {
+            continue;
+        }
+        let indent = line.len() - trimmed.len();
+        if parent.is_some_and(|p| indent <= p) {
+            break;
+        }
+        let child_indent = *child.get_or_insert(indent);
+        if indent != child_indent {
+            continue;
+        }
+        let name = trimmed
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_matches(|c| c == '"' || c == '\'');
+        if name == parts[part] {
+            best = Some(n + 1);
+            part += 1;
+            let value = trimmed.split_once(':').map_or("", |(_, v)| v.trim_start());
+            flow = value.starts_with('{') || value.starts_with('[');
+            if part == parts.len() || flow {
+                break;
+            }
+            (parent, child) = (Some(indent), None);
+        }
+    }
+    (part == parts.len() || flow).then_some(best).flatten()
+}
+
 /// What a parser's type name means to an operator.
 fn expected(kind: &str) -> String {
     match kind {
@@ -77,7 +166,9 @@ fn expected(kind: &str) -> String {
         }
         "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_owned(),
         "f32" | "f64" | "floating point" => "a number".to_owned(),
-        "bool" | "boolean" => "true or false".to_owned(),
+        "bool" | "boolean" | "a boolean" => "true or false".to_owned(),
+        "a string" | "string" => "a string".to_owned(),
+        other if other.starts_with("a ") || other.starts_with("an ") => other.to_owned(),
         other => format!("a {other}"),
     }
 }
@@ -166,6 +257,50 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn json_type_errors_read_as_the_files() {
+        assert_eq!(
+            describe_json("invalid type: string \"fifty\", expected f64"),
+            "must be a number, not \"fifty\""
+        );
+        assert_eq!(
+            describe_json("invalid value: integer `-1`, expected u32"),
+            "must be a whole number (0 to 4294967295), not -1"
+        );
+        assert_eq!(
+            describe_json("invalid type: map, expected a boolean"),
+            "must be true or false, not a section of keys"
+        );
+        assert_eq!(
+            describe_json("unknown field `rat`, expected one of `mode`, `rate`"),
+            "is not a known key; the keys here are mode, rate"
+        );
+        assert_eq!(
+            describe_json("unknown variant `on`, expected one of `enforce`, `dark`, `off`"),
+            "must be one of enforce, dark, off, not \"on\""
+        );
+    }
+
+    #[test]
+    fn a_key_is_found_on_its_line() {
+        let text = "# top\nadmin:\n  bind: x\nlimiters:\n  fleet_usage:\n    mode: enforce\n\n    capacity: 8\n  worker_utilization:\n    start_of_bad: 1.5\n    costs: { \"a\": 1 }\n";
+        assert_eq!(line_of(text, "limiters.fleet_usage.capacity"), Some(8));
+        assert_eq!(
+            line_of(text, "limiters.worker_utilization.start_of_bad"),
+            Some(10)
+        );
+        assert_eq!(
+            line_of(text, "limiters.worker_utilization.costs.a"),
+            Some(11)
+        );
+        assert_eq!(line_of(text, "limiters.worker_utilization"), Some(9));
+        // Not in the file (a default).
+        assert_eq!(line_of(text, "limiters.request_rate.rate"), None);
+        assert_eq!(line_of(text, "limiters.fleet_usage.retry_after"), None);
+        assert_eq!(line_of(text, "store.kind"), None);
+        assert_eq!(line_of(text, "admin.bind"), Some(3));
     }
 
     #[test]

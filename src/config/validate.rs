@@ -39,6 +39,22 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
+    /// Adds where `key` is written in `text` (the YAML it came from) to an error found after
+    /// parsing, such as a value out of range; a parse error says where already, and a key the
+    /// file leaves at its default has no line.
+    pub(crate) fn located(self, text: &str) -> Self {
+        match self {
+            ConfigError::Invalid { key, message } if !message.contains("(line ") => {
+                let message = match super::parse::line_of(text, &key) {
+                    Some(line) => format!("{message} (line {line})"),
+                    None => message,
+                };
+                ConfigError::Invalid { key, message }
+            }
+            other => other,
+        }
+    }
+
     pub(crate) fn invalid(key: impl Into<String>, message: impl Into<String>) -> Self {
         Self::Invalid {
             key: key.into(),
@@ -281,6 +297,19 @@ mod tests {
 
     fn refused(yaml: &str) -> String {
         Config::from_yaml_str(yaml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_range_error_says_on_which_line_the_key_is() {
+        let e = refused("# thresholds\nlimiters:\n  worker_utilization:\n    mode: dark\n    start_of_bad: 1.5\n");
+        assert!(
+            e.starts_with("limiters.worker_utilization.start_of_bad must be")
+                && e.ends_with("(line 5)"),
+            "{e}"
+        );
+        // A key left at its default is not in the file: no line.
+        let e = refused("limiters:\n  worker_utilization:\n    end_of_good: 0.9\n");
+        assert!(!e.contains("(line"), "{e}");
     }
 
     #[test]

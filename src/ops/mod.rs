@@ -121,6 +121,8 @@ pub fn limiters_from_json(doc: Value) -> Result<LimitersConfig, ConfigError> {
         } else {
             format!("limiters.{path}")
         };
-        ConfigError::invalid(key, e.into_inner().to_string())
+        // In the file's words: "must be a number, not \"fifty\"".
+        let message = crate::config::describe_json(&e.into_inner().to_string());
+        ConfigError::invalid(key, message)
     })
 }

@@ -79,8 +79,13 @@ impl AdminError {
         match self {
             AdminError::Invalid { field, .. } => (self.to_string(), json!({ "field": field })),
             AdminError::Change(e @ ChangeError::Invalid(c)) => {
+                // The sentence names its key (once); a document-level error gets it in front.
                 let field = c.key().unwrap_or("limiters");
-                (format!("{field}: {e}"), json!({ "field": field }))
+                let detail = match c.key() {
+                    Some(_) => e.to_string(),
+                    None => format!("{field}: {e}"),
+                };
+                (detail, json!({ "field": field }))
             }
             AdminError::Change(e @ ChangeError::Stale { current, .. }) => (
                 format!("{e}. Fetch GET /v1/config and apply your change to version {current}."),
