@@ -45,15 +45,26 @@ pub(crate) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Tells the operator about something they asked for (a reload): through `tracing` when the
-/// app installed a subscriber, else on stderr, so an app that set up no logging still shows it.
-pub(crate) fn notice(error: bool, message: &str) {
+/// How much a [`notice`] matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Level {
+    Info,
+    Warn,
+    Error,
+}
+
+/// Tells the operator about something they asked for (a reload) or should fix (a short
+/// token), once: through `tracing` when the app installed a subscriber, else on stderr, so an
+/// app that set up no logging still shows it.
+pub(crate) fn notice(level: Level, message: &str) {
     if tracing::dispatcher::has_been_set() {
-        if error {
-            tracing::error!("{message}");
-        } else {
-            tracing::info!("{message}");
+        match level {
+            Level::Info => tracing::info!("{message}"),
+            Level::Warn => tracing::warn!("{message}"),
+            Level::Error => tracing::error!("{message}"),
         }
+    } else if level == Level::Warn {
+        eprintln!("brownout: warning: {message}");
     } else {
         eprintln!("brownout: {message}");
     }

@@ -19,9 +19,10 @@ use std::process::ExitCode;
     about = "Stripe-style rate limiters and load shedders for actix-web"
 )]
 struct Cli {
-    /// The configuration file.
-    #[arg(long, global = true, default_value = "config.yaml")]
-    config: PathBuf,
+    /// The configuration file (default: ./config.yaml when there is one, else every key's
+    /// default).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -67,12 +68,17 @@ fn main() -> ExitCode {
         )
         .init();
     let command = cli.command.unwrap_or(Command::Run);
-    let config = match Config::load(&cli.config) {
+    // A file named with --config must be there; without it, ./config.yaml if there is one,
+    // else the defaults (every key has one).
+    let path = cli.config.or_else(|| {
+        let here = PathBuf::from("config.yaml");
+        here.exists().then_some(here)
+    });
+    let loaded = path
+        .as_ref()
+        .map_or_else(|| Ok(Config::default()), Config::load);
+    let config = match loaded {
         Ok(config) => config,
-        // The client only needs admin.bind and admin.token_env; their defaults will do.
-        Err(_) if matches!(command, Command::Admin { .. }) && !cli.config.exists() => {
-            Config::default()
-        }
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
@@ -88,10 +94,13 @@ fn main() -> ExitCode {
             command: BenchCommand::Redis(args),
         } => bench_redis::run(args),
         Command::Check => {
-            println!("{}: ok", cli.config.display());
+            match &path {
+                Some(path) => println!("{}: ok", path.display()),
+                None => println!("no config.yaml here and no --config: the defaults are valid"),
+            }
             ExitCode::SUCCESS
         }
-        Command::Run => match actix_web::rt::System::new().block_on(run(config, cli.config)) {
+        Command::Run => match actix_web::rt::System::new().block_on(run(config, path)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -101,10 +110,10 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(config: Config, path: std::path::PathBuf) -> Result<(), brownout::Error> {
+async fn run(config: Config, path: Option<PathBuf>) -> Result<(), brownout::Error> {
     // SIGHUP reloads `path` (admin.reload_on_sighup), installed by Brownout::start.
     let service_time = config.demo.service_time.get();
-    let demo = Demo::start_with_file(config, Some(&path))?;
+    let demo = Demo::start_with_file(config, path.as_deref())?;
     #[cfg(unix)]
     {
         // Demo-only control for the overload scorecard's capacity drop.

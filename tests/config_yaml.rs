@@ -166,3 +166,78 @@ fn the_check_command_refuses_an_empty_file_by_name() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn check_outside_the_repository_checks_the_defaults_and_a_named_file_must_exist() {
+    let dir = std::env::temp_dir().join(format!("brownout-nocfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_brownout"))
+        .arg("check")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("the defaults are valid"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_brownout"))
+        .args(["check", "--config", "missing.yaml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: cannot read config file missing.yaml"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_short_admin_token_is_warned_about_once() {
+    use std::io::{BufRead, BufReader};
+    let dir = std::env::temp_dir().join(format!("brownout-short-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.yaml");
+    std::fs::write(
+        &path,
+        "admin:\n  bind: 127.0.0.1:0\ndemo:\n  bind: 127.0.0.1:0\n",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_brownout"))
+        .args(["--config"])
+        .arg(&path)
+        .env("BROWNOUT_ADMIN_TOKEN", "s3cret")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // Everything said at start, until the demo says it listens (at most 20 s).
+    let mut lines = Vec::new();
+    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        let up = line.contains("admin API listening on");
+        lines.push(line);
+        if up {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let warned = lines
+        .iter()
+        .filter(|l| l.contains("has 6 characters; use at least 16"))
+        .count();
+    assert_eq!(warned, 1, "{lines:#?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -4,7 +4,7 @@
 use super::operator::OpsMsg;
 use super::{Applied, Change, ChangeError};
 use crate::config::{Config, ConfigError};
-use crate::logging::{notice, one_line};
+use crate::logging::{notice, one_line, Level};
 use std::path::{Path, PathBuf};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -71,14 +71,14 @@ pub(crate) fn spawn_reloader(
                 .map_or_else(|| "(no file)".to_owned(), |p| p.display().to_string());
             match reload(file.as_deref(), &operator, "signal").await {
                 Ok(applied) => notice(
-                    false,
+                    Level::Info,
                     &format!(
                         "SIGHUP: reloaded {shown} (settings version {})",
                         applied.version
                     ),
                 ),
                 Err(e) => notice(
-                    true,
+                    Level::Error,
                     &format!(
                         "SIGHUP: {shown} not reloaded, the running settings stay: {}",
                         one_line(&e.to_string())

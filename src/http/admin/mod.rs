@@ -127,8 +127,7 @@ impl Brownout {
                     "refusing to listen on {bind}: {problem}"
                 )));
             }
-            eprintln!("brownout: warning: {problem}");
-            tracing::warn!("{problem}");
+            crate::logging::notice(crate::logging::Level::Warn, &problem);
         }
         Ok(())
     }
