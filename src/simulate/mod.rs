@@ -28,6 +28,7 @@ use crate::control::{
     offered_work, probabilities, with_shed, Controller, ControllerParams, TimeAverage, Traffic,
     OBSERVE_EVERY,
 };
+use crate::rng::SplitMix64;
 use crate::tier::Tier;
 use guard::FastGuard;
 use profile::{Phase, Trace};
@@ -56,6 +57,35 @@ pub struct Scenario {
     pub load: Load,
     /// Client deadline, if clients give up.
     pub deadline: Option<Deadline>,
+    /// Seconds a request spends in the app outside a worker (the framework, the network):
+    /// the latency the fast guard measures (and its floor) includes it, the capacity does not.
+    pub overhead: f64,
+    /// Arrivals: `Some(seed)` draws each tier's arrivals in each tick from a Poisson
+    /// distribution of the offered rate (seeded: the same seed, the same run), so the workers
+    /// see the bursts and gaps of independent clients and idle in the gaps as a real server
+    /// does; `None` offers exactly the rate every tick (a pure flow).
+    pub poisson: Option<u64>,
+}
+
+/// A Poisson draw of mean `mean` (Knuth's product of uniforms; a normal approximation for a
+/// large mean).
+fn poisson(rng: &mut SplitMix64, mean: f64) -> f64 {
+    if mean <= 0.0 {
+        return 0.0;
+    }
+    if mean > 30.0 {
+        // Box-Muller.
+        let (u, v) = (rng.next_f64().max(f64::MIN_POSITIVE), rng.next_f64());
+        let z = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos();
+        return (mean + z * mean.sqrt()).round().max(0.0);
+    }
+    let limit = (-mean).exp();
+    let (mut k, mut product) = (0.0, rng.next_f64());
+    while product > limit {
+        k += 1.0;
+        product *= rng.next_f64();
+    }
+    k
 }
 
 impl Scenario {
@@ -230,6 +260,7 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
     let mut next_sample = interval;
     // Requests that reached the controller, were shed by it, and were let into the app.
     let mut traffic = [0.0; 3];
+    let mut arrivals = scenario.poisson.map(SplitMix64::new);
     let mut seconds: Vec<Second> = Vec::new();
     let mut reports: Vec<PhaseReport> = Vec::new();
     let mut log = PhaseLog::new(amount);
@@ -252,7 +283,10 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
             });
         }
         server.finish(dt, p.slowdown);
-        let offered = scenario.offered(p, phase_start, now).map(|r| r * dt);
+        let mut offered = scenario.offered(p, phase_start, now).map(|r| r * dt);
+        if let Some(rng) = arrivals.as_mut() {
+            offered = offered.map(|mean| poisson(rng, mean));
+        }
         let shed: [f64; 4] = std::array::from_fn(|t| offered[t] * probability[t]);
         let passing: [f64; 4] = std::array::from_fn(|t| offered[t] - shed[t]);
         let admission = match guard.as_mut() {
@@ -268,17 +302,22 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
         }
         traffic[0] += offered.iter().sum::<f64>();
         traffic[1] += shed.iter().sum::<f64>();
+        let overhead = scenario.overhead;
         let tick = server.start(now, p.slowdown, scenario.deadline, &mut |st| {
-            log.latencies[st.tier].add(st.total, st.amount);
+            log.latencies[st.tier].add(st.total + overhead, st.amount);
             if let Some(g) = guard.as_mut() {
-                g.started(st.amount, st.in_app);
+                g.started(st.amount, st.in_app + overhead);
             }
         });
         let end = now + dt;
         if let Some(g) = guard.as_mut() {
             let workers = f64::from(scenario.workers);
             let queued = (server.in_flight() - workers).max(0.0);
-            g.app(queued, workers, scenario.service_time * p.slowdown);
+            g.app(
+                queued,
+                workers,
+                scenario.service_time * p.slowdown + overhead,
+            );
             g.end_of_tick(end);
         }
         let reading = server.in_flight() / capacity;
