@@ -1,5 +1,5 @@
 //! SVG line charts for the binary's reports (`simulate`, `bench overload`): panels stacked
-//! over one time axis, phases marked by vertical lines.
+//! over one time axis, phases marked by vertical lines and named, legends beside the data.
 
 use plotters::prelude::*;
 use std::ops::Range;
@@ -39,16 +39,29 @@ pub struct Panel {
     pub series: Vec<Series>,
 }
 
-/// Draws `panels` stacked over `0..end` seconds with vertical lines at `marks`.
-pub fn draw(path: &Path, end: f64, marks: &[f64], panels: Vec<Panel>) -> Result<(), String> {
+/// Width of the column on the right of each panel that holds its legend, outside the data.
+const LEGEND_WIDTH: u32 = 190;
+
+/// Draws `panels` stacked over `0..end` seconds, each phase (its start, its name) marked by a
+/// vertical line and its name; each panel's legend sits to the right of its data. A point
+/// that is not a number (a second with nothing to measure) breaks its line instead of being
+/// drawn as 0.
+pub fn draw(
+    path: &Path,
+    end: f64,
+    phases: &[(f64, String)],
+    panels: Vec<Panel>,
+) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let height = 300 * panels.len() as u32;
-    let root = SVGBackend::new(path, (1200, height)).into_drawing_area();
+    let width = 1200 + LEGEND_WIDTH;
+    let root = SVGBackend::new(path, (width, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let areas = root.split_evenly((panels.len(), 1));
     for (area, panel) in areas.iter().zip(panels) {
+        let (plot, legend) = area.split_horizontally(width - LEGEND_WIDTH);
         let y = panel.y;
-        let mut c = ChartBuilder::on(area)
+        let mut c = ChartBuilder::on(&plot)
             .caption(&panel.title, ("sans-serif", 18))
             .margin(8)
             .x_label_area_size(28)
@@ -59,29 +72,83 @@ pub fn draw(path: &Path, end: f64, marks: &[f64], panels: Vec<Panel>) -> Result<
             .x_desc("seconds")
             .draw()
             .map_err(|e| err(&e))?;
-        for &at in marks {
-            c.draw_series(LineSeries::new(
-                [(at, y.start), (at, y.end)],
-                BLACK.mix(0.3),
-            ))
+        let top = y.end - (y.end - y.start) * 0.04;
+        for (at, name) in phases {
+            if *at > 0.0 {
+                c.draw_series(LineSeries::new(
+                    [(*at, y.start), (*at, y.end)],
+                    BLACK.mix(0.3),
+                ))
+                .map_err(|e| err(&e))?;
+            }
+            c.draw_series(std::iter::once(Text::new(
+                format!(" {name}"),
+                (*at, top),
+                ("sans-serif", 12).into_font().color(&BLACK.mix(0.6)),
+            )))
             .map_err(|e| err(&e))?;
         }
-        for s in panel.series {
+        for (i, s) in panel.series.into_iter().enumerate() {
             let color = s.color;
-            let clipped = s
-                .points
-                .into_iter()
-                .map(|(x, v)| (x, v.clamp(y.start, y.end)));
-            c.draw_series(LineSeries::new(clipped, color.stroke_width(2)))
-                .map_err(|e| err(&e))?
-                .label(s.name)
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color));
+            for run in finite_runs(&s.points) {
+                let clipped = run.iter().map(|&(x, v)| (x, v.clamp(y.start, y.end)));
+                c.draw_series(LineSeries::new(clipped, color.stroke_width(2)))
+                    .map_err(|e| err(&e))?;
+            }
+            let row = 40 + 20 * i as i32;
+            legend
+                .draw(&PathElement::new(
+                    [(8, row), (32, row)],
+                    color.stroke_width(2),
+                ))
+                .map_err(|e| err(&e))?;
+            legend
+                .draw(&Text::new(
+                    s.name,
+                    (38, row - 7),
+                    ("sans-serif", 14).into_font(),
+                ))
+                .map_err(|e| err(&e))?;
         }
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| err(&e))?;
     }
     root.present().map_err(|e| err(&e))
+}
+
+/// The runs of `points` between those whose value is not a number.
+fn finite_runs(points: &[(f64, f64)]) -> Vec<&[(f64, f64)]> {
+    points
+        .split(|p| !p.1.is_finite())
+        .filter(|run| !run.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_breaks_where_there_is_nothing_to_measure() {
+        let points = [(0.0, 1.0), (1.0, f64::NAN), (2.0, 2.0), (3.0, 3.0)];
+        let runs = finite_runs(&points);
+        assert_eq!(runs, vec![&points[..1], &points[2..]]);
+    }
+
+    #[test]
+    fn phases_and_legends_are_labelled() {
+        let dir = std::env::temp_dir().join(format!("brownout-chart-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.svg");
+        let panel = Panel {
+            title: "t".into(),
+            y: 0.0..10.0,
+            series: vec![Series::new("served", BLUE, vec![(0.0, 1.0), (5.0, 20.0)])],
+        };
+        let phases = [(0.0, "0.5C".to_owned()), (3.0, "2C".to_owned())];
+        draw(&path, 6.0, &phases, vec![panel]).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for label in ["0.5C", "2C", "served"] {
+            assert!(svg.contains(label), "{label}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::Csv;
+use common::{svg_texts, Csv};
 use std::process::Command;
 
 #[test]
@@ -50,6 +50,30 @@ fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
         assert!(svg.contains("successes per second by tier"));
         assert!(svg.contains("refusals per second, by who refused"), "{arm}");
         assert!(svg.contains("controller&apos;s amount") || svg.contains("controller's amount"));
+        // Every phase is named on the chart, and the legends name the tiers and limiters.
+        let texts = svg_texts(&svg);
+        for label in [
+            "0.5C",
+            "0.75C",
+            "2C",
+            "4C",
+            "0.3C",
+            "drop 1.5C",
+            "restored 1.5C",
+        ] {
+            assert!(
+                texts.iter().any(|t| t == label),
+                "{arm}: no phase label {label}"
+            );
+        }
+        for label in [
+            "critical",
+            "adaptive_concurrency",
+            "worker_utilization",
+            "amount",
+        ] {
+            assert!(texts.iter().any(|t| t == label), "{arm}: no legend {label}");
+        }
     }
 
     let off = Csv::read(&out.join("off.csv"));

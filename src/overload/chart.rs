@@ -20,9 +20,9 @@ pub(super) fn arm(
 ) -> Result<(), String> {
     let mut marks = Vec::new();
     let mut at = 0.0;
-    for p in phases.iter().take(phases.len() - 1) {
+    for p in phases {
+        marks.push((at, p.name.to_owned()));
         at += p.seconds;
-        marks.push(at);
     }
     let line = |t: usize, f: fn(&report::SecondTier) -> f64| -> Vec<(f64, f64)> {
         per_second
@@ -35,11 +35,13 @@ pub(super) fn arm(
         per_second
             .iter()
             .flat_map(|s| s.iter().map(f))
+            .filter(|v| v.is_finite())
             .fold(1.0, f64::max)
             * 1.05
     };
     let ok = |s: &report::SecondTier| f64::from(s.ok);
-    let p99 = |s: &report::SecondTier| s.p99;
+    // A second without a success has no latency to draw (not 0 ms).
+    let p99 = |s: &report::SecondTier| if s.ok == 0 { f64::NAN } else { s.p99 };
     let series = |f: fn(&report::SecondTier) -> f64| {
         Tier::ALL
             .iter()

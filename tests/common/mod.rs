@@ -227,3 +227,14 @@ pub async fn state(base: &str) -> serde_json::Value {
     assert_eq!(res.status(), 200);
     res.json().await.unwrap()
 }
+
+/// The texts an SVG chart shows, trimmed.
+pub fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let body = t.split_once('>')?.1;
+            Some(body.split_once("</text>")?.0.trim().to_owned())
+        })
+        .collect()
+}
