@@ -205,6 +205,79 @@ async fn a_full_bucket_of_five_admits_five_at_one_instant_at_any_rate() {
 }
 
 #[actix_web::test]
+async fn cors_preflights_spend_no_quota_and_hold_no_slot() {
+    // A bucket of 2 that practically never refills, and one request in flight per client.
+    let mut c = rated(0.001, 2);
+    let cr = &mut c.limiters.concurrent_requests;
+    (cr.mode, cr.max_in_flight) = (Mode::Enforce, 1);
+    let rig = Rig::new(c);
+    let gate = gate();
+    let app = app!(rig, gate);
+    let preflight = || {
+        test::TestRequest::default()
+            .method(actix_web::http::Method::OPTIONS)
+            .uri("/v1/items")
+            .insert_header(("Authorization", "Bearer sk_live_cors"))
+            .insert_header(("Origin", "https://app.example"))
+            .insert_header(("Access-Control-Request-Method", "GET"))
+    };
+    // One request of the client's holds its only slot while preflights come and go.
+    let held = {
+        let app = app.clone();
+        actix_web::rt::spawn(async move {
+            let req = test::TestRequest::get()
+                .uri("/slow")
+                .insert_header(("Authorization", "Bearer sk_live_cors"))
+                .to_request();
+            test::call_service(&*app, req).await.status()
+        })
+    };
+    actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+    for _ in 0..5 {
+        let res = test::call_service(&*app, preflight().to_request()).await;
+        // The app has no OPTIONS route (405 is its own answer), and brownout let it through.
+        assert_ne!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            header(&res, "ratelimit"),
+            "",
+            "no quota shown for a preflight"
+        );
+    }
+    gate.add_permits(1);
+    assert_eq!(held.await.unwrap(), StatusCode::OK);
+    // The slow request spent one credit: one GET is left, then 429.
+    let first = test::call_service(&*app, get("sk_live_cors").to_request()).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let second = test::call_service(&*app, get("sk_live_cors").to_request()).await;
+    assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[actix_web::test]
+async fn a_cors_layer_wrapped_after_brownout_adds_its_headers_to_refusals() {
+    // The README's order: brownout's middleware first, the CORS layer after it (outermost),
+    // so a browser app can read a 429. DefaultHeaders stands in for actix-cors here.
+    let rig = Rig::new(rated(0.001, 1));
+    let app = test::init_service(
+        App::new()
+            .wrap(rig.brownout.middleware())
+            .wrap(
+                actix_web::middleware::DefaultHeaders::new()
+                    .add(("Access-Control-Allow-Origin", "https://app.example")),
+            )
+            .route("/v1/items", web::get().to(|| async { "items" })),
+    )
+    .await;
+    let ok = test::call_service(&app, get("sk_live_browser").to_request()).await;
+    assert_eq!(ok.status(), StatusCode::OK);
+    let refused = test::call_service(&app, get("sk_live_browser").to_request()).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        header(&refused, "access-control-allow-origin"),
+        "https://app.example"
+    );
+}
+
+#[actix_web::test]
 async fn endpoint_costs_weigh_requests() {
     let mut c = rated(1.0, 10);
     c.limiters

@@ -124,8 +124,10 @@ fn run<'a, P: EngineRef>(
     };
 
     let rr = &limiters.request_rate;
-    let headers = rr.mode == Mode::Enforce && settings.rules.headers;
-    let admitted = match eval.evaluate(LimiterName::RequestRate, rr.mode, || {
+    // A CORS preflight spends no client's quota (Request::per_client).
+    let per_client = |mode: Mode| if req.per_client() { mode } else { Mode::Off };
+    let headers = per_client(rr.mode) == Mode::Enforce && settings.rules.headers;
+    let admitted = match eval.evaluate(LimiterName::RequestRate, per_client(rr.mode), || {
         Ok(settings
             .rules
             .check(store, req, at, elastic(settings, &plan))?)
@@ -148,12 +150,13 @@ fn run<'a, P: EngineRef>(
     };
 
     let cr = &limiters.concurrent_requests;
-    let concurrency = match eval.evaluate(LimiterName::ConcurrentRequests, cr.mode, || {
-        concurrent_requests::acquire(cr, owner, req.key, req.tier)
-    }) {
-        Step::Pass(permit) => permit,
-        Step::Stop(rejection, ()) => return reject(rejection),
-    };
+    let concurrency =
+        match eval.evaluate(LimiterName::ConcurrentRequests, per_client(cr.mode), || {
+            concurrent_requests::acquire(cr, owner, req.key, req.tier)
+        }) {
+            Step::Pass(permit) => permit,
+            Step::Stop(rejection, ()) => return reject(rejection),
+        };
     let fu = &limiters.fleet_usage;
     let fleet = match eval.evaluate(LimiterName::FleetUsage, fu.mode, || {
         fleet_usage::acquire(fu, owner, req.tier)

@@ -37,14 +37,16 @@ pub(super) fn asks(
     }
     let l = &settings.limiters;
     let mut client = ClientAsk::default();
-    if l.request_rate.mode != Mode::Off {
+    // A CORS preflight spends no client's quota (Request::per_client).
+    let per_client = req.per_client();
+    if per_client && l.request_rate.mode != Mode::Off {
         settings
             .rules
             .ask(req, elastic(settings, plan), &mut client);
         client.rate_enforced = l.request_rate.mode == Mode::Enforce;
     }
     let cr = &l.concurrent_requests;
-    if cr.mode != Mode::Off {
+    if per_client && cr.mode != Mode::Off {
         client.in_flight = Some((req.key, u64::from(cr.max_in_flight)));
         client.in_flight_enforced = cr.mode == Mode::Enforce;
     }

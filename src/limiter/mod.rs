@@ -76,6 +76,16 @@ pub struct Request<'a> {
     pub plan: Option<&'a str>,
 }
 
+impl Request<'_> {
+    /// Whether the per-client limiters (request_rate, concurrent_requests) count it. A CORS
+    /// preflight (`OPTIONS`), which a browser sends on its own before the app's request,
+    /// spends none of the client's quota and holds none of its slots; the limiters that
+    /// protect the server (fleet_usage, worker_utilization, adaptive_concurrency) still see it.
+    pub fn per_client(&self) -> bool {
+        self.method != "OPTIONS"
+    }
+}
+
 /// Every limiter's answer: allowed, holding `H` until the request is done (a permit, what was
 /// charged), or rejected, with `R` for the answer (the RateLimit fields' reading).
 #[derive(Debug, PartialEq)]
