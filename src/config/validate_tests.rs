@@ -1,0 +1,208 @@
+//! The validation's tests: every refusal names its key.
+
+use super::*;
+
+fn refused(yaml: &str) -> String {
+    Config::from_yaml_str(yaml).unwrap_err().to_string()
+}
+
+#[test]
+fn a_range_error_says_on_which_line_the_key_is() {
+    let e = refused(
+        "# thresholds\nlimiters:\n  worker_utilization:\n    mode: dark\n    start_of_bad: 1.5\n",
+    );
+    assert!(
+        e.starts_with("limiters.worker_utilization.start_of_bad must be")
+            && e.ends_with("(line 5)"),
+        "{e}"
+    );
+    // A key left at its default is not in the file: no line.
+    let e = refused("limiters:\n  worker_utilization:\n    end_of_good: 0.9\n");
+    assert!(!e.contains("(line"), "{e}");
+}
+
+#[test]
+fn defaults_are_valid() {
+    Config::default().validate().unwrap();
+    Config::from_yaml_str("{}").unwrap();
+}
+
+#[test]
+fn bad_threshold_order_names_the_key() {
+    let e =
+        refused("limiters:\n  worker_utilization:\n    end_of_good: 0.9\n    start_of_bad: 0.8\n");
+    assert!(
+        e.starts_with("limiters.worker_utilization.start_of_bad must be greater than end_of_good"),
+        "{e}"
+    );
+}
+
+#[test]
+fn adaptive_concurrency_settings_name_their_key() {
+    let e = refused("limiters:\n  adaptive_concurrency:\n    tier_hold: 2m\n");
+    assert!(
+        e.starts_with("limiters.adaptive_concurrency.tier_hold must be at most 60s"),
+        "{e}"
+    );
+    let e = refused("limiters:\n  adaptive_concurrency:\n    test_share: 0.95\n");
+    assert!(
+        e.starts_with("limiters.adaptive_concurrency.test_share must not exceed get_share"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_keys_are_errors() {
+    let e = refused("limiters:\n  worker_utilization:\n    start_of_badd: 0.8\n");
+    assert!(e.contains("start_of_badd"), "{e}");
+    let e = refused("nonsense: 1\n");
+    assert!(e.contains("nonsense"), "{e}");
+}
+
+#[test]
+fn bad_duration_is_an_error() {
+    let e = refused("limiters:\n  worker_utilization:\n    sample_interval: 8\n");
+    assert!(e.contains("duration"), "{e}");
+    let e = refused("limiters:\n  worker_utilization:\n    sample_interval: 8 fortnights\n");
+    assert!(e.contains("not a duration"), "{e}");
+}
+
+#[test]
+fn bands_must_cover_zero_to_one_in_order() {
+    let e = refused("limiters:\n  worker_utilization:\n    bands:\n      test: [0.0, 0.5]\n      get: [0.4, 0.7]\n      post: [0.7, 1.0]\n");
+    assert!(
+        e.starts_with("limiters.worker_utilization.bands.get"),
+        "{e}"
+    );
+    let e = refused("limiters:\n  worker_utilization:\n    bands:\n      test: [0.0, 0.3]\n      get: [0.3, 0.6]\n      post: [0.6, 0.9]\n");
+    assert!(
+        e.starts_with("limiters.worker_utilization.bands.post must end at 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn shed_critical_needs_a_band() {
+    let e = refused("limiters:\n  worker_utilization:\n    shed_critical: true\n");
+    assert!(
+        e.starts_with("limiters.worker_utilization.bands.critical is required"),
+        "{e}"
+    );
+}
+
+#[test]
+#[cfg(not(feature = "cpu"))]
+fn without_the_cpu_feature_the_cpu_source_is_refused_by_name() {
+    let e = refused("limiters:\n  worker_utilization:\n    source: cpu\n");
+    assert!(
+        e.starts_with("limiters.worker_utilization.source is cpu, which needs brownout's `cpu` feature: add features = [\"cpu\"]"),
+        "{e}"
+    );
+    let e = refused(
+        "limiters:\n  worker_utilization:\n    source: max\n    sources: [in_flight, cpu]\n",
+    );
+    assert!(
+        e.starts_with("limiters.worker_utilization.sources lists cpu, which needs"),
+        "{e}"
+    );
+}
+
+#[test]
+#[cfg(feature = "cpu")]
+fn with_the_cpu_feature_the_cpu_source_is_accepted() {
+    let yaml = "limiters:\n  worker_utilization:\n    source: max\n    sources: [in_flight, cpu]\n";
+    Config::from_yaml_str(yaml).unwrap();
+}
+
+#[test]
+fn max_source_needs_a_list_and_ratios_are_bounded() {
+    let e = refused("limiters:\n  worker_utilization:\n    source: max\n");
+    assert!(e.starts_with("limiters.worker_utilization.sources"), "{e}");
+    let e = refused("limiters:\n  worker_utilization:\n    max_shed:\n      get: 1.5\n");
+    assert!(
+        e.starts_with("limiters.worker_utilization.max_shed.get"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_route_and_address_name_the_key() {
+    let e = refused("classifier:\n  critical: [\"charges\"]\n");
+    assert!(e.starts_with("classifier.critical[0]"), "{e}");
+    let e = refused("admin:\n  bind: localhost\n");
+    assert!(e.starts_with("admin.bind"), "{e}");
+}
+
+#[test]
+fn redis_store_settings_are_checked() {
+    let ok = "store:\n  kind: redis\n  url: redis://127.0.0.1:6379/\n";
+    Config::from_yaml_str(ok).unwrap().validate().unwrap();
+    let e = refused("store:\n  kind: redis\n");
+    assert!(e.starts_with("store.url or store.nodes"), "{e}");
+    let cluster = "store:\n  kind: redis\n  nodes: [\"redis://127.0.0.1:7000\"]\n";
+    Config::from_yaml_str(cluster).unwrap();
+    let e = refused("store:\n  kind: redis\n  url: rediss://127.0.0.1/\n");
+    assert!(e.starts_with("store.url must be a redis://"), "{e}");
+    let e = refused("store:\n  kind: redis\n  nodes: [\"127.0.0.1:7000\"]\n");
+    assert!(e.starts_with("store.nodes must be a redis://"), "{e}");
+    let both = "store:\n  kind: redis\n  url: redis://a/\n  nodes: [\"redis://b\"]\n";
+    assert!(refused(both).starts_with("store.url or store.nodes"));
+    let e = refused("store:\n  timeout: 2s\n");
+    assert!(e.starts_with("store.timeout"), "{e}");
+    let e = refused("store:\n  permit_ttl: 0s\n");
+    assert!(e.starts_with("store.permit_ttl"), "{e}");
+}
+
+#[test]
+fn the_admin_scope_follows_the_store_and_is_refused_by_name() {
+    let memory = Config::from_yaml_str("{}").unwrap();
+    assert_eq!(memory.admin_scope(), crate::config::AdminScope::Local);
+    let redis =
+        Config::from_yaml_str("store:\n  kind: redis\n  url: redis://127.0.0.1:6379/\n").unwrap();
+    assert_eq!(redis.admin_scope(), crate::config::AdminScope::Fleet);
+    let e = refused("admin:\n  scope: fleet\n");
+    assert!(e.starts_with("admin.scope"), "{e}");
+    let e = refused("admin:\n  instance: \"\"\n");
+    assert!(e.starts_with("admin.instance"), "{e}");
+    let e = refused("store:\n  sync: local_first\n");
+    assert!(e.starts_with("store.sync"), "{e}");
+    let e = refused("store:\n  sync_interval: 1ms\n");
+    assert!(e.starts_with("store.sync_interval"), "{e}");
+    let e = refused("admin:\n  scope: everywhere\n");
+    assert!(e.contains("admin.scope"), "{e}");
+}
+
+mod shipped {
+    use super::*;
+
+    #[test]
+    fn the_shipped_config_yaml_is_valid_and_documents_the_defaults() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml");
+        let c = Config::load(path).unwrap();
+        let d = Config::default();
+        // The code keeps Stripe's thresholds and interval; the demo tunes its own, and says
+        // so on each line with the default beside it.
+        let wu = &d.limiters.worker_utilization;
+        assert_eq!((wu.end_of_good, wu.start_of_bad), (0.7, 0.8));
+        assert_eq!(wu.sample_interval.get(), std::time::Duration::from_secs(8));
+        let text = std::fs::read_to_string(path).unwrap();
+        let shipped = &c.limiters.worker_utilization;
+        for (key, value, default) in [
+            ("end_of_good", shipped.end_of_good.to_string(), "0.7"),
+            ("start_of_bad", shipped.start_of_bad.to_string(), "0.8"),
+            ("sample_interval", shipped.sample_interval.to_string(), "8s"),
+        ] {
+            let line = format!("    {key}: {value}");
+            let note = format!("# demo (default {default})");
+            let documented = text
+                .lines()
+                .any(|l| l.starts_with(&line) && (value == default || l.ends_with(&note)));
+            assert!(
+                documented,
+                "config.yaml: {key} is {value} without a `# demo (default {default})` note"
+            );
+        }
+        assert_eq!(c.admin, d.admin);
+        assert_eq!(c.classifier, d.classifier);
+    }
+}
