@@ -3,7 +3,8 @@
 //! dashboards/brownout.json and dashboards/alerts.yaml. Each must succeed and return series.
 //! Alert expressions (and the annotation) are evaluated without their final threshold
 //! comparison: a quiet alert returns nothing by design, but the series under it must exist.
-//! Also runs `promtool check rules` and `promtool test rules`.
+//! Prometheus runs with the README's scrape config ("Scrape it"), /metrics behind the admin
+//! token. Also runs `promtool check rules` and `promtool test rules`.
 // Tests and benchmarks wait and measure in real time; the library reads time only through
 // its injected Clock (clippy.toml).
 #![allow(clippy::disallowed_methods)]
@@ -86,11 +87,43 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start_prometheus(dir: &Path, target: &str) -> (Prometheus, String) {
+/// The README's scrape config ("Scrape it"), its paths and port filled in for this run.
+fn readme_scrape_config(target: &str, token_file: &Path) -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .split_once("**Scrape it.**")
+        .expect("the README's section")
+        .1;
+    let block = section
+        .split_once("```yaml\n")
+        .and_then(|(_, rest)| rest.split_once("```\n"))
+        .expect("its yaml block")
+        .0;
+    let mut config = block.to_owned();
+    for (from, to) in [
+        (
+            "/etc/prometheus/brownout-alerts.yaml",
+            format!("{DASHBOARDS}/alerts.yaml"),
+        ),
+        ("127.0.0.1:9090", target.to_owned()),
+        (
+            "/etc/prometheus/brownout-token",
+            token_file.display().to_string(),
+        ),
+        ("scrape_interval: 15s", "scrape_interval: 1s".to_owned()),
+    ] {
+        assert!(config.contains(from), "the README's block lost {from}");
+        config = config.replace(from, &to);
+    }
+    format!("global:\n  evaluation_interval: 1s\n{config}")
+}
+
+fn start_prometheus(dir: &Path, target: &str, token: &str) -> (Prometheus, String) {
     let port = free_port();
-    let config = format!(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {DASHBOARDS}/alerts.yaml\nscrape_configs:\n  - job_name: brownout\n    static_configs:\n      - targets: ['{target}']\n"
-    );
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    let config = readme_scrape_config(target, &token_file);
     std::fs::write(dir.join("prometheus.yml"), config).unwrap();
     let child = Command::new("prometheus")
         .arg(format!(
@@ -148,6 +181,11 @@ async fn every_dashboard_and_alert_query_returns_series_from_a_real_prometheus()
 
     let mut config = Config::default();
     config.admin.bind = "127.0.0.1:0".into();
+    // /metrics behind the token, as the README's scrape config expects it may be.
+    let token = "prometheus-test-token-0123456789";
+    config.admin.metrics_auth = true;
+    config.admin.token_env = "BROWNOUT_PROMETHEUS_TEST_TOKEN".into();
+    std::env::set_var("BROWNOUT_PROMETHEUS_TEST_TOKEN", token);
     config.demo.bind = "127.0.0.1:0".into();
     config.demo.workers = 4;
     config.demo.service_time = HumanDuration::from_millis(5);
@@ -159,7 +197,7 @@ async fn every_dashboard_and_alert_query_returns_series_from_a_real_prometheus()
     let dir = std::env::temp_dir().join(format!("brownout-prometheus-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (_prometheus, prom) = start_prometheus(&dir, &demo.admin_addr.to_string());
+    let (_prometheus, prom) = start_prometheus(&dir, &demo.admin_addr.to_string(), token);
     let client = awc::Client::builder()
         .timeout(Duration::from_secs(5))
         .finish();
@@ -239,6 +277,10 @@ async fn every_dashboard_and_alert_query_returns_series_from_a_real_prometheus()
     );
 
     let mut failures = Vec::new();
+    // The scrape with the token worked.
+    if query(&client, &prom, "up{job=\"brownout\"} == 1").await != Ok(1) {
+        failures.push("up{job=\"brownout\"} is not 1: the scrape failed".to_owned());
+    }
     let all = panel_exprs.iter().map(|e| instantiate(e)).chain(
         threshold_exprs
             .iter()
@@ -258,9 +300,17 @@ async fn every_dashboard_and_alert_query_returns_series_from_a_real_prometheus()
         failures.join("\n")
     );
 
+    // Without the token, no metrics.
+    let anonymous = client
+        .get(format!("http://{}/metrics", demo.admin_addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
     // The exposition itself passes promtool's lint (HELP text on every metric, names, units).
     let scrape = client
         .get(format!("http://{}/metrics", demo.admin_addr))
+        .bearer_auth(token)
         .send()
         .await
         .unwrap()

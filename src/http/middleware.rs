@@ -37,7 +37,28 @@ pub struct BrownoutMiddleware {
 }
 
 impl Brownout {
-    /// The actix middleware; wrap your `App` with it.
+    /// The actix middleware; wrap your `App` with it (each worker's `App` gets its own, all
+    /// sharing this handle's state).
+    ///
+    /// # Examples
+    /// ```
+    /// use actix_web::{test, web, App};
+    /// use brownout::{Brownout, Config};
+    ///
+    /// # actix_web::rt::System::new().block_on(async {
+    /// let brownout = Brownout::builder(Config::builder().rate_limit(0.001, 1).build()?).build()?;
+    /// let app = test::init_service(
+    ///     App::new()
+    ///         .wrap(brownout.middleware())
+    ///         .route("/", web::get().to(|| async { "hi" })),
+    /// )
+    /// .await;
+    /// let get = || test::TestRequest::get().uri("/").to_request();
+    /// assert_eq!(test::call_service(&app, get()).await.status(), 200);
+    /// assert_eq!(test::call_service(&app, get()).await.status(), 429);
+    /// # Ok::<(), brownout::Report>(())
+    /// # }).unwrap();
+    /// ```
     pub fn middleware(&self) -> BrownoutMiddleware {
         BrownoutMiddleware {
             brownout: self.clone(),

@@ -26,6 +26,27 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Builds a [`Brownout`] from a [`Config`] and optional injections.
+///
+/// # Examples
+/// Name the client per-user limits count against (here a header your gateway set after it
+/// authenticated the caller), with a manual clock for a deterministic test:
+/// ```
+/// use brownout::clock::ManualClock;
+/// use brownout::{Brownout, ClientKey, Config};
+/// use std::sync::Arc;
+///
+/// let clock = Arc::new(ManualClock::default());
+/// let brownout = Brownout::builder(Config::builder().rate_limit(10.0, 20).build()?)
+///     .clock(clock.clone())
+///     .seed(7)
+///     .key_hook(|req| {
+///         let customer = req.headers().get("x-customer-id")?;
+///         Some(ClientKey::new(customer.as_bytes()))
+///     })
+///     .build()?;
+/// # let _ = brownout;
+/// # Ok::<(), brownout::Report>(())
+/// ```
 pub struct BrownoutBuilder {
     pub(super) config: Config,
     pub(super) clock: Option<Arc<dyn Clock>>,

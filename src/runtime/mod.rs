@@ -288,6 +288,30 @@ impl Brownout {
     /// classify `facts`, run every limiter, count the outcome. Hold the [`Decision::Allowed`]
     /// value while the request runs: it carries the in-flight count and the limiter permits.
     /// (RateLimit fields and failure-counting quotas are the middleware's job.)
+    ///
+    /// # Examples
+    /// A request outside actix (a gRPC call, a job from a queue), against a bucket of 2:
+    /// ```
+    /// use brownout::classify::RequestFacts;
+    /// use brownout::{Brownout, Config, Decision};
+    ///
+    /// let config = Config::builder().rate_limit(0.001, 2).build()?;
+    /// let brownout = Brownout::builder(config).build()?;
+    /// let facts = RequestFacts {
+    ///     method: "GET",
+    ///     path: "/v1/items",
+    ///     authorization: Some(b"Bearer sk_live_42"),
+    ///     ..RequestFacts::default()
+    /// };
+    /// let first = brownout.check(&facts, None); // hold it while the work runs
+    /// assert!(matches!(first, Decision::Allowed(_)));
+    /// assert!(matches!(brownout.check(&facts, None), Decision::Allowed(_)));
+    /// match brownout.check(&facts, None) {
+    ///     Decision::Rejected(r) => assert_eq!(r.status.as_u16(), 429),
+    ///     Decision::Allowed(_) => unreachable!("the bucket holds two"),
+    /// }
+    /// # Ok::<(), brownout::Report>(())
+    /// ```
     pub fn check(&self, facts: &RequestFacts<'_>, plan: Option<&str>) -> Decision {
         let shared = &self.inner.engine;
         let settings = shared.settings.load();
