@@ -198,3 +198,73 @@ async fn a_generated_token_refuses_a_public_bind() {
     // On loopback a generated token is fine.
     assert!(b.admin_server_on(loopback()).is_ok());
 }
+
+#[actix_web::test]
+async fn a_clients_limits_are_read_without_spending_them() {
+    use actix_web::{test, web, App};
+    let mut c = config();
+    let rr = &mut c.limiters.request_rate;
+    (rr.mode, rr.rate, rr.burst) = (brownout::Mode::Enforce, 0.001, 5);
+    let cr = &mut c.limiters.concurrent_requests;
+    (cr.mode, cr.max_in_flight) = (brownout::Mode::Enforce, 3);
+    let rig = Rig::new(c);
+    let base = rig.admin();
+    let app = test::init_service(
+        App::new()
+            .wrap(rig.brownout.middleware())
+            .route("/v1/items", web::get().to(|| async { "items" })),
+    )
+    .await;
+    for _ in 0..2 {
+        let req = test::TestRequest::get()
+            .uri("/v1/items")
+            .insert_header(("Authorization", "Bearer sk_live_peek"))
+            .to_request();
+        assert_eq!(test::call_service(&app, req).await.status(), 200);
+    }
+    let client = awc::Client::new();
+    let get = |path: String, token: Option<&'static str>| {
+        let mut req = client.get(format!("{base}{path}"));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send()
+    };
+    for _ in 0..3 {
+        let mut res = get("/v1/clients/sk_live_peek".into(), Some("test-token"))
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let state: serde_json::Value = res.json().await.unwrap();
+        assert_eq!(state["request_rate"]["remaining"], 3, "{state}");
+        assert_eq!(state["request_rate"]["burst"], 5);
+        assert_eq!(state["request_rate"]["plan"], "default");
+        assert!(state["request_rate"]["full_in_seconds"].as_u64().unwrap() > 0);
+        assert_eq!(state["concurrent_requests"]["in_flight"], 0);
+        assert_eq!(state["concurrent_requests"]["max_in_flight"], 3);
+    }
+    // A client never seen has a full bucket; reading it claims nothing.
+    let mut res = get("/v1/clients/sk_live_new".into(), Some("test-token"))
+        .await
+        .unwrap();
+    let state: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(state["request_rate"]["remaining"], 5, "{state}");
+    assert_eq!(state["request_rate"]["full_in_seconds"], 0);
+    // The token is required; hostile keys and queries are refused by name.
+    assert_eq!(
+        get("/v1/clients/sk_live_peek".into(), None)
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    for (path, field) in [
+        ("/v1/clients/bad%20key", "key"),
+        ("/v1/clients/sk_live_peek?plan=gold&x=1", "query"),
+    ] {
+        let mut res = get(path.into(), Some("test-token")).await.unwrap();
+        assert_eq!(res.status(), 400, "{path}");
+        let body: serde_json::Value = res.json().await.unwrap();
+        assert_eq!(body["field"], field, "{body}");
+    }
+}

@@ -4,9 +4,11 @@
 
 mod builder;
 mod operate;
+mod peek;
 
 pub use crate::engine::Settings;
 pub use builder::BrownoutBuilder;
+pub use peek::{BucketState, ClientState, InFlightState};
 
 use crate::actors::{self, Actors, SamplerMsg};
 use crate::classify::{ClientKey, RequestFacts};

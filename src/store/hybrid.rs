@@ -161,6 +161,11 @@ async fn rounds(
 }
 
 impl Store for HybridStore {
+    fn peek(&self, key: u64) -> Result<super::ClientReading, StoreError> {
+        // This instance's view (reconciled with the fleet every sync_interval).
+        self.local.peek(key)
+    }
+
     fn rate_charge(
         &self,
         key: u64,

@@ -76,6 +76,13 @@ fn concurrency_victim(count: u64) -> Option<u64> {
 }
 
 impl Store for MemoryStore {
+    fn peek(&self, key: u64) -> Result<super::ClientReading, StoreError> {
+        Ok(super::ClientReading {
+            tat: self.rate.peek(key),
+            in_flight: self.concurrency.peek(key).unwrap_or(0),
+        })
+    }
+
     fn rate_charge(
         &self,
         key: u64,

@@ -52,8 +52,27 @@ impl<S: Store> StoreHandle for std::sync::Arc<S> {
     }
 }
 
+/// A client's per-key state read without changing it (a peek): its bucket's TAT (µs; `None`
+/// when the store keeps none for it, a full bucket) and its permits in flight.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientReading {
+    /// The request_rate bucket's theoretical arrival time, when one is kept.
+    pub tat: Option<u64>,
+    /// concurrent_requests' permits out.
+    pub in_flight: u64,
+}
+
 /// The state operations of the per-key limiters.
 pub trait Store: Send + Sync {
+    /// Reads `key`'s bucket and permits without spending or claiming anything. By default a
+    /// store cannot (an error says so).
+    fn peek(&self, key: u64) -> Result<ClientReading, StoreError> {
+        let _ = key;
+        Err(StoreError::Failed(
+            "this store cannot read a client without spending".into(),
+        ))
+    }
+
     /// GCRA charge of `increment` µs against `tolerance` µs for `key` at `now` µs.
     fn rate_charge(
         &self,

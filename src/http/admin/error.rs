@@ -44,6 +44,9 @@ pub enum AdminError {
     /// The operator refused the change.
     #[error(transparent)]
     Change(#[from] ChangeError),
+    /// What was asked cannot be read from this store.
+    #[error("{0}")]
+    NotReadable(String),
 }
 
 impl AdminError {
@@ -71,6 +74,7 @@ impl AdminError {
             AdminError::Change(ChangeError::NotRunning | ChangeError::NoFile) => "Not running",
             AdminError::Change(ChangeError::NotPersisted { .. }) => "Not persisted",
             AdminError::Change(ChangeError::Contended) => "Conflict",
+            AdminError::NotReadable(_) => "Not available",
         }
     }
 
@@ -116,6 +120,7 @@ impl ResponseError for AdminError {
             AdminError::Change(ChangeError::Stale { .. }) => StatusCode::PRECONDITION_FAILED,
             AdminError::Change(ChangeError::Contended) => StatusCode::CONFLICT,
             AdminError::Change(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AdminError::NotReadable(_) => StatusCode::NOT_IMPLEMENTED,
         }
     }
 

@@ -87,6 +87,7 @@ impl Brownout {
                         .route(web::patch().to(write::patch_config)),
                 )
                 .service(resource("/v1/audit").route(web::get().to(write::get_audit)))
+                .service(resource("/v1/clients/{key}").route(web::get().to(client)))
                 .default_service(web::to(not_found))
         })
         .workers(1)
@@ -204,6 +205,45 @@ async fn metrics(brownout: web::Data<Brownout>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(brownout.render_metrics())
+}
+
+/// `GET /v1/clients/{key}[?plan=NAME]`: the per-client limits of the client whose API key
+/// (as sent after `Bearer `) is `key`, read without spending any of them.
+async fn client(
+    brownout: web::Data<Brownout>,
+    req: actix_web::HttpRequest,
+    key: web::Path<String>,
+) -> Result<HttpResponse, AdminError> {
+    let key = key.into_inner();
+    if key.is_empty() || key.len() > 256 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(AdminError::invalid(
+            "key",
+            "must be an API key as clients send it: 1 to 256 visible ASCII characters",
+        ));
+    }
+    let mut plan = None;
+    for pair in req.query_string().split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("plan", name)) if !name.is_empty() && name.len() <= 64 => plan = Some(name),
+            _ => {
+                return Err(AdminError::invalid(
+                    "query",
+                    format!("the only parameter is plan=NAME (got {pair:?})"),
+                ))
+            }
+        }
+    }
+    let authorization = format!("Bearer {key}");
+    let facts = crate::classify::RequestFacts {
+        method: "GET",
+        path: "/",
+        authorization: Some(authorization.as_bytes()),
+        ..Default::default()
+    };
+    let state = brownout
+        .peek(&facts, plan)
+        .map_err(|e| AdminError::NotReadable(e.to_string()))?;
+    Ok(HttpResponse::Ok().json(state))
 }
 
 async fn state(brownout: web::Data<Brownout>) -> HttpResponse {

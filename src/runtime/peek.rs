@@ -1,0 +1,112 @@
+//! Reading a client's per-client limits without spending them (`Brownout::peek`, and the admin
+//! API's `GET /v1/clients/{key}`).
+
+use super::Brownout;
+use crate::classify::RequestFacts;
+use crate::config::Mode;
+use crate::store::StoreError;
+use serde::Serialize;
+
+/// A client's per-client limits as they stand, read without spending any of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ClientState {
+    /// request_rate's bucket (`None` while request_rate is off).
+    pub request_rate: Option<BucketState>,
+    /// concurrent_requests (`None` while it is off).
+    pub concurrent_requests: Option<InFlightState>,
+}
+
+/// A request_rate bucket, as the `RateLimit` field would report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct BucketState {
+    /// The plan the bucket is under.
+    pub plan: String,
+    /// Credits the bucket holds when full.
+    pub burst: u32,
+    /// Credits left now.
+    pub remaining: u32,
+    /// Seconds until the bucket is full again (0: it is).
+    pub full_in_seconds: u32,
+}
+
+/// A client's requests in flight against concurrent_requests' limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct InFlightState {
+    /// Requests of this client in flight now.
+    pub in_flight: u64,
+    /// The most it may have.
+    pub max_in_flight: u32,
+}
+
+impl Brownout {
+    /// The per-client limits of the client `facts` name (its API key, the app's client key, or
+    /// its IP), under `plan`, read without spending a credit or taking a slot: what a
+    /// dashboard, a support tool or a "how much do I have left" endpoint shows.
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot be read without spending: in fleet mode with
+    /// `store.sync: per_request` the state lives in Redis, which this does not read yet
+    /// (with `local_first` it reads this instance's reconciled view).
+    ///
+    /// # Examples
+    /// ```
+    /// use brownout::classify::RequestFacts;
+    /// use brownout::{Brownout, Config};
+    ///
+    /// let brownout = Brownout::builder(Config::builder().rate_limit(0.001, 10).build()?).build()?;
+    /// let facts = RequestFacts {
+    ///     method: "GET",
+    ///     path: "/v1/items",
+    ///     authorization: Some(b"Bearer sk_live_42"),
+    ///     ..RequestFacts::default()
+    /// };
+    /// let _held = brownout.check(&facts, None);
+    /// let state = brownout.peek(&facts, None)?;
+    /// assert_eq!(state.request_rate.unwrap().remaining, 9);
+    /// assert_eq!(brownout.peek(&facts, None)?, brownout.peek(&facts, None)?, "a peek spends nothing");
+    /// # Ok::<(), brownout::Report>(())
+    /// ```
+    pub fn peek(
+        &self,
+        facts: &RequestFacts<'_>,
+        plan: Option<&str>,
+    ) -> Result<ClientState, StoreError> {
+        let engine = &self.inner.engine;
+        if engine.shared.is_some() && engine.hybrid.is_none() {
+            return Err(StoreError::Failed(
+                "in fleet mode with store.sync: per_request a client's limits live in Redis, \
+                 which peek does not read yet"
+                    .into(),
+            ));
+        }
+        let settings = engine.settings.load();
+        let key = settings.classifier.classify(facts).key;
+        let reading = engine.store.peek(key)?;
+        let now = engine.check_time(engine.clock.now()).mono;
+        let l = &settings.limiters;
+        let request_rate = (l.request_rate.mode != Mode::Off).then(|| {
+            let index = settings.rules.plan(plan);
+            let bucket = settings.rules.bucket(index, false);
+            let tat = reading.tat.unwrap_or(0);
+            BucketState {
+                plan: settings.rules.plan_at(index).name.clone(),
+                burst: bucket.burst as u32,
+                remaining: u32::try_from(bucket.remaining(tat, now)).unwrap_or(u32::MAX),
+                full_in_seconds: u32::try_from(tat.saturating_sub(now).div_ceil(1_000_000))
+                    .unwrap_or(u32::MAX),
+            }
+        });
+        let cr = &l.concurrent_requests;
+        let concurrent_requests = (cr.mode != Mode::Off).then_some(InFlightState {
+            in_flight: reading.in_flight,
+            max_in_flight: cr.max_in_flight,
+        });
+        Ok(ClientState {
+            request_rate,
+            concurrent_requests,
+        })
+    }
+}
