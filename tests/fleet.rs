@@ -584,6 +584,21 @@ async fn a_cluster_shards_clients_and_shares_their_limits() {
         }
         assert_eq!(allowed, 3, "client {i}");
     }
+    // Either server reads a client's shared bucket from its node: 3 spent of 3.
+    let from_b = b
+        .brownout
+        .read_client(
+            &brownout::classify::RequestFacts {
+                method: "GET",
+                path: "/v1/items",
+                authorization: Some(b"Bearer sk_live_7"),
+                ..Default::default()
+            },
+            None,
+        )
+        .await
+        .expect("the cluster answers");
+    assert_eq!(from_b.request_rate.unwrap().remaining, 0);
     // Their keys are spread over the three primaries.
     let per_node = cluster.keys_per_node();
     assert!(per_node.iter().all(|&n| n >= 5), "{per_node:?}");
@@ -698,5 +713,67 @@ async fn a_full_bucket_of_five_admits_five_on_redis_per_request_and_local_first(
         for per_ip in [false, true] {
             five_at_one_and_a_half_per_second(sync, per_ip).await;
         }
+    }
+}
+
+#[actix_web::test]
+async fn a_clients_shared_limits_are_read_from_redis_without_spending_them() {
+    let redis = RedisServer::start();
+    let mut config = fleet(common::slow_bucket(10), &redis);
+    let cr = &mut config.limiters.concurrent_requests;
+    (cr.mode, cr.max_in_flight) = (Mode::Enforce, 4);
+    let (a, b) = (Rig::new(config.clone()), Rig::new(config));
+    shared(&a).await;
+    shared(&b).await;
+    let gate = gate();
+    let app_a = app!(a, gate.clone());
+    for _ in 0..3 {
+        let res = test::call_service(&*app_a, get("sk_live_peek").to_request()).await;
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+    // One request still in flight on server a: a permit in Redis.
+    let held = {
+        let app = app_a.clone();
+        actix_web::rt::spawn(async move {
+            let req = test::TestRequest::get()
+                .uri("/slow")
+                .insert_header(("Authorization", "Bearer sk_live_peek"))
+                .to_request();
+            test::call_service(&*app, req).await.status()
+        })
+    };
+    // Server b, which served none of them, reads the shared state, as often as it likes.
+    let base = b.admin();
+    let client = awc::Client::new();
+    let mut last = serde_json::Value::Null;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while last["concurrent_requests"]["in_flight"] != 1 {
+        assert!(Instant::now() < deadline, "the permit never showed: {last}");
+        let mut res = client
+            .get(format!("{base}/v1/clients/sk_live_peek"))
+            .bearer_auth("test-token")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        last = res.json().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        last["request_rate"]["remaining"], 6,
+        "10 less 4 spent: {last}"
+    );
+    assert_eq!(last["request_rate"]["burst"], 10);
+    gate.add_permits(1);
+    assert_eq!(held.await.unwrap(), StatusCode::OK);
+    // Reading spent nothing: 6 more pass, then 429.
+    for i in 0..7 {
+        let res = test::call_service(&*app_a, get("sk_live_peek").to_request()).await;
+        let expected = if i < 6 {
+            StatusCode::OK
+        } else {
+            StatusCode::TOO_MANY_REQUESTS
+        };
+        assert_eq!(res.status(), expected, "request {i}");
     }
 }

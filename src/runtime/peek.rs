@@ -4,7 +4,7 @@
 use super::Brownout;
 use crate::classify::RequestFacts;
 use crate::config::Mode;
-use crate::store::StoreError;
+use crate::store::{ClientReading, StoreError};
 use serde::Serialize;
 
 /// A client's per-client limits as they stand, read without spending any of them.
@@ -48,8 +48,9 @@ impl Brownout {
     ///
     /// # Errors
     /// [`StoreError`] when the store cannot be read without spending: in fleet mode with
-    /// `store.sync: per_request` the state lives in Redis, which this does not read yet
-    /// (with `local_first` it reads this instance's reconciled view).
+    /// `store.sync: per_request` the state lives in Redis, which only the async
+    /// [`read_client`](Self::read_client) reads (with `local_first` this reads this instance's
+    /// reconciled view).
     ///
     /// # Examples
     /// ```
@@ -77,8 +78,8 @@ impl Brownout {
         let engine = &self.inner.engine;
         if engine.shared.is_some() && engine.hybrid.is_none() {
             return Err(StoreError::Failed(
-                "in fleet mode with store.sync: per_request a client's limits live in Redis, \
-                 which peek does not read yet"
+                "in fleet mode with store.sync: per_request a client's limits live in Redis: \
+                 read them with Brownout::read_client"
                     .into(),
             ));
         }
@@ -86,27 +87,57 @@ impl Brownout {
         let key = settings.classifier.classify(facts).key;
         let reading = engine.store.peek(key)?;
         let now = engine.check_time(engine.clock.now()).mono;
-        let l = &settings.limiters;
-        let request_rate = (l.request_rate.mode != Mode::Off).then(|| {
-            let index = settings.rules.plan(plan);
-            let bucket = settings.rules.bucket(index, false);
-            let tat = reading.tat.unwrap_or(0);
-            BucketState {
-                plan: settings.rules.plan_at(index).name.clone(),
-                burst: bucket.burst as u32,
-                remaining: u32::try_from(bucket.remaining(tat, now)).unwrap_or(u32::MAX),
-                full_in_seconds: u32::try_from(tat.saturating_sub(now).div_ceil(1_000_000))
-                    .unwrap_or(u32::MAX),
-            }
-        });
-        let cr = &l.concurrent_requests;
-        let concurrent_requests = (cr.mode != Mode::Off).then_some(InFlightState {
-            in_flight: reading.in_flight,
-            max_in_flight: cr.max_in_flight,
-        });
-        Ok(ClientState {
-            request_rate,
-            concurrent_requests,
-        })
+        Ok(state(&settings, plan, reading, now))
+    }
+
+    /// Like [`peek`](Self::peek), and in fleet mode with `store.sync: per_request` reads the
+    /// client's state from Redis (one round trip, within `store.timeout`).
+    ///
+    /// # Errors
+    /// [`StoreError`] when Redis does not answer in time or fails.
+    pub async fn read_client(
+        &self,
+        facts: &RequestFacts<'_>,
+        plan: Option<&str>,
+    ) -> Result<ClientState, StoreError> {
+        let engine = &self.inner.engine;
+        let Some(redis) = engine.shared.as_ref().filter(|_| engine.hybrid.is_none()) else {
+            return self.peek(facts, plan);
+        };
+        let settings = engine.settings.load_full();
+        let key = settings.classifier.classify(facts).key;
+        let (now, reading) = redis.read_client(key).await?;
+        Ok(state(&settings, plan, reading, now))
+    }
+}
+
+/// What `reading` (taken at `now` µs, on the clock its TAT is in) means under `settings`.
+fn state(
+    settings: &crate::engine::Settings,
+    plan: Option<&str>,
+    reading: ClientReading,
+    now: u64,
+) -> ClientState {
+    let l = &settings.limiters;
+    let request_rate = (l.request_rate.mode != Mode::Off).then(|| {
+        let index = settings.rules.plan(plan);
+        let bucket = settings.rules.bucket(index, false);
+        let tat = reading.tat.unwrap_or(0);
+        BucketState {
+            plan: settings.rules.plan_at(index).name.clone(),
+            burst: bucket.burst as u32,
+            remaining: u32::try_from(bucket.remaining(tat, now)).unwrap_or(u32::MAX),
+            full_in_seconds: u32::try_from(tat.saturating_sub(now).div_ceil(1_000_000))
+                .unwrap_or(u32::MAX),
+        }
+    });
+    let cr = &l.concurrent_requests;
+    let concurrent_requests = (cr.mode != Mode::Off).then_some(InFlightState {
+        in_flight: reading.in_flight,
+        max_in_flight: cr.max_in_flight,
+    });
+    ClientState {
+        request_rate,
+        concurrent_requests,
     }
 }

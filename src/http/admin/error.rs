@@ -120,7 +120,7 @@ impl ResponseError for AdminError {
             AdminError::Change(ChangeError::Stale { .. }) => StatusCode::PRECONDITION_FAILED,
             AdminError::Change(ChangeError::Contended) => StatusCode::CONFLICT,
             AdminError::Change(_) => StatusCode::SERVICE_UNAVAILABLE,
-            AdminError::NotReadable(_) => StatusCode::NOT_IMPLEMENTED,
+            AdminError::NotReadable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 

@@ -241,7 +241,8 @@ async fn client(
         ..Default::default()
     };
     let state = brownout
-        .peek(&facts, plan)
+        .read_client(&facts, plan)
+        .await
         .map_err(|e| AdminError::NotReadable(e.to_string()))?;
     Ok(HttpResponse::Ok().json(state))
 }

@@ -356,6 +356,46 @@ impl RedisStore {
         Err(SharedError::failed(error))
     }
 
+    /// `key`'s bucket TAT and its live permits, read without spending or taking anything (a
+    /// peek), with the Redis server's clock (µs): one pipelined round trip of TIME, GET and
+    /// ZRANGE on the client's keys (one hash slot).
+    pub async fn read_client(
+        self: &Arc<Self>,
+        key: u64,
+    ) -> Result<(u64, super::ClientReading), StoreError> {
+        let Some(conn) = self.conn.load_full() else {
+            return Err(StoreError::Failed("not connected to Redis".into()));
+        };
+        let mut pipe = redis::pipe();
+        pipe.cmd("TIME")
+            .cmd("GET")
+            .arg(self.keys.bucket(key, key))
+            .cmd("ZRANGE")
+            .arg(self.keys.in_flight(key))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES");
+        let mut c = (*conn).clone();
+        type Reply = ((u64, u64), Option<String>, Vec<(String, f64)>);
+        let reply = tokio::time::timeout(self.timeout, pipe.query_async::<Reply>(&mut c)).await;
+        let ((secs, micros), tat, permits) = match reply {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(StoreError::Failed(e.to_string())),
+            Err(_) => return Err(StoreError::Timeout),
+        };
+        let now = secs * 1_000_000 + micros;
+        // A permit older than the TTL belongs to a server that died: it no longer counts.
+        let live = permits
+            .iter()
+            .filter(|(_, at)| now.saturating_sub(*at as u64) < self.ttl_us)
+            .count() as u64;
+        let reading = super::ClientReading {
+            tat: tat.and_then(|t| t.parse().ok()),
+            in_flight: live,
+        };
+        Ok((now, reading))
+    }
+
     /// The key names.
     pub fn keys(&self) -> &Keys {
         &self.keys
