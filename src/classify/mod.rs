@@ -22,6 +22,15 @@ pub struct ClientKey(u64);
 
 impl ClientKey {
     /// The key of a textual or binary identity.
+    ///
+    /// # Examples
+    /// ```
+    /// use brownout::ClientKey;
+    ///
+    /// // The same customer is the same key, in this process and every other.
+    /// assert_eq!(ClientKey::new("cus_42"), ClientKey::new(b"cus_42"));
+    /// assert_ne!(ClientKey::new("cus_42"), ClientKey::new("cus_43"));
+    /// ```
     pub fn new(id: impl AsRef<[u8]>) -> Self {
         Self(foldhash::quality::FixedState::with_seed(CLIENT_KEY_SEED).hash_one(id.as_ref()))
     }

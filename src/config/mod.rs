@@ -54,6 +54,21 @@ impl Config {
     ///
     /// # Errors
     /// [`ConfigError`] naming the key (and line) of the first problem; an empty text too.
+    ///
+    /// # Examples
+    /// ```
+    /// use brownout::{Config, Mode};
+    ///
+    /// let config = Config::from_yaml_str("limiters:\n  request_rate:\n    mode: dark\n    rate: 50\n")?;
+    /// assert_eq!(config.limiters.request_rate.mode, Mode::Dark);
+    ///
+    /// let err = Config::from_yaml_str("limiters:\n  request_rate:\n    rate: fast\n").unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "limiters.request_rate.rate must be a number, not \"fast\" (line 3, column 11)"
+    /// );
+    /// # Ok::<(), brownout::Report>(())
+    /// ```
     pub fn from_yaml_str(text: &str) -> Result<Self, ConfigError> {
         let config = parse::yaml(text)?;
         config.validate().map_err(|e| e.located(text))?;

@@ -50,8 +50,24 @@ pub struct FnSource<F> {
 /// load, a pool's counters). A reading that errors is left out of the average; an error at
 /// the sample skips that sample.
 ///
+/// # Examples
+/// The share of a database pool in use as the controller's input (`source: custom`):
 /// ```
-/// let source = brownout::control::source_fn("db_pool", || Ok(0.25));
+/// use brownout::{Brownout, Config};
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::sync::Arc;
+///
+/// let busy = Arc::new(AtomicU32::new(0)); // your pool updates it
+/// let gauge = busy.clone();
+/// let source = brownout::control::source_fn("db_pool", move || {
+///     Ok(f64::from(gauge.load(Ordering::Relaxed)) / 32.0) // of 32 connections
+/// });
+/// let config = Config::builder()
+///     .limiters(|l| l.worker_utilization.source = brownout::config::SourceKind::Custom)
+///     .build()?;
+/// let brownout = Brownout::builder(config).custom_source(source).build()?;
+/// # let _ = brownout;
+/// # Ok::<(), brownout::Report>(())
 /// ```
 pub fn source_fn<F>(name: impl Into<String>, f: F) -> FnSource<F>
 where

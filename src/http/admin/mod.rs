@@ -42,6 +42,18 @@ impl Brownout {
     /// # Errors
     /// [`Error::Admin`] when `admin.bind` is not an address, cannot be bound, or is not on
     /// loopback while the token is generated or shorter than [`MIN_TOKEN_LEN`].
+    ///
+    /// # Examples
+    /// ```no_run
+    /// # #[actix_web::main]
+    /// # async fn main() -> Result<(), brownout::Report> {
+    /// let brownout = brownout::Brownout::from_config_file("config.yaml")?;
+    /// brownout.start()?;
+    /// let admin = brownout.admin_server()?; // on admin.bind, behind the admin token
+    /// println!("admin API on http://{}", admin.local_addr);
+    /// actix_web::rt::spawn(admin.server);
+    /// # Ok(()) }
+    /// ```
     pub fn admin_server(&self) -> Result<AdminServer, Error> {
         let bind: SocketAddr = self.config().admin.bind.parse().map_err(|_| {
             Error::Admin(format!(
