@@ -209,6 +209,9 @@ impl Adaptive {
         if params != self.limit.params() {
             self.limit.set_params(params);
         }
+        // While the controller sheds, the windows are quiet because it carries the overload:
+        // the limit keeps what the overload taught it (math::adaptive).
+        self.limit.set_hold(shared.plan.load().amount > 0.0);
         let limit = self.limit.update(window);
         let floor = self.limit.floor().map(Duration::from_micros);
         shared.adaptive.publish(limit, floor);

@@ -135,16 +135,17 @@ fn a_bad_setting_is_refused_by_name_and_nothing_is_written() {
 
 #[test]
 fn the_model_is_within_five_points_of_the_committed_full_run() {
-    // docs/scorecard/config.csv is a full `bench overload` run of the shipped config (one row
-    // per second of the scorecard, 1,020 s); simulate models the same config and profile.
+    // docs/scorecard/hold/config.csv is a full `bench overload` run of the shipped config (one
+    // row per second of the scorecard, 1,020 s); simulate models the same config and profile.
     let dir = scratch("fidelity");
     // The demo's requests spend about 2 ms outside their worker (loopback, actix): its floor
     // reads about 52 ms.
     let out = simulate(&["--overhead", "2ms", "--out", dir.to_str().unwrap()]);
     assert!(out.status.success());
     let model = Csv::read(&dir.join("simulate.csv"));
-    let real =
-        Csv::read(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/scorecard/config.csv"));
+    let real = Csv::read(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/scorecard/hold/config.csv"),
+    );
     assert_eq!(model.rows.len(), real.rows.len(), "the same seconds");
     let capacity = 160.0;
     let sum = |c: &[f64], r: &std::ops::Range<usize>| c[r.clone()].iter().sum::<f64>();

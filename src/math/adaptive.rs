@@ -20,7 +20,10 @@
 //! allows explains that — so the floor is measured afresh at once, not a `floor_window` later.
 //! A quiet window (nothing refused, latency within tolerance) brings a limit that an overload
 //! shrank back towards `rest` (the initial limit) by `√limit`: the limit overload taught is not
-//! kept for the next moderate load to run into.
+//! kept for the next moderate load to run into — unless the limit is held
+//! ([`AdaptiveLimit::set_hold`]): while worker_utilization's controller sheds, the fast guard's
+//! windows are quiet because the controller carries the overload, not because it is over, and
+//! a limit grown back to `rest` would let a queue build in the app ahead of critical requests.
 
 use std::collections::VecDeque;
 
@@ -81,6 +84,8 @@ pub struct AdaptiveLimit {
     lowest_since: u64,
     /// Binding windows in a row at `min` with latency [`STALE_FLOOR`] times the floor.
     stale: u32,
+    /// Quiet windows do not bring the limit back towards `rest` (another loop is shedding).
+    hold: bool,
 }
 
 /// How far above the last measured floor the lowest latency may be before a probe is due.
@@ -106,6 +111,7 @@ impl AdaptiveLimit {
             anchor: None,
             lowest_since: u64::MAX,
             stale: 0,
+            hold: false,
         }
     }
 
@@ -113,6 +119,11 @@ impl AdaptiveLimit {
     pub fn set_params(&mut self, params: LimitParams) {
         self.params = params;
         self.limit = self.limit.clamp(params.min, params.max);
+    }
+
+    /// Whether quiet windows leave the limit where it is.
+    pub fn set_hold(&mut self, hold: bool) {
+        self.hold = hold;
     }
 
     /// The settings in force.
@@ -181,7 +192,7 @@ impl AdaptiveLimit {
                 };
                 self.limit =
                     (self.limit * gradient + headroom).clamp(self.params.min, self.params.max);
-            } else if gradient >= 1.0 && self.limit < self.params.rest {
+            } else if gradient >= 1.0 && self.limit < self.params.rest && !self.hold {
                 self.limit = (self.limit + self.limit.sqrt()).min(self.params.rest);
             }
         }
@@ -346,6 +357,32 @@ mod tests {
             }),
             20.0
         );
+    }
+
+    #[test]
+    fn a_held_limit_keeps_what_overload_taught_it_through_quiet_windows() {
+        let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+        l.update(window(250, 10, 50, false));
+        l.update(window(500, 10, 1000, true));
+        assert!((l.update(window(750, 10, 1000, true)) - 5.0).abs() < 1e-9);
+        // While the controller sheds, quiet windows leave it there.
+        l.set_hold(true);
+        let mut at = 750;
+        for _ in 0..20 {
+            at += 250;
+            assert!((l.update(window(at, 10, 55, false)) - 5.0).abs() < 1e-9);
+        }
+        // Binding windows still move it as ever.
+        at += 250;
+        let grown = l.update(window(at, 10, 55, true));
+        assert!((grown - (5.0 + 5f64.sqrt())).abs() < 1e-9, "{grown}");
+        // Once the controller stops, the limit goes back to rest.
+        l.set_hold(false);
+        for _ in 0..20 {
+            at += 250;
+            l.update(window(at, 10, 55, false));
+        }
+        assert_eq!(l.limit(), 20.0);
     }
 
     #[test]

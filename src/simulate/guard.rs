@@ -83,6 +83,12 @@ impl FastGuard {
         }
     }
 
+    /// Whether quiet windows leave the limit where it is (the controller sheds), as the
+    /// middleware's sampler does.
+    pub fn set_hold(&mut self, hold: bool) {
+        self.limit.set_hold(hold);
+    }
+
     /// The limit requests are admitted under.
     pub fn limit(&self) -> f64 {
         self.limit.limit()

@@ -293,6 +293,7 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
                 workers,
                 scenario.service_time * p.slowdown + overhead,
             );
+            g.set_hold(amount > 0.0);
             g.end_of_tick(end);
         }
         let reading = server.in_flight() / capacity;
