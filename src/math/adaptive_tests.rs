@@ -1,0 +1,244 @@
+//! The adaptive limit's tests: its gradient, floor probes, quiet windows and hold.
+
+use super::*;
+
+const MS: u64 = 1000;
+
+fn params() -> LimitParams {
+    LimitParams {
+        min: 4.0,
+        max: 1000.0,
+        tolerance: 1.25,
+        floor_window: 30_000 * MS,
+        rest: 20.0,
+    }
+}
+
+/// A window ending at `at_ms` of `count` requests of `latency_ms` each.
+fn window(at_ms: u64, count: u64, latency_ms: u64, binding: bool) -> Window {
+    Window {
+        at: at_ms * MS,
+        count,
+        sum: count * latency_ms * MS,
+        min: latency_ms * MS,
+        binding,
+    }
+}
+
+#[test]
+fn within_tolerance_the_limit_holds_and_grows_only_when_it_binds() {
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    assert_eq!(l.update(window(250, 10, 50, false)), 20.0);
+    assert_eq!(l.floor(), Some(50 * MS));
+    // 60 ms is within 1.25 × 50: the limit refused requests, so it grows by √20.
+    let grown = l.update(window(500, 10, 60, true));
+    assert!((grown - (20.0 + 20f64.sqrt())).abs() < 1e-9, "{grown}");
+    // Slower than that while refusing nothing: the limit was not what the load met.
+    assert_eq!(l.update(window(750, 10, 200, false)), grown);
+}
+
+#[test]
+fn queueing_shrinks_the_limit_by_the_gradient_at_most_halving_it() {
+    let mut l = AdaptiveLimit::new(params(), 40.0, 0);
+    l.update(window(250, 10, 50, false));
+    // 100 ms against 1.25 × 50: gradient 0.625, and no headroom added.
+    assert!((l.update(window(500, 10, 100, true)) - 25.0).abs() < 1e-9);
+    // 1 s: the gradient stops at 0.5.
+    assert!((l.update(window(750, 10, 1000, true)) - 12.5).abs() < 1e-9);
+    // 6.25, then min (4); not below it.
+    for i in 0..3 {
+        l.update(window(1000 + 250 * i, 10, 1000, true));
+    }
+    assert_eq!(l.limit(), 4.0, "never below min");
+}
+
+#[test]
+fn it_settles_where_latency_is_the_tolerated_multiple_of_the_floor() {
+    // A server of 8 workers × 50 ms with a FIFO queue: latency 50 ms × max(1, n/8).
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    l.update(window(250, 10, 50, false));
+    let mut at = 250;
+    for _ in 0..400 {
+        at += 250;
+        let n = l.limit();
+        let latency = (50.0 * (n / 8.0).max(1.0)) as u64;
+        l.update(window(at, 40, latency, true));
+    }
+    // Between probes the limit moves around the point where latency is 1.25 × the floor,
+    // L = 1.25 × 8 = 10: at or below it, it grows by √L; above it, it shrinks.
+    let settled = l.limit();
+    assert!(
+        settled == 4.0 || (8.0..=14.0).contains(&settled),
+        "{settled}"
+    );
+}
+
+#[test]
+fn a_binding_limit_whose_floor_is_not_confirmed_measures_it_afresh() {
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    l.update(window(250, 10, 50, false));
+    // Requests take 90 ms and the limit keeps binding (at min, too little for a stale
+    // floor). At 30 s the 50 ms request of the first window still confirms the floor;
+    // by 60 s nothing has for 30 s.
+    let mut at = 250;
+    while l.probe() == Probe::Off {
+        at += 250;
+        l.update(window(at, 10, 90, true));
+        assert!(at <= 60_500, "no probe by {at} ms");
+    }
+    assert!(at >= 60_000, "probed at {at} ms");
+    assert_eq!(l.limit(), 4.0, "admits min_limit while measuring");
+    l.update(window(at + 250, 10, 300, true)); // draining: ignored
+    assert_eq!(l.probe(), Probe::Measuring);
+    l.update(window(at + 500, 4, 100, true)); // measured at low concurrency
+    assert_eq!(l.probe(), Probe::Off);
+    assert_eq!(
+        l.floor(),
+        Some(100 * MS),
+        "the new floor replaces the old one"
+    );
+    assert!(l.limit() >= 4.0);
+}
+
+#[test]
+fn a_floor_that_traffic_keeps_confirming_needs_no_probe() {
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    l.update(window(250, 10, 50, false));
+    // Binding for two minutes, mean latency 60 ms, but some request as fast as 54 ms
+    // (within 10% of the 50 ms floor) in every window: no probe.
+    for i in 2..=480 {
+        let mut w = window(250 * i, 10, 60, true);
+        w.min = 54 * MS;
+        l.update(w);
+        assert_eq!(l.probe(), Probe::Off, "at {} ms", 250 * i);
+    }
+    // Once the fastest is 56 ms (the floor may have crept), the next due probe comes.
+    let mut at = 480 * 250;
+    while l.probe() == Probe::Off {
+        at += 250;
+        let mut w = window(at, 10, 60, true);
+        w.min = 56 * MS;
+        l.update(w);
+        assert!(at <= 480 * 250 + 30_250, "no probe by {at} ms");
+    }
+}
+
+#[test]
+fn a_limit_that_does_not_bind_never_probes_and_quiet_windows_change_nothing() {
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    for i in 1..=400 {
+        l.update(window(250 * i, 5, 50, false));
+        assert_eq!(l.probe(), Probe::Off);
+    }
+    assert_eq!(l.limit(), 20.0);
+    assert_eq!(
+        l.update(Window {
+            at: 200_000 * MS,
+            ..Window::default()
+        }),
+        20.0
+    );
+}
+
+#[test]
+fn a_held_limit_keeps_what_overload_taught_it_through_quiet_windows() {
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    l.update(window(250, 10, 50, false));
+    l.update(window(500, 10, 1000, true));
+    assert!((l.update(window(750, 10, 1000, true)) - 5.0).abs() < 1e-9);
+    // While the controller sheds, quiet windows leave it there.
+    l.set_hold(true);
+    let mut at = 750;
+    for _ in 0..20 {
+        at += 250;
+        assert!((l.update(window(at, 10, 55, false)) - 5.0).abs() < 1e-9);
+    }
+    // Binding windows still move it as ever.
+    at += 250;
+    let grown = l.update(window(at, 10, 55, true));
+    assert!((grown - (5.0 + 5f64.sqrt())).abs() < 1e-9, "{grown}");
+    // Once the controller stops, the limit goes back to rest.
+    l.set_hold(false);
+    for _ in 0..20 {
+        at += 250;
+        l.update(window(at, 10, 55, false));
+    }
+    assert_eq!(l.limit(), 20.0);
+}
+
+#[test]
+fn quiet_windows_bring_a_shrunk_limit_back_to_rest_and_no_further() {
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    l.update(window(250, 10, 50, false));
+    // An overload halves it twice: 5.
+    l.update(window(500, 10, 1000, true));
+    assert!((l.update(window(750, 10, 1000, true)) - 5.0).abs() < 1e-9);
+    // Quiet but slow (200 ms): not yet.
+    assert!((l.update(window(1000, 10, 200, false)) - 5.0).abs() < 1e-9);
+    // Quiet and within tolerance: +√limit per window, up to rest (20).
+    let grown = l.update(window(1250, 10, 55, false));
+    assert!((grown - (5.0 + 5f64.sqrt())).abs() < 1e-9, "{grown}");
+    let mut at = 1250;
+    for _ in 0..20 {
+        at += 250;
+        l.update(window(at, 10, 55, false));
+    }
+    assert_eq!(l.limit(), 20.0);
+    // A window in which nothing finished changes nothing.
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    l.update(window(250, 10, 50, false));
+    l.update(window(500, 10, 1000, true));
+    assert_eq!(
+        l.update(Window {
+            at: 750 * MS,
+            ..Window::default()
+        }),
+        10.0
+    );
+}
+
+#[test]
+fn a_server_that_got_slower_has_its_floor_measured_at_once() {
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    l.update(window(250, 10, 50, false));
+    // Service time doubles: 20 → 10 → 5 → min (4) in three windows, then two windows at
+    // min with requests still ≥ 2 × the floor: a probe, long before floor_window (30 s).
+    let mut at = 250;
+    while l.probe() == Probe::Off {
+        at += 250;
+        l.update(window(at, 10, 130, true));
+        assert!(at <= 2_000, "no probe by {at} ms");
+    }
+    assert_eq!(at, 1_500, "three windows down to min, two there");
+    l.update(window(at + 250, 4, 130, true)); // draining
+    l.update(window(at + 500, 4, 100, true)); // measuring
+    assert_eq!(l.probe(), Probe::Off);
+    assert_eq!(l.floor(), Some(100 * MS));
+    // Against the new floor, 110 ms is within tolerance: the limit grows again.
+    assert!(l.update(window(at + 750, 10, 110, true)) > 4.0);
+
+    // At min with requests 1.5 × the floor (a queue of critical requests the limit does
+    // not count): no probe before floor_window.
+    let mut l = AdaptiveLimit::new(params(), 4.0, 0);
+    l.update(window(250, 10, 50, false));
+    for i in 2..=100 {
+        l.update(window(250 * i, 10, 75, true));
+        assert_eq!(l.probe(), Probe::Off, "at {} ms", 250 * i);
+    }
+    // One slow window between ordinary ones is not two in a row.
+    for i in 101..=140 {
+        let latency = if i % 2 == 0 { 120 } else { 75 };
+        l.update(window(250 * i, 10, latency, true));
+        assert_eq!(l.probe(), Probe::Off, "at {} ms", 250 * i);
+    }
+}
+
+#[test]
+fn new_bounds_clamp_the_limit() {
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    l.set_params(LimitParams {
+        max: 10.0,
+        ..params()
+    });
+    assert_eq!(l.limit(), 10.0);
+}
