@@ -15,7 +15,7 @@ use crate::limiter::LimiterName;
 use crate::math::adaptive::AdaptiveLimit;
 use crate::ops::OperatorSetup;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
+
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -60,7 +60,7 @@ pub(crate) fn spawn(
     shared: Arc<Engine>,
     sources: Vec<Box<dyn UtilizationSource>>,
     ops: OperatorSetup,
-    reload: Option<Option<PathBuf>>,
+    reload: Option<Option<crate::ops::ConfigFile>>,
 ) -> Actors {
     let (sampler_tx, sampler_rx) = mpsc::channel(8);
     let (controller_tx, controller_rx) = mpsc::channel(8);

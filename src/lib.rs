@@ -52,7 +52,6 @@ pub mod classify;
 pub mod clock;
 pub mod config;
 pub mod control;
-pub mod demo;
 mod engine;
 pub mod http;
 pub mod limiter;
@@ -63,6 +62,7 @@ pub mod ops;
 pub mod rng;
 mod runtime;
 mod shard;
+#[cfg(feature = "simulate")]
 pub mod simulate;
 pub mod store;
 pub mod tier;

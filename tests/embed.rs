@@ -253,13 +253,14 @@ fn the_config_from_code_example_limits_per_key_with_route_costs() {
 }
 
 #[test]
-fn library_users_compile_none_of_the_cli_dependencies() {
+fn library_users_compile_none_of_the_cli_dependencies_by_default() {
     let out = Command::new(env!("CARGO"))
         .args([
             "tree",
+            "-p",
+            "brownout",
             "-e",
             "normal",
-            "--no-default-features",
             "--offline",
             "--prefix",
             "none",
@@ -274,7 +275,14 @@ fn library_users_compile_none_of_the_cli_dependencies() {
     );
     let tree = String::from_utf8_lossy(&out.stdout);
     assert!(tree.contains("actix-web"), "{tree}");
-    for name in ["clap", "awc", "tracing-subscriber", "sysinfo"] {
+    for name in [
+        "clap",
+        "awc",
+        "tracing-subscriber",
+        "sysinfo",
+        "plotters",
+        "congestion-limiter",
+    ] {
         assert!(
             !tree.lines().any(|l| l.starts_with(&format!("{name} "))),
             "{name} is compiled for library users:\n{tree}"

@@ -136,7 +136,11 @@ async fn paths_are_classified_as_the_router_routes_them() {
 
 /// The shipped config.yaml on a manual clock (nothing regenerates during the test).
 fn shipped() -> (Brownout, Arc<ManualClock>) {
-    let config = Config::load(concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml")).unwrap();
+    let config = Config::load_with_sections(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml"),
+        &["demo"],
+    )
+    .unwrap();
     let clock = Arc::new(ManualClock::new());
     let b = Brownout::builder(config)
         .clock(clock.clone())

@@ -30,11 +30,14 @@ fn the_embed_snippet_builds_in_a_new_project_as_written() {
     let toml = block(&readme, "## Embed it", "```toml");
     let rust = block(&readme, "## Embed it", "```rust");
     // The one change: brownout from this checkout instead of crates.io.
-    let from_crates_io = r#"brownout = { version = "0.1","#;
+    let from_crates_io = r#"brownout = "0.1""#;
     assert!(toml.contains(from_crates_io), "{toml}");
     let toml = toml.replace(
         from_crates_io,
-        &format!(r#"brownout = {{ path = {:?},"#, root.display().to_string()),
+        &format!(
+            r#"brownout = {{ path = {:?} }}"#,
+            root.display().to_string()
+        ),
     );
     let dir = std::env::temp_dir().join(format!("brownout-readme-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -117,3 +117,34 @@ async fn sighup_reloads_a_valid_file_and_keeps_running_on_an_invalid_one() {
     assert_eq!(rig.brownout.settings().version, 3, "nothing changed");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A file that also holds the embedding program's own section (as config.yaml holds the demo's
+/// `demo:`): a reload reads it with that section again, applies brownout's changes, and refuses
+/// a change to the program's section by its key (the program read it at start).
+#[actix_web::test]
+async fn a_reload_keeps_the_programs_own_section_as_it_was_read_at_start() {
+    let dir = std::env::temp_dir().join(format!("brownout-reload-app-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.yaml");
+    // No SIGHUP listener: the other test of this binary sends the process SIGHUPs.
+    let yaml = |workers: u32, rate: u32| {
+        format!("shop:\n  workers: {workers}\nadmin:\n  reload_on_sighup: false\nlimiters:\n  request_rate:\n    rate: {rate}\n")
+    };
+    std::fs::write(&path, yaml(4, 10)).unwrap();
+    let config = brownout::Config::load_with_sections(&path, &["shop"]).unwrap();
+    let rig = common::Rig::with(config, |b| b.config_file(&path));
+
+    std::fs::write(&path, yaml(4, 20)).unwrap();
+    let applied = rig.brownout.reload_config().await.unwrap();
+    assert_eq!(rig.brownout.settings().version, applied.version);
+    assert_eq!(rig.brownout.settings().limiters.request_rate.rate, 20.0);
+
+    std::fs::write(&path, yaml(5, 30)).unwrap();
+    let e = rig.brownout.reload_config().await.unwrap_err().to_string();
+    assert!(
+        e.starts_with("shop.workers cannot change on a reload (it is read at start)"),
+        "{e}"
+    );
+    assert_eq!(rig.brownout.settings().limiters.request_rate.rate, 20.0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

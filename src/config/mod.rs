@@ -10,6 +10,7 @@ mod limits;
 mod limits_check;
 mod parse;
 mod route;
+mod sections;
 mod store;
 mod validate;
 
@@ -22,6 +23,7 @@ pub use limits::{
 };
 pub(crate) use parse::describe_json;
 pub use route::RoutePattern;
+pub use sections::app_section;
 pub use store::{AdminScope, StoreConfig, StoreKind, StoreSync};
 pub use validate::ConfigError;
 
@@ -44,8 +46,9 @@ pub struct Config {
     pub limiters: LimitersConfig,
     /// Where keyed limiter state lives.
     pub store: StoreConfig,
-    /// Settings of the demo binary only.
-    pub demo: DemoConfig,
+    /// The embedding application's own sections, kept as written (see [`app_section`]).
+    #[serde(skip)]
+    pub(crate) app: sections::AppSections,
 }
 
 impl Config {
@@ -70,7 +73,18 @@ impl Config {
     /// # Ok::<(), brownout::Report>(())
     /// ```
     pub fn from_yaml_str(text: &str) -> Result<Self, ConfigError> {
-        let config = parse::yaml(text)?;
+        Self::from_yaml_str_with_sections(text, &[])
+    }
+
+    /// As [`from_yaml_str`](Self::from_yaml_str), where the file also holds the embedding
+    /// program's own top-level `sections` (the demo's `demo:`): brownout keeps them as written
+    /// and reads nothing in them; the program reads its own with [`app_section`]. Any other
+    /// unknown top-level key is still refused as a typo.
+    ///
+    /// # Errors
+    /// As for [`from_yaml_str`](Self::from_yaml_str).
+    pub fn from_yaml_str_with_sections(text: &str, sections: &[&str]) -> Result<Self, ConfigError> {
+        let config = parse::yaml(text, sections)?;
         config.validate().map_err(|e| e.located(text))?;
         Ok(config)
     }
@@ -81,12 +95,26 @@ impl Config {
     /// As for [`from_yaml_str`](Self::from_yaml_str), with the file's name in front; or the
     /// file cannot be read.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        Self::load_with_sections(path, &[])
+    }
+
+    /// As [`load`](Self::load), with the program's own top-level `sections` (see
+    /// [`from_yaml_str_with_sections`](Self::from_yaml_str_with_sections)). A reload of the
+    /// file (SIGHUP, [`Brownout::reload_config`](crate::Brownout::reload_config)) reads it
+    /// with the same sections, and refuses a change to one of them by its key.
+    ///
+    /// # Errors
+    /// As for [`load`](Self::load).
+    pub fn load_with_sections(
+        path: impl AsRef<Path>,
+        sections: &[&str],
+    ) -> Result<Self, ConfigError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
             path: path.to_owned(),
             source,
         })?;
-        Self::from_yaml_str(&text).map_err(|e| e.in_file(path))
+        Self::from_yaml_str_with_sections(&text, sections).map_err(|e| e.in_file(path))
     }
 }
 
@@ -351,65 +379,6 @@ impl Default for WorkerUtilizationConfig {
             selection: Selection::Random,
             cohort_rotation: HumanDuration::from_secs(300),
             retry_after: None,
-        }
-    }
-}
-
-/// `demo:` — only read by the demo binary.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct DemoConfig {
-    /// Listen address of the demo app.
-    pub bind: String,
-    /// Size of the simulated worker pool.
-    pub workers: u32,
-    /// How long each request holds a worker.
-    pub service_time: HumanDuration,
-    /// What a request does with its worker: `sleep` for `service_time` (an I/O-bound app:
-    /// `workers` is its capacity), or `cpu`: burn `service_time` of CPU time on a thread of
-    /// its own (a CPU-bound app: set `workers` to the cores the server is given; its capacity
-    /// is what those cores do, less what HTTP and brownout take).
-    pub work: DemoWork,
-    /// Another crate's adaptive concurrency limiter in front of the demo's routes, for the
-    /// overload scorecard's comparison arm (brownout's own limiters are set apart).
-    pub alternative_limiter: AlternativeLimiter,
-}
-
-/// `demo.work:` — how a demo request spends its service time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DemoWork {
-    /// Waits (the default): a slot held, no CPU used.
-    #[default]
-    Sleep,
-    /// Spins until its thread has used `service_time` of CPU (Linux: read from
-    /// `/proc/thread-self/schedstat`), so a contended core stretches it as it would a real
-    /// CPU-bound handler.
-    Cpu,
-}
-
-/// `demo.alternative_limiter:` — which of the congestion-limiter crate's algorithms guards
-/// the demo, as a fail-fast limit on requests in flight (503 when it is full).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AlternativeLimiter {
-    /// None (the default).
-    #[default]
-    Off,
-    /// TCP Vegas: the queue estimated from latency over its minimum.
-    Vegas,
-    /// A delay gradient between short- and long-term latency.
-    Gradient,
-}
-
-impl Default for DemoConfig {
-    fn default() -> Self {
-        Self {
-            bind: "127.0.0.1:8080".into(),
-            workers: 8,
-            service_time: HumanDuration::from_millis(50),
-            work: DemoWork::Sleep,
-            alternative_limiter: AlternativeLimiter::Off,
         }
     }
 }

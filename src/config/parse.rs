@@ -1,12 +1,23 @@
 //! YAML text to [`Config`], with errors an operator can act on: the dotted key, what was
 //! expected, and where, on one line.
 
+use super::sections::WholeFile;
 use super::{Config, ConfigError};
 use crate::logging::one_line;
+use serde::de::DeserializeSeed;
 use std::cell::RefCell;
 
-/// Parses `text`; an empty file (nothing but comments) is an error, not a default config.
-pub(super) fn yaml(text: &str) -> Result<Config, ConfigError> {
+/// Parses `text` into brownout's sections, keeping the application `sections` as written; an
+/// empty file (nothing but comments) is an error, not a default config.
+pub(super) fn yaml(text: &str, sections: &[&str]) -> Result<Config, ConfigError> {
+    with_seed(text, WholeFile { sections })
+}
+
+/// Runs `seed` over the YAML document `text`, naming the dotted key of a problem.
+pub(super) fn with_seed<T, S>(text: &str, seed: S) -> Result<T, ConfigError>
+where
+    S: for<'de> DeserializeSeed<'de, Value = T>,
+{
     let has_content = text
         .lines()
         .map(str::trim)
@@ -20,10 +31,9 @@ pub(super) fn yaml(text: &str) -> Result<Config, ConfigError> {
     let mut options = serde_saphyr::options::Options::default();
     options.with_snippet = false;
     serde_saphyr::with_deserializer_from_str_with_options(text, options, |de| {
-        serde_path_to_error::deserialize(de).map_err(|e| {
-            *path.borrow_mut() = e.path().to_string();
-            e.into_inner()
-        })
+        let mut track = serde_path_to_error::Track::new();
+        seed.deserialize(serde_path_to_error::Deserializer::new(de, &mut track))
+            .inspect_err(|_| *path.borrow_mut() = track.path().to_string())
     })
     .map_err(|e| describe(text, &e, &path.into_inner()))
 }
@@ -216,7 +226,7 @@ mod tests {
     use super::*;
 
     fn refused(yaml_text: &str) -> String {
-        yaml(yaml_text).unwrap_err().to_string()
+        yaml(yaml_text, &[]).unwrap_err().to_string()
     }
 
     #[test]
@@ -308,6 +318,6 @@ mod tests {
         for text in ["", "\n\n", "# only a comment\n", "---\n"] {
             assert!(refused(text).contains("the file is empty"), "{text:?}");
         }
-        assert!(yaml("{}").is_ok());
+        assert!(yaml("{}", &[]).is_ok());
     }
 }

@@ -55,7 +55,10 @@ impl ConfigError {
         }
     }
 
-    pub(crate) fn invalid(key: impl Into<String>, message: impl Into<String>) -> Self {
+    /// An error about the dotted `key`: `message` says what is wrong, as in
+    /// `shop.workers must be at least 1` (for a program's own sections, see
+    /// [`app_section`](super::app_section)).
+    pub fn invalid(key: impl Into<String>, message: impl Into<String>) -> Self {
         Self::Invalid {
             key: key.into(),
             message: message.into(),
@@ -142,9 +145,7 @@ impl Config {
             "must not be empty (every key would be a test key)",
         )?;
         self.limiters.validate()?;
-        self.validate_store()?;
-        address(&self.demo.bind, "demo.bind")?;
-        ensure(self.demo.workers >= 1, "demo.workers", "must be at least 1")
+        self.validate_store()
     }
 }
 

@@ -17,9 +17,9 @@ pub use crate::metrics::ACTIONS;
 pub use audit::{AuditEntry, AuditLog};
 pub(crate) use operator::{spawn, FleetStatus, OperatorSetup, OpsMsg};
 pub use persist::PendingRevert;
-#[cfg(unix)]
-pub(crate) use reload::spawn_reloader;
 pub(crate) use reload::{reload, send};
+#[cfg(unix)]
+pub(crate) use reload::{spawn_reloader, ConfigFile};
 
 use crate::config::{Config, ConfigError, LimitersConfig, Mode};
 use crate::limiter::LimiterName;

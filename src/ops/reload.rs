@@ -5,7 +5,7 @@ use super::operator::OpsMsg;
 use super::{Applied, Change, ChangeError};
 use crate::config::{Config, ConfigError};
 use crate::logging::{notice, one_line, Level};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -30,12 +30,13 @@ pub(crate) async fn send(
 
 /// Reads the configuration file again and asks the operator to apply it.
 pub(crate) async fn reload(
-    file: Option<&Path>,
+    file: Option<&ConfigFile>,
     operator: &mpsc::Sender<OpsMsg>,
     source: &str,
 ) -> Result<Applied, ChangeError> {
-    let path = file.ok_or(ChangeError::NoFile)?;
-    let config = Config::load(path)?;
+    let file = file.ok_or(ChangeError::NoFile)?;
+    let sections: Vec<&str> = file.sections.iter().map(String::as_str).collect();
+    let config = Config::load_with_sections(&file.path, &sections)?;
     send(
         operator,
         Change::Reload(Box::new(config)),
@@ -44,11 +45,19 @@ pub(crate) async fn reload(
     .await
 }
 
+/// The file the configuration came from, and the program's own sections in it (read again
+/// with them).
+#[derive(Debug, Clone)]
+pub(crate) struct ConfigFile {
+    pub(crate) path: PathBuf,
+    pub(crate) sections: Vec<String>,
+}
+
 /// Reloads the configuration file on every SIGHUP until shutdown. Once installed, SIGHUP never
 /// terminates the process again: tokio keeps its handler for the life of the process.
 #[cfg(unix)]
 pub(crate) fn spawn_reloader(
-    file: Option<PathBuf>,
+    file: Option<ConfigFile>,
     operator: mpsc::Sender<OpsMsg>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Option<JoinHandle<()>> {
@@ -68,8 +77,8 @@ pub(crate) fn spawn_reloader(
             }
             let shown = file
                 .as_ref()
-                .map_or_else(|| "(no file)".to_owned(), |p| p.display().to_string());
-            match reload(file.as_deref(), &operator, "signal").await {
+                .map_or_else(|| "(no file)".to_owned(), |f| f.path.display().to_string());
+            match reload(file.as_ref(), &operator, "signal").await {
                 Ok(applied) => notice(
                     Level::Info,
                     &format!(
@@ -94,7 +103,6 @@ pub(crate) fn spawn_reloader(
 pub(super) fn check_reloadable(running: &Config, new: &Config) -> Result<(), ConfigError> {
     let (a, b) = (&running.admin, &new.admin);
     let (s, t) = (&running.store, &new.store);
-    let (d, e) = (&running.demo, &new.demo);
     let fixed = [
         ("admin.bind", a.bind == b.bind),
         ("admin.token_env", a.token_env == b.token_env),
@@ -110,14 +118,15 @@ pub(super) fn check_reloadable(running: &Config, new: &Config) -> Result<(), Con
         ("store.nodes", s.nodes == t.nodes),
         ("store.timeout", s.timeout == t.timeout),
         ("store.key_prefix", s.key_prefix == t.key_prefix),
-        ("demo.bind", d.bind == e.bind),
-        ("demo.workers", d.workers == e.workers),
-        ("demo.service_time", d.service_time == e.service_time),
-        ("demo.work", d.work == e.work),
     ];
-    match fixed.iter().find(|(_, same)| !same) {
-        Some((key, _)) => Err(ConfigError::invalid(
-            *key,
+    let key = match fixed.iter().find(|(_, same)| !same) {
+        Some((key, _)) => Some((*key).to_owned()),
+        // The program's own sections: it read them at start, and brownout cannot apply them.
+        None => running.app.first_change(&new.app),
+    };
+    match key {
+        Some(key) => Err(ConfigError::invalid(
+            key,
             "cannot change on a reload (it is read at start); restart to change it, or put the running value back",
         )),
         None => Ok(()),

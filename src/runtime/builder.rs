@@ -238,6 +238,16 @@ impl BrownoutBuilder {
             .publish_concurrency_limit(engine.adaptive.limit(), 0, 1.0);
         let sources = build_sources(&engine, &runtimes, &self.config, self.custom)?;
         let fleet_status = Arc::new(Mutex::new(crate::ops::FleetStatus::new(&self.config)));
+        let config_file = self.config_path.map(|path| crate::ops::ConfigFile {
+            path,
+            sections: self
+                .config
+                .app
+                .names()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+        });
         let inner = Inner {
             engine,
             fleet_status,
@@ -251,7 +261,7 @@ impl BrownoutBuilder {
             pending_sources: Mutex::new(Some(sources)),
             pending_reverts: Mutex::new(overrides.reverts),
             actors: Mutex::new(None),
-            config_path: self.config_path,
+            config_file,
             audit: Arc::new(Mutex::new(AuditLog::default())),
         };
         let brownout = Brownout {

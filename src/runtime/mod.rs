@@ -21,7 +21,6 @@ use crate::ops::{AuditLog, PendingRevert};
 use crate::rng::{mix, SplitMix64};
 use crate::tier::{PerTier, Tier};
 use actix_web::dev::ServiceRequest;
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -161,7 +160,7 @@ pub(crate) struct Inner {
     /// caller ever waits on it for long or fails on it.
     actors: Mutex<Option<Actors>>,
     /// The file the configuration came from (what a reload reads), if any.
-    config_path: Option<PathBuf>,
+    config_file: Option<crate::ops::ConfigFile>,
     pub(crate) audit: Arc<Mutex<AuditLog>>,
     /// Whether this instance runs the fleet's settings (the operator keeps it up to date).
     pub(crate) fleet_status: Arc<Mutex<crate::ops::FleetStatus>>,
@@ -254,7 +253,7 @@ impl Brownout {
                 .config
                 .admin
                 .reload_on_sighup
-                .then(|| inner.config_path.clone());
+                .then(|| inner.config_file.clone());
             let actors = actors::spawn(inner.engine.clone(), sources, ops, reload);
             *self.actors_slot() = Some(actors);
         }

@@ -37,7 +37,7 @@ impl Brownout {
     /// As for [`change`](Self::change).
     pub async fn reload_config(&self) -> Result<Applied, ChangeError> {
         let operator = self.operator().ok_or(ChangeError::NotRunning)?;
-        let file = self.inner.config_path.as_deref();
+        let file = self.inner.config_file.as_ref();
         crate::ops::reload(file, &operator, "api").await
     }
 

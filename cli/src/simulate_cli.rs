@@ -9,6 +9,7 @@ use brownout::simulate::queue::Deadline;
 use brownout::simulate::{self, Load, Outcome, Scenario};
 use brownout::tier::Tier;
 use brownout::Config;
+use brownout_cli::config::CliConfig;
 use clap::Args;
 use plotters::style::colors::{BLACK, GREEN, MAGENTA, RED};
 use std::path::{Path, PathBuf};
@@ -60,7 +61,11 @@ pub struct SimulateArgs {
     out: PathBuf,
 }
 
-pub fn run(mut config: Config, args: SimulateArgs) -> ExitCode {
+pub fn run(config: CliConfig, args: SimulateArgs) -> ExitCode {
+    let CliConfig {
+        brownout: mut config,
+        demo,
+    } = config;
     let fail = |message: String| {
         eprintln!("error: {message}");
         ExitCode::from(2)
@@ -112,10 +117,10 @@ pub fn run(mut config: Config, args: SimulateArgs) -> ExitCode {
     };
     let service_time = args
         .service_time
-        .unwrap_or(config.demo.service_time)
+        .unwrap_or(demo.service_time)
         .get()
         .as_secs_f64();
-    let workers = args.workers.unwrap_or(config.demo.workers);
+    let workers = args.workers.unwrap_or(demo.workers);
     if workers == 0 || service_time <= 0.0 {
         return fail("--workers and --service-time must be more than 0".into());
     }

@@ -1,5 +1,6 @@
 //! `brownout admin …` against a real admin server on loopback.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use brownout::Mode;

@@ -9,20 +9,21 @@
 #![allow(clippy::disallowed_methods)]
 
 use brownout::config::HumanDuration;
-use brownout::demo::Demo;
-use brownout::{Config, Tier};
+use brownout::Tier;
+use brownout_cli::config::CliConfig;
+use brownout_cli::demo::Demo;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-fn compressed_config() -> Config {
-    let mut c = Config::default();
-    c.admin.bind = "127.0.0.1:0".into();
+fn compressed_config() -> CliConfig {
+    let mut c = CliConfig::default();
+    c.brownout.admin.bind = "127.0.0.1:0".into();
     c.demo.bind = "127.0.0.1:0".into();
     // 4 workers × 20 ms: capacity 200 requests/s.
     c.demo.workers = 4;
     c.demo.service_time = HumanDuration::from_millis(20);
-    let wu = &mut c.limiters.worker_utilization;
+    let wu = &mut c.brownout.limiters.worker_utilization;
     wu.capacity = 4;
     wu.sample_interval = HumanDuration::from_millis(100);
     wu.seconds_before_shedding = 0.5;
@@ -166,8 +167,8 @@ async fn overload_sheds_by_tier_and_recovers() {
 #[actix_web::test]
 async fn adaptive_concurrency_holds_the_queue_short_and_refuses_by_tier() {
     let mut c = compressed_config();
-    c.limiters.worker_utilization.mode = brownout::Mode::Off;
-    let a = &mut c.limiters.adaptive_concurrency;
+    c.brownout.limiters.worker_utilization.mode = brownout::Mode::Off;
+    let a = &mut c.brownout.limiters.adaptive_concurrency;
     a.mode = brownout::Mode::Enforce;
     a.window = HumanDuration::from_millis(100);
     a.floor_window = HumanDuration::from_secs(2);
@@ -208,8 +209,8 @@ async fn adaptive_concurrency_holds_the_queue_short_and_refuses_by_tier() {
 #[actix_web::test]
 async fn the_alternative_limiter_refuses_overload_without_regard_to_tier() {
     let mut c = compressed_config();
-    c.limiters.worker_utilization.mode = brownout::Mode::Off;
-    c.demo.alternative_limiter = brownout::config::AlternativeLimiter::Vegas;
+    c.brownout.limiters.worker_utilization.mode = brownout::Mode::Off;
+    c.demo.alternative_limiter = brownout_cli::config::AlternativeLimiter::Vegas;
     let demo = Demo::start(c).expect("demo starts");
     let client = awc::Client::default();
     // Its initial limit is 20 in flight: 40 at once get 20 refusals, named in the body.

@@ -7,8 +7,8 @@ mod load;
 mod probe;
 mod report;
 
-use brownout::config::{AlternativeLimiter, DemoWork};
-use brownout::{Config, Mode};
+use brownout::Mode;
+use brownout_cli::config::{AlternativeLimiter, CliConfig, DemoWork};
 use clap::Args;
 use load::Phase;
 use report::PhaseReport;
@@ -74,13 +74,13 @@ pub struct OverloadArgs {
 
 /// The config of one arm: the demo on free loopback ports, no overrides file, and no per-IP
 /// ceiling (the whole load comes from one address, 127.0.0.1, standing for a thousand clients).
-fn arm_config(base: &Config, arm: &str, cap: u32) -> Option<Config> {
+fn arm_config(base: &CliConfig, arm: &str, cap: u32) -> Option<CliConfig> {
     let mut c = base.clone();
     c.demo.bind = "127.0.0.1:0".into();
-    c.admin.bind = "127.0.0.1:0".into();
-    c.admin.overrides_file = None;
-    c.limiters.request_rate.per_ip = None;
-    let l = &mut c.limiters;
+    c.brownout.admin.bind = "127.0.0.1:0".into();
+    c.brownout.admin.overrides_file = None;
+    c.brownout.limiters.request_rate.per_ip = None;
+    let l = &mut c.brownout.limiters;
     let all_off = |l: &mut brownout::config::LimitersConfig| {
         l.request_rate.mode = Mode::Off;
         l.concurrent_requests.mode = Mode::Off;
@@ -130,7 +130,12 @@ impl Drop for DemoProcess {
 impl DemoProcess {
     /// Starts `config` (on `cpus`, if given) and waits (at most 30 s) for it to say where it
     /// listens; its log goes to `log`.
-    fn start(config: &Config, file: &Path, log: &Path, cpus: Option<&str>) -> Result<Self, String> {
+    fn start(
+        config: &CliConfig,
+        file: &Path,
+        log: &Path,
+        cpus: Option<&str>,
+    ) -> Result<Self, String> {
         let json = serde_json::to_string_pretty(config).map_err(|e| e.to_string())?;
         // JSON is YAML: the demo reads it like config.yaml.
         std::fs::write(file, json).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -152,7 +157,7 @@ impl DemoProcess {
             .arg("--config")
             .arg(file)
             .arg("run")
-            .env(&config.admin.token_env, &token)
+            .env(&config.brownout.admin.token_env, &token)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -216,7 +221,7 @@ struct ArmResult {
 
 /// One arm: a fresh demo, the schedule, and the reports.
 fn run_arm(
-    config: &Config,
+    config: &CliConfig,
     (arm, capacity): (&str, f64),
     args: &OverloadArgs,
     phases: &[Phase],
@@ -273,7 +278,7 @@ fn run_arm(
     })
 }
 
-pub fn run(config: Config, args: OverloadArgs) -> ExitCode {
+pub fn run(config: CliConfig, args: OverloadArgs) -> ExitCode {
     let fail = |m: String| {
         eprintln!("error: {m}");
         ExitCode::from(2)

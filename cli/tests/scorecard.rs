@@ -3,6 +3,7 @@
 //! every limiter off, and with adaptive_concurrency critical requests are never shed and
 //! test traffic is shed no later than GETs; clients retry refused requests when asked to.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::{svg_texts, Csv};
@@ -13,7 +14,7 @@ fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
     let out = std::env::temp_dir().join(format!("brownout-scorecard-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let run = Command::new(env!("CARGO_BIN_EXE_brownout"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .args([
             "bench",
             "overload",

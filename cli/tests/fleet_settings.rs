@@ -7,6 +7,7 @@
 
 #![allow(clippy::disallowed_methods)] // real processes, real time
 
+#[path = "../../tests/redis_server/mod.rs"]
 mod redis_server;
 
 use redis_server::{free_port, RedisServer};

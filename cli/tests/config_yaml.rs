@@ -1,11 +1,11 @@
 //! config.yaml is the documented default: every value on a line without `# demo` must equal
 //! the code's default, and every `# demo` value must differ from it.
 
-use brownout::Config;
+use brownout_cli::config::CliConfig;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-const FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml");
+const FILE: &str = concat!(concat!(env!("CARGO_MANIFEST_DIR"), "/.."), "/config.yaml");
 
 /// Dotted keys of the lines of `text` whose comment says `demo`.
 fn marked(text: &str) -> BTreeSet<String> {
@@ -70,8 +70,8 @@ fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
 #[test]
 fn every_unmarked_value_is_the_default_and_every_demo_value_is_not() {
     let text = std::fs::read_to_string(FILE).unwrap();
-    let shipped = serde_json::to_value(Config::load(FILE).unwrap()).unwrap();
-    let default = serde_json::to_value(Config::default()).unwrap();
+    let shipped = serde_json::to_value(CliConfig::load(FILE.as_ref()).unwrap()).unwrap();
+    let default = serde_json::to_value(CliConfig::default()).unwrap();
     let demo = marked(&text);
     assert!(demo.contains("limiters.request_rate.rate"), "{demo:?}");
 
@@ -87,7 +87,7 @@ fn every_unmarked_value_is_the_default_and_every_demo_value_is_not() {
         .collect();
     assert!(
         unmarked.is_empty(),
-        "config.yaml differs from Config::default() without saying `# demo`: {unmarked:?}"
+        "config.yaml differs from the defaults without saying `# demo`: {unmarked:?}"
     );
     let same: Vec<&String> = demo
         .iter()
@@ -102,9 +102,12 @@ fn every_unmarked_value_is_the_default_and_every_demo_value_is_not() {
 /// `brownout check --config <path>`: its exit code and stderr.
 #[test]
 fn the_cpu_bound_demo_is_config_yaml_with_only_its_six_changes() {
-    let cpu = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cpu-bound.yaml");
-    let shipped = serde_json::to_value(Config::load(FILE).unwrap()).unwrap();
-    let bound = serde_json::to_value(Config::load(cpu).unwrap()).unwrap();
+    let cpu = concat!(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
+        "/docs/cpu-bound.yaml"
+    );
+    let shipped = serde_json::to_value(CliConfig::load(FILE.as_ref()).unwrap()).unwrap();
+    let bound = serde_json::to_value(CliConfig::load(cpu.as_ref()).unwrap()).unwrap();
     let mut changed = BTreeSet::new();
     differences(&shipped, &bound, "", &mut changed);
     let expected: BTreeSet<String> = [

@@ -111,12 +111,70 @@ async fn scripted(store: &Arc<RedisStore>, concurrency: usize, decisions: usize)
     Run::from(all, CLOCK.now() - started)
 }
 
-/// The same load as a pipelined `INCR`+`EXPIRE` per request (one round trip).
-async fn baseline(url: &str, concurrency: usize, decisions: usize) -> redis::RedisResult<Run> {
+/// The same load as a pipelined `INCR`+`EXPIRE` per request (one round trip), and as the
+/// smallest GCRA script there is (`MINIMAL_GCRA`).
+async fn baseline(
+    url: &str,
+    concurrency: usize,
+    decisions: usize,
+) -> redis::RedisResult<(Run, Run)> {
     let conn = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    Ok(counters(conn, concurrency, decisions).await)
+    Ok((
+        counters(conn.clone(), concurrency, decisions).await,
+        minimal_gcra(conn, concurrency, decisions).await,
+    ))
+}
+
+/// One bucket on Redis's clock and nothing else: TIME, GET the bucket's theoretical arrival
+/// time, SET the new one with its expiry (refused: nothing written). What a decision of
+/// brownout's script is measured against: it keeps the same clock and TTLs and adds permits,
+/// the fleet slot, quotas and modes.
+const MINIMAL_GCRA: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local inc, tol = tonumber(ARGV[1]), tonumber(ARGV[2])
+local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0') or 0, now) + inc
+if tat - now > tol then return 0 end
+redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.floor((tat - now) / 1000) + 1)
+return 1
+";
+
+async fn minimal_gcra<C>(conn: C, concurrency: usize, decisions: usize) -> Run
+where
+    C: redis::aio::ConnectionLike + Clone + Send + 'static,
+{
+    let script = redis::Script::new(MINIMAL_GCRA);
+    let bucket = Bucket::new(1_000.0, 1_000.0, 0.0);
+    let (inc, tol) = (bucket.increment(1), bucket.tolerance());
+    let per_task = decisions / concurrency;
+    let started = CLOCK.now();
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|t| {
+            let (mut conn, script) = (conn.clone(), script.clone());
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(per_task);
+                for i in 0..per_task {
+                    let key = format!("gcra:{{{:016x}}}", (t * per_task + i) % 10_000);
+                    let begun = CLOCK.now();
+                    let _: redis::RedisResult<i64> = script
+                        .key(&key)
+                        .arg(inc)
+                        .arg(tol)
+                        .invoke_async(&mut conn)
+                        .await;
+                    latencies.push((CLOCK.now() - begun).as_secs_f64() * 1e6);
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(decisions);
+    for t in tasks {
+        all.extend(t.await.unwrap_or_default());
+    }
+    Run::from(all, CLOCK.now() - started)
 }
 
 /// [`baseline`] on a Cluster (both commands of a request go to its key's node).
@@ -124,11 +182,14 @@ async fn baseline_cluster(
     nodes: &[String],
     concurrency: usize,
     decisions: usize,
-) -> redis::RedisResult<Run> {
+) -> redis::RedisResult<(Run, Run)> {
     let conn = redis::cluster::ClusterClient::new(nodes.to_vec())?
         .get_async_connection()
         .await?;
-    Ok(counters(conn, concurrency, decisions).await)
+    Ok((
+        counters(conn.clone(), concurrency, decisions).await,
+        minimal_gcra(conn, concurrency, decisions).await,
+    ))
 }
 
 async fn counters<C>(conn: C, concurrency: usize, decisions: usize) -> Run
@@ -247,20 +308,31 @@ async fn measure(args: RedisArgs) -> Result<(), String> {
         url.clone()
     };
     println!("Redis at {at}; {} decisions per run\n", args.decisions);
-    println!("| concurrency | brownout decisions/s | p50 | p99 | INCR+EXPIRE ops/s | p50 | p99 |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| concurrency | brownout decisions/s | p50 | p99 | minimal GCRA script decisions/s | p50 | p99 | brownout ÷ GCRA | INCR+EXPIRE ops/s | p50 | p99 |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for &c in &args.concurrency {
         let c = c.max(1);
         let s = scripted(&store, c, args.decisions).await;
-        let b = if cluster {
+        let (b, g) = if cluster {
             baseline_cluster(&args.nodes, c, args.decisions).await
         } else {
             baseline(&url, c, args.decisions).await
         }
         .map_err(|e| format!("baseline: {e}"))?;
         println!(
-            "| {c} | {:.0} | {:.0} µs | {:.0} µs | {:.0} | {:.0} µs | {:.0} µs |",
-            s.per_second, s.p50, s.p99, b.per_second, b.p50, b.p99
+            "| {c} | {:.0} | {:.0} µs | {:.0} µs | {:.0} | {:.0} µs | {:.0} µs | {:.2} | {:.0} | {:.0} µs | {:.0} µs |",
+            s.per_second,
+            s.p50,
+            s.p99,
+            g.per_second,
+            g.p50,
+            g.p99,
+            s.per_second / g.per_second,
+            b.per_second,
+            b.p50,
+            b.p99
         );
     }
     let (hybrid, memory) = local_first(&config).await?;

@@ -1,6 +1,7 @@
 //! `brownout simulate` as an operator runs it: the binary, config.yaml, a quick profile, and
 //! the files it writes.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::{svg_texts, Csv};
@@ -9,7 +10,7 @@ use std::process::{Command, Output};
 
 fn simulate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_brownout"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .arg("simulate")
         .args(args)
         .output()
@@ -144,7 +145,8 @@ fn the_model_is_within_five_points_of_the_committed_full_run() {
     assert!(out.status.success());
     let model = Csv::read(&dir.join("simulate.csv"));
     let real = Csv::read(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/scorecard/hold/config.csv"),
+        &PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .join("docs/scorecard/hold/config.csv"),
     );
     assert_eq!(model.rows.len(), real.rows.len(), "the same seconds");
     let capacity = 160.0;

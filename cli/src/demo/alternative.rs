@@ -3,21 +3,17 @@
 //! tier-blind) in front of the demo's routes, chosen by `demo.alternative_limiter`.
 
 use crate::config::AlternativeLimiter;
-use crate::runtime::Error;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
+use brownout::Error;
 use std::future::{ready, Future, Ready};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 
-#[cfg(feature = "cli")]
 type Shared = Arc<dyn congestion_limiter::limiter::Limiter + Send + Sync>;
-#[cfg(not(feature = "cli"))]
-type Shared = Arc<std::convert::Infallible>;
 
 /// The limit before anything is learned: adaptive_concurrency's default initial limit.
-#[cfg(feature = "cli")]
 const INITIAL_LIMIT: usize = 20;
 
 /// The middleware: passes everything through when no alternative is configured.
@@ -27,7 +23,6 @@ pub struct Gate(Option<Shared>);
 impl Gate {
     /// The limiter `which` names (one per app, shared by its workers).
     pub fn new(which: AlternativeLimiter) -> Result<Self, Error> {
-        #[cfg(feature = "cli")]
         {
             use congestion_limiter::limiter::DefaultLimiter;
             use congestion_limiter::limits::{Gradient, Vegas};
@@ -41,13 +36,6 @@ impl Gate {
                 )),
             };
             Ok(Self(Some(limiter)))
-        }
-        #[cfg(not(feature = "cli"))]
-        match which {
-            AlternativeLimiter::Off => Ok(Self(None)),
-            other => Err(Error::Admin(format!(
-                "demo.alternative_limiter {other:?} needs brownout built with its cli feature"
-            ))),
         }
     }
 }
@@ -105,7 +93,6 @@ where
     }
 }
 
-#[cfg(feature = "cli")]
 async fn admit<S, B>(limiter: Shared, service: Rc<S>, req: ServiceRequest) -> Answer<B>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
@@ -127,9 +114,4 @@ where
     };
     limiter.release(token, Some(outcome)).await;
     answer.map(ServiceResponse::map_into_left_body)
-}
-
-#[cfg(not(feature = "cli"))]
-async fn admit<S, B>(limiter: Shared, _: Rc<S>, _: ServiceRequest) -> Answer<B> {
-    match *limiter {}
 }

@@ -8,27 +8,28 @@
 #![allow(clippy::disallowed_methods)]
 
 use brownout::config::HumanDuration;
-use brownout::demo::Demo;
-use brownout::{Config, Mode, Tier};
+use brownout::{Mode, Tier};
+use brownout_cli::config::CliConfig;
+use brownout_cli::demo::Demo;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-const FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config.yaml");
+const FILE: &str = concat!(concat!(env!("CARGO_MANIFEST_DIR"), "/.."), "/config.yaml");
 
 /// How many times shorter the controller's times are than the shipped ones.
 const COMPRESS: f64 = 10.0;
 
 /// config.yaml as the walkthrough changes it (request_rate and concurrent_requests dark), on
 /// free loopback ports, with the controller's times `COMPRESS` times shorter.
-fn walkthrough_config() -> Config {
-    let mut c = Config::load(FILE).expect("config.yaml loads");
-    c.limiters.request_rate.mode = Mode::Dark;
-    c.limiters.concurrent_requests.mode = Mode::Dark;
+fn walkthrough_config() -> CliConfig {
+    let mut c = CliConfig::load(FILE.as_ref()).expect("config.yaml loads");
+    c.brownout.limiters.request_rate.mode = Mode::Dark;
+    c.brownout.limiters.concurrent_requests.mode = Mode::Dark;
     c.demo.bind = "127.0.0.1:0".into();
-    c.admin.bind = "127.0.0.1:0".into();
-    c.admin.overrides_file = None;
-    let wu = &mut c.limiters.worker_utilization;
+    c.brownout.admin.bind = "127.0.0.1:0".into();
+    c.brownout.admin.overrides_file = None;
+    let wu = &mut c.brownout.limiters.worker_utilization;
     assert_eq!(
         (wu.seconds_before_shedding, wu.seconds_to_shed_all),
         (28.0, 120.0),
@@ -128,8 +129,13 @@ fn first(answers: &[Answer], tier: Tier, limiter: &str) -> Option<Duration> {
 #[actix_web::test]
 async fn the_walkthrough_sheds_test_then_get_traffic_under_sustained_overload() {
     let config = walkthrough_config();
-    let before =
-        Duration::from_secs_f64(config.limiters.worker_utilization.seconds_before_shedding);
+    let before = Duration::from_secs_f64(
+        config
+            .brownout
+            .limiters
+            .worker_utilization
+            .seconds_before_shedding,
+    );
     let demo = Demo::start(config).expect("demo starts");
     let base = format!("http://{}", demo.app_addr);
     // GETs and test-mode GETs far past the capacity of 160 a second, and a few charges.

@@ -7,8 +7,8 @@ mod chart;
 mod overload;
 mod simulate_cli;
 
-use brownout::demo::Demo;
-use brownout::Config;
+use brownout_cli::config::CliConfig;
+use brownout_cli::demo::Demo;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -76,7 +76,7 @@ fn main() -> ExitCode {
     });
     let loaded = path
         .as_ref()
-        .map_or_else(|| Ok(Config::default()), Config::load);
+        .map_or_else(|| Ok(CliConfig::default()), |p| CliConfig::load(p));
     let config = match loaded {
         Ok(config) => config,
         Err(e) => {
@@ -85,7 +85,7 @@ fn main() -> ExitCode {
         }
     };
     match command {
-        Command::Admin { url, command } => admin_cli::run(&config, url, command),
+        Command::Admin { url, command } => admin_cli::run(&config.brownout, url, command),
         Command::Simulate(args) => simulate_cli::run(config, args),
         Command::Bench {
             command: BenchCommand::Overload(args),
@@ -110,7 +110,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(config: Config, path: Option<PathBuf>) -> Result<(), brownout::Error> {
+async fn run(config: CliConfig, path: Option<PathBuf>) -> Result<(), brownout::Error> {
     // SIGHUP reloads `path` (admin.reload_on_sighup), installed by Brownout::start.
     let service_time = config.demo.service_time.get();
     let demo = Demo::start_with_file(config, path.as_deref())?;

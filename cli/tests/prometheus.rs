@@ -10,15 +10,16 @@
 #![allow(clippy::disallowed_methods)]
 
 use brownout::config::HumanDuration;
-use brownout::demo::Demo;
 use brownout::ops::Change;
-use brownout::{Config, Mode};
+use brownout::Mode;
+use brownout_cli::config::CliConfig;
+use brownout_cli::demo::Demo;
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const DASHBOARDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/dashboards");
+const DASHBOARDS: &str = concat!(concat!(env!("CARGO_MANIFEST_DIR"), "/.."), "/dashboards");
 
 fn need(tool: &str) {
     let found = Command::new(tool)
@@ -89,8 +90,11 @@ fn free_port() -> u16 {
 
 /// The README's scrape config ("Scrape it"), its paths and port filled in for this run.
 fn readme_scrape_config(target: &str, token_file: &Path) -> String {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = std::fs::read_to_string(concat!(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
+        "/README.md"
+    ))
+    .unwrap();
     let section = readme
         .split_once("**Scrape it.**")
         .expect("the README's section")
@@ -179,20 +183,20 @@ async fn every_dashboard_and_alert_query_returns_series_from_a_real_prometheus()
         );
     }
 
-    let mut config = Config::default();
-    config.admin.bind = "127.0.0.1:0".into();
+    let mut config = CliConfig::default();
+    config.brownout.admin.bind = "127.0.0.1:0".into();
     // /metrics behind the token, as the README's scrape config expects it may be.
     let token = "prometheus-test-token-0123456789";
-    config.admin.metrics_auth = true;
-    config.admin.token_env = "BROWNOUT_PROMETHEUS_TEST_TOKEN".into();
+    config.brownout.admin.metrics_auth = true;
+    config.brownout.admin.token_env = "BROWNOUT_PROMETHEUS_TEST_TOKEN".into();
     std::env::set_var("BROWNOUT_PROMETHEUS_TEST_TOKEN", token);
     config.demo.bind = "127.0.0.1:0".into();
     config.demo.workers = 4;
     config.demo.service_time = HumanDuration::from_millis(5);
-    config.limiters.worker_utilization.sample_interval = HumanDuration::from_millis(500);
-    config.limiters.request_rate.mode = Mode::Enforce;
-    config.limiters.request_rate.rate = 50.0;
-    config.limiters.request_rate.burst = 20;
+    config.brownout.limiters.worker_utilization.sample_interval = HumanDuration::from_millis(500);
+    config.brownout.limiters.request_rate.mode = Mode::Enforce;
+    config.brownout.limiters.request_rate.rate = 50.0;
+    config.brownout.limiters.request_rate.burst = 20;
     let demo = Demo::start(config).expect("demo starts");
     let dir = std::env::temp_dir().join(format!("brownout-prometheus-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -6,10 +6,11 @@
 
 mod alternative;
 
-use crate::config::{Config, ConfigError, DemoWork};
-use crate::runtime::{Brownout, Error};
+use crate::config::{CliConfig, DemoWork};
 use actix_web::dev::ServerHandle;
 use actix_web::{web, App, HttpResponse, HttpServer};
+use brownout::config::ConfigError;
+use brownout::{Brownout, Error};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -136,19 +137,29 @@ pub struct Demo {
 impl Demo {
     /// Builds brownout from `config`, starts its actors, the admin server and the demo app.
     /// Must run inside an actix system.
-    pub fn start(config: Config) -> Result<Self, Error> {
+    ///
+    /// # Errors
+    /// What [`Brownout::build`](brownout::BrownoutBuilder::build) and
+    /// [`Brownout::admin_server`] refuse; a `demo.bind` that cannot be bound.
+    pub fn start(config: CliConfig) -> Result<Self, Error> {
         Self::start_with_file(config, None)
     }
 
     /// Like [`start`](Self::start), for a `config` read from `file` (which SIGHUP reloads).
-    pub fn start_with_file(config: Config, file: Option<&std::path::Path>) -> Result<Self, Error> {
-        let d = &config.demo;
-        let pool = WorkerPool::new(d.workers, d.service_time.get(), d.work)?;
-        let mut builder = Brownout::builder(config.clone());
+    ///
+    /// # Errors
+    /// As for [`start`](Self::start).
+    pub fn start_with_file(
+        config: CliConfig,
+        file: Option<&std::path::Path>,
+    ) -> Result<Self, Error> {
+        let CliConfig { brownout, demo } = config;
+        let pool = WorkerPool::new(demo.workers, demo.service_time.get(), demo.work)?;
+        let mut builder = Brownout::builder(brownout);
         if let Some(file) = file {
             builder = builder.config_file(file);
         }
-        let gate = alternative::Gate::new(config.demo.alternative_limiter)?;
+        let gate = alternative::Gate::new(demo.alternative_limiter)?;
         let brownout = builder.build()?;
         brownout.start()?;
         let admin = brownout.admin_server()?;
@@ -161,8 +172,8 @@ impl Demo {
                 .configure(routes(pool.clone()))
         })
         .disable_signals()
-        .bind(&config.demo.bind)
-        .map_err(|e| Error::Admin(format!("demo.bind {}: {e}", config.demo.bind)))?;
+        .bind(&demo.bind)
+        .map_err(|e| Error::Admin(format!("demo.bind {}: {e}", demo.bind)))?;
         let app_addr = app.addrs()[0];
         let app = app.run();
         let demo = Demo {

@@ -2,13 +2,13 @@
 //! CPU-bound demo, measured) and its state each second.
 
 use super::{arm_config, report, DemoProcess, OverloadArgs};
-use brownout::Config;
+use brownout_cli::config::CliConfig;
 use std::time::Duration;
 
 /// A CPU-bound demo's capacity: the answers a second of a closed loop (eight clients a worker,
 /// at least 32, each sending the next GET when the last is answered) gets from it, every
 /// limiter off, over 5 s after a second of warm-up (at most 200,000 requests).
-pub(super) fn measure_capacity(config: &Config, args: &OverloadArgs) -> Result<f64, String> {
+pub(super) fn measure_capacity(config: &CliConfig, args: &OverloadArgs) -> Result<f64, String> {
     let config = arm_config(config, "off", args.cap).expect("a known arm");
     let demo = DemoProcess::start(
         &config,

@@ -1,0 +1,185 @@
+//! config.yaml as the `brownout` binary reads it: brownout's own sections (the library's
+//! [`Config`]) and the demo's `demo:` section, which the library keeps as written and never
+//! reads. One file, so the shipped config.yaml configures both.
+
+use brownout::config::{app_section, ConfigError, HumanDuration};
+use brownout::Config;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::Path;
+
+/// The program's own top-level sections of config.yaml.
+pub const SECTIONS: &[&str] = &["demo"];
+
+/// The whole file: brownout's sections and the demo's.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CliConfig {
+    /// What the library reads (every section but `demo:`).
+    pub brownout: Config,
+    /// `demo:`.
+    pub demo: DemoConfig,
+}
+
+/// The file as the demo reads it: brownout's sections and `demo:` side by side (what `bench
+/// overload` writes for each arm's process).
+impl Serialize for CliConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Whole<'a> {
+            #[serde(flatten)]
+            brownout: &'a Config,
+            demo: &'a DemoConfig,
+        }
+        Whole {
+            brownout: &self.brownout,
+            demo: &self.demo,
+        }
+        .serialize(s)
+    }
+}
+
+impl CliConfig {
+    /// Parses and validates YAML text: both parts, with the library's messages (dotted key,
+    /// what was expected, line).
+    ///
+    /// # Errors
+    /// The first problem, naming its key.
+    pub fn from_yaml_str(text: &str) -> Result<Self, ConfigError> {
+        Ok(Self {
+            brownout: Config::from_yaml_str_with_sections(text, SECTIONS)?,
+            demo: app_section(text, "demo", DemoConfig::validate)?,
+        })
+    }
+
+    /// Reads, parses and validates a file.
+    ///
+    /// # Errors
+    /// As for [`from_yaml_str`](Self::from_yaml_str), with the file's name in front; or the
+    /// file cannot be read.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        // Read through the library so that the file's name is added as it adds it.
+        let brownout = Config::load_with_sections(path, SECTIONS)?;
+        let demo =
+            app_section(&text, "demo", DemoConfig::validate).map_err(|e| ConfigError::InFile {
+                path: path.to_owned(),
+                inner: Box::new(e),
+            })?;
+        Ok(Self { brownout, demo })
+    }
+}
+
+/// `demo:` — the demo app.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DemoConfig {
+    /// Listen address of the demo app.
+    pub bind: String,
+    /// Size of the simulated worker pool.
+    pub workers: u32,
+    /// How long each request holds a worker.
+    pub service_time: HumanDuration,
+    /// What a request does with its worker: `sleep` for `service_time` (an I/O-bound app:
+    /// `workers` is its capacity), or `cpu`: burn `service_time` of CPU time on a thread of
+    /// its own (a CPU-bound app: set `workers` to the cores the server is given; its capacity
+    /// is what those cores do, less what HTTP and brownout take).
+    pub work: DemoWork,
+    /// Another crate's adaptive concurrency limiter in front of the demo's routes, for the
+    /// overload scorecard's comparison arm (brownout's own limiters are set apart).
+    pub alternative_limiter: AlternativeLimiter,
+}
+
+impl DemoConfig {
+    /// Refuses what the demo cannot run with, naming the key.
+    ///
+    /// # Errors
+    /// The first problem.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.bind.parse::<SocketAddr>().is_err() {
+            return Err(ConfigError::invalid(
+                "demo.bind",
+                format!(
+                    "must be an IP address and port like 127.0.0.1:9090 (got {:?})",
+                    self.bind
+                ),
+            ));
+        }
+        if self.workers < 1 {
+            return Err(ConfigError::invalid("demo.workers", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// `demo.work:` — how a demo request spends its service time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DemoWork {
+    /// Waits (the default): a slot held, no CPU used.
+    #[default]
+    Sleep,
+    /// Spins until its thread has used `service_time` of CPU (Linux: read from
+    /// `/proc/thread-self/schedstat`), so a contended core stretches it as it would a real
+    /// CPU-bound handler.
+    Cpu,
+}
+
+/// `demo.alternative_limiter:` — which of the congestion-limiter crate's algorithms guards
+/// the demo, as a fail-fast limit on requests in flight (503 when it is full).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlternativeLimiter {
+    /// None (the default).
+    #[default]
+    Off,
+    /// TCP Vegas: the queue estimated from latency over its minimum.
+    Vegas,
+    /// A delay gradient between short- and long-term latency.
+    Gradient,
+}
+
+impl Default for DemoConfig {
+    fn default() -> Self {
+        Self {
+            bind: "127.0.0.1:8080".into(),
+            workers: 8,
+            service_time: HumanDuration::from_millis(50),
+            work: DemoWork::Sleep,
+            alternative_limiter: AlternativeLimiter::Off,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_section_is_read_beside_brownouts_with_the_same_messages() {
+        let text = "demo:\n  workers: 2\nlimiters:\n  request_rate:\n    rate: 7\n";
+        let c = CliConfig::from_yaml_str(text).unwrap();
+        assert_eq!(
+            (c.demo.workers, c.brownout.limiters.request_rate.rate),
+            (2, 7.0)
+        );
+        let e = CliConfig::from_yaml_str("demo:\n  workers: -1\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "demo.workers must be a whole number (0 to 4294967295), not \"-1\" (line 2, column 12)"
+        );
+        let e = CliConfig::from_yaml_str("{}\n").map(|c| c.demo).unwrap();
+        assert_eq!(e, DemoConfig::default());
+        let e = CliConfig::from_yaml_str("demo:\n  workers: 0\n").unwrap_err();
+        assert_eq!(e.to_string(), "demo.workers must be at least 1 (line 2)");
+        let e = CliConfig::from_yaml_str("demo:\n  bind: nowhere\n").unwrap_err();
+        assert_eq!(e.key(), Some("demo.bind"));
+        let e = CliConfig::from_yaml_str("demoo:\n  bind: x\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "demoo is not a known key; the keys here are admin, classifier, limiters, store, demo (line 1, column 1)"
+        );
+    }
+}
