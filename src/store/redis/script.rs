@@ -226,7 +226,7 @@ pub(super) fn decide_cmd(
 }
 
 /// Where a slot given back lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SlotSet {
     /// A client's in-flight set.
     Client(u64),

@@ -99,27 +99,43 @@ pub(super) async fn run(
             batch.clear();
             continue;
         };
-        // Releases (nearly all of it) are plain ZREMs; refunds and failure counts need the
-        // script's arithmetic. Standalone: one pipeline, one round trip. Cluster: a pipeline
-        // goes to one node, so each operation is sent on its own (all at once).
+        // Releases (nearly all of it) are plain ZREMs, one per set with every member the batch
+        // gives back to it (the fleet's set gets one ZREM per batch, not one per request);
+        // refunds and failure counts need the script's arithmetic. Standalone: one pipeline,
+        // one round trip. Cluster: a pipeline goes to one node, so each command is sent on its
+        // own (all at once).
         let cluster = store.target.is_cluster();
         let mut pipe = redis::pipe();
         let mut alone = Vec::new();
+        let mut releases: Vec<redis::Cmd> = Vec::new();
+        let mut release_of: std::collections::HashMap<SlotSet, usize> = Default::default();
+        let mut commands = Vec::with_capacity(batch.len());
         for u in batch.drain(..) {
-            let cmd = match u {
+            match u {
                 Undo::Release { set, member } => {
+                    let member = script::member(store.instance, member);
+                    if let Some(&i) = release_of.get(&set) {
+                        releases[i].arg(member);
+                        continue;
+                    }
                     let key = match set {
                         SlotSet::Client(key) => store.keys.in_flight(key),
                         SlotSet::Fleet => store.keys.fleet(),
                     };
                     let mut cmd = redis::cmd("ZREM");
-                    cmd.arg(key).arg(script::member(store.instance, member));
-                    cmd
+                    cmd.arg(key).arg(member);
+                    release_of.insert(set, releases.len());
+                    releases.push(cmd);
                 }
-                other => {
-                    script::undo_cmd(&store.scripts.undo, &store.keys, store.instance, &[other])
-                }
-            };
+                other => commands.push(script::undo_cmd(
+                    &store.scripts.undo,
+                    &store.keys,
+                    store.instance,
+                    &[other],
+                )),
+            }
+        }
+        for cmd in commands.into_iter().chain(releases) {
             if cluster {
                 alone.push(cmd);
             } else {
