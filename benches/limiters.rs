@@ -156,13 +156,10 @@ fn run_pair(iters: u64, f: impl Fn(usize, u64) + Sync) -> Duration {
 
 /// A GET of one item by the client with API key `auth`.
 fn facts<'a>(auth: &'a str, peer: Option<std::net::IpAddr>) -> RequestFacts<'a> {
-    RequestFacts {
-        method: "GET",
-        path: "/v1/items/it_123",
-        authorization: Some(auth.as_bytes()),
-        peer,
-        ..RequestFacts::default()
-    }
+    let mut facts =
+        RequestFacts::new("GET", "/v1/items/it_123").with_authorization(auth.as_bytes());
+    facts.peer = peer;
+    facts
 }
 
 /// Clients taking turns in the hot-state decision benches. One client could not be checked
@@ -211,10 +208,8 @@ fn decision(c: &mut Criterion) {
     ] {
         let mut partial = Config::default();
         let l = &mut partial.limiters;
-        l.request_rate = brownout::config::RequestRateConfig {
-            mode: if enable[0] { Mode::Enforce } else { Mode::Off },
-            ..config.limiters.request_rate.clone()
-        };
+        l.request_rate = config.limiters.request_rate.clone();
+        l.request_rate.mode = if enable[0] { Mode::Enforce } else { Mode::Off };
         l.concurrent_requests.mode = if enable[1] { Mode::Enforce } else { Mode::Off };
         l.fleet_usage.mode = if enable[2] { Mode::Enforce } else { Mode::Off };
         l.fleet_usage.capacity = 1_000_000;

@@ -9,12 +9,7 @@ use brownout::Decision;
 use common::Rig;
 
 fn facts(key: &str) -> RequestFacts<'_> {
-    RequestFacts {
-        method: "GET",
-        path: "/v1/items",
-        authorization: Some(key.as_bytes()),
-        ..RequestFacts::default()
-    }
+    RequestFacts::new("GET", "/v1/items").with_authorization(key.as_bytes())
 }
 
 fn allowed(d: &Decision) -> bool {

@@ -12,8 +12,7 @@ mod redis_server;
 use actix_web::http::StatusCode;
 use actix_web::{test, web, App, HttpResponse};
 use brownout::config::{
-    HumanDuration, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey, StoreKind,
-    StoreSync,
+    HumanDuration, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaCount, StoreKind, StoreSync,
 };
 use brownout::{Config, Mode};
 use common::Rig;
@@ -415,15 +414,16 @@ async fn a_redis_outage_degrades_to_local_limits_and_shared_limits_come_back() {
 async fn failures_count_against_a_quota_across_servers() {
     let redis = RedisServer::start();
     let mut config = common::slow_bucket(1_000);
-    config.limiters.request_rate.quotas.push(QuotaConfig {
-        name: "card_failures".into(),
-        algorithm: QuotaAlgorithm::SlidingWindow,
-        limit: 2,
-        window: HumanDuration::from_secs(86_400),
-        routes: vec!["POST /v1/charges".into()],
-        key: QuotaKey::Client,
-        count: QuotaCount::Failures,
-    });
+    config.limiters.request_rate.quotas.push(
+        QuotaConfig::new(
+            "card_failures",
+            QuotaAlgorithm::SlidingWindow,
+            2,
+            HumanDuration::from_secs(86_400),
+        )
+        .with_routes(["POST /v1/charges"])
+        .with_count(QuotaCount::Failures),
+    );
     let config = fleet(config, &redis);
     let (a, b) = (Rig::new(config.clone()), Rig::new(config));
     shared(&a).await;
@@ -537,10 +537,7 @@ fn from_ip(key: &str, ip: &str) -> test::TestRequest {
 async fn a_cluster_shards_clients_and_shares_their_limits() {
     let cluster = Cluster::start();
     let mut config = common::slow_bucket(3);
-    config.limiters.request_rate.per_ip = Some(PerIpConfig {
-        rate: 0.001,
-        burst: 10,
-    });
+    config.limiters.request_rate.per_ip = Some(PerIpConfig::new(0.001, 10));
     let config = on_cluster(config, &cluster);
     let (a, b) = (Rig::new(config.clone()), Rig::new(config));
     shared(&a).await;
@@ -563,12 +560,8 @@ async fn a_cluster_shards_clients_and_shares_their_limits() {
     let from_b = b
         .brownout
         .read_client(
-            &brownout::classify::RequestFacts {
-                method: "GET",
-                path: "/v1/items",
-                authorization: Some(b"Bearer sk_live_7"),
-                ..Default::default()
-            },
+            &brownout::classify::RequestFacts::new("GET", "/v1/items")
+                .with_authorization(b"Bearer sk_live_7"),
             None,
         )
         .await
@@ -641,10 +634,7 @@ async fn five_at_one_and_a_half_per_second(sync: StoreSync, per_ip: bool) {
     let rr = &mut config.limiters.request_rate;
     if per_ip {
         (rr.rate, rr.burst) = (1000.0, 1000);
-        rr.per_ip = Some(PerIpConfig {
-            rate: 1.5,
-            burst: 5,
-        });
+        rr.per_ip = Some(PerIpConfig::new(1.5, 5));
     } else {
         rr.rate = 1.5;
     }

@@ -17,12 +17,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 async fn store(redis: &RedisServer) -> Arc<RedisStore> {
-    let config = StoreConfig {
-        kind: StoreKind::Redis,
-        url: Some(redis.url()),
-        timeout: brownout::config::HumanDuration::from_millis(500),
-        ..StoreConfig::default()
-    };
+    let mut config = StoreConfig::default();
+    config.kind = StoreKind::Redis;
+    config.url = Some(redis.url());
+    config.timeout = brownout::config::HumanDuration::from_millis(500);
     let store = Arc::new(
         RedisStore::new(&config, 1, Arc::new(brownout::clock::SystemClock::new())).unwrap(),
     );

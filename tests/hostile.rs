@@ -10,9 +10,7 @@ mod common;
 use actix_web::http::StatusCode;
 use actix_web::{test, web, App, HttpMessage, HttpResponse, HttpServer};
 use brownout::clock::ManualClock;
-use brownout::config::{
-    HumanDuration, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey,
-};
+use brownout::config::{HumanDuration, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaKey};
 use brownout::{Brownout, ClientKey, Config, Mode};
 use common::{raw_http, Rig};
 use std::net::SocketAddr;
@@ -35,15 +33,15 @@ fn guarded() -> Config {
     let rr = &mut c.limiters.request_rate;
     rr.costs.insert("POST /v1/charges".into(), 5);
     rr.costs.insert("POST /v1/tokens".into(), 5);
-    rr.quotas.push(QuotaConfig {
-        name: "charges".into(),
-        algorithm: QuotaAlgorithm::FixedWindow,
-        limit: 1000,
-        window: HumanDuration::from_secs(86_400),
-        routes: vec!["POST /v1/charges".into()],
-        key: QuotaKey::Client,
-        count: QuotaCount::Requests,
-    });
+    rr.quotas.push(
+        QuotaConfig::new(
+            "charges",
+            QuotaAlgorithm::FixedWindow,
+            1000,
+            HumanDuration::from_secs(86_400),
+        )
+        .with_routes(["POST /v1/charges"]),
+    );
     c
 }
 
@@ -304,19 +302,16 @@ async fn quota_windows_follow_the_calendar_and_the_answer_agrees_with_retry_afte
     c.limiters.worker_utilization.mode = Mode::Off;
     let rr = &mut c.limiters.request_rate;
     rr.mode = Mode::Enforce;
-    rr.quotas.push(QuotaConfig {
-        name: "signups".into(),
-        algorithm: QuotaAlgorithm::FixedWindow,
-        limit: 1,
-        window: HumanDuration::from_secs(86_400),
-        routes: vec![],
-        key: QuotaKey::Ip,
-        count: QuotaCount::Requests,
-    });
-    rr.per_ip = Some(PerIpConfig {
-        rate: 100.0,
-        burst: 1000,
-    });
+    rr.quotas.push(
+        QuotaConfig::new(
+            "signups",
+            QuotaAlgorithm::FixedWindow,
+            1,
+            HumanDuration::from_secs(86_400),
+        )
+        .with_key(QuotaKey::Ip),
+    );
+    rr.per_ip = Some(PerIpConfig::new(100.0, 1000));
     let rig = Rig::new(c);
     // The process started at 23:59:50 UTC: the day's window ends in 10 s, not in 24 h.
     let day = 20_000 * 86_400;

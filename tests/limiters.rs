@@ -140,7 +140,7 @@ async fn burst_of_five_at_one_instant(rate: f64, per_ip: bool) {
         if per_ip { 1000 } else { 5 },
     );
     if per_ip {
-        c.limiters.request_rate.per_ip = Some(PerIpConfig { rate, burst: 5 });
+        c.limiters.request_rate.per_ip = Some(PerIpConfig::new(rate, 5));
     }
     let rig = Rig::new(c);
     let app = app!(rig, gate());
@@ -170,12 +170,8 @@ async fn burst_of_five_at_one_instant(rate: f64, per_ip: bool) {
         "at {rate}/s"
     );
     // The same answer through `Brownout::check`, to the µs: one credit at `rate`.
-    let facts = RequestFacts {
-        method: "GET",
-        path: "/v1/items",
-        authorization: Some(b"Bearer sk_live_five_check"),
-        ..RequestFacts::default()
-    };
+    let facts =
+        RequestFacts::new("GET", "/v1/items").with_authorization(b"Bearer sk_live_five_check");
     if !per_ip {
         for _ in 0..5 {
             let d = rig.brownout.check(&facts, None);
@@ -318,12 +314,7 @@ async fn plans_come_from_a_trusted_header_or_the_hook() {
     let mut c = rated(1.0, 1);
     c.limiters.request_rate.plans.insert(
         "enterprise".into(),
-        brownout::config::PlanConfig {
-            rate: 1.0,
-            burst: 5,
-            default_cost: None,
-            costs: Default::default(),
-        },
+        brownout::config::PlanConfig::new(1.0, 5),
     );
     let count_passes = |rig: &Rig, plan: Option<&'static str>, key: &'static str| {
         let rig_app = (rig.brownout.clone(),);
@@ -376,15 +367,16 @@ async fn plans_come_from_a_trusted_header_or_the_hook() {
 #[actix_web::test]
 async fn failed_card_attempts_quota_counts_only_failures() {
     let mut c = rated(100.0, 100);
-    c.limiters.request_rate.quotas.push(QuotaConfig {
-        name: "card_failures".into(),
-        algorithm: QuotaAlgorithm::SlidingWindow,
-        limit: 3,
-        window: HumanDuration::from_secs(86_400),
-        routes: vec!["POST /v1/charges".into()],
-        key: QuotaKey::Client,
-        count: QuotaCount::Failures,
-    });
+    c.limiters.request_rate.quotas.push(
+        QuotaConfig::new(
+            "card_failures",
+            QuotaAlgorithm::SlidingWindow,
+            3,
+            HumanDuration::from_secs(86_400),
+        )
+        .with_routes(["POST /v1/charges"])
+        .with_count(QuotaCount::Failures),
+    );
     let rig = Rig::new(c);
     let app = app!(rig, gate());
     let charge = |decline: bool| {
@@ -428,15 +420,16 @@ async fn failed_card_attempts_quota_counts_only_failures() {
 #[actix_web::test]
 async fn per_ip_quota_with_fixed_window_resets_at_the_boundary() {
     let mut c = rated(100.0, 100);
-    c.limiters.request_rate.quotas.push(QuotaConfig {
-        name: "signups".into(),
-        algorithm: QuotaAlgorithm::FixedWindow,
-        limit: 2,
-        window: HumanDuration::from_secs(60),
-        routes: vec!["POST /v1/accounts".into()],
-        key: QuotaKey::Ip,
-        count: QuotaCount::Requests,
-    });
+    c.limiters.request_rate.quotas.push(
+        QuotaConfig::new(
+            "signups",
+            QuotaAlgorithm::FixedWindow,
+            2,
+            HumanDuration::from_secs(60),
+        )
+        .with_routes(["POST /v1/accounts"])
+        .with_key(QuotaKey::Ip),
+    );
     let rig = Rig::new(c);
     let app = app!(rig, gate());
     // Different API keys, one IP: the quota is per IP.

@@ -290,14 +290,12 @@ async fn measure(args: RedisArgs) -> Result<(), String> {
         .clone()
         .unwrap_or_else(|| format!("redis://127.0.0.1:{}/", own.as_ref().map_or(6379, |s| s.1)));
     let cluster = !args.nodes.is_empty();
-    let config = StoreConfig {
-        kind: StoreKind::Redis,
-        url: (!cluster).then(|| url.clone()),
-        nodes: args.nodes.clone(),
-        timeout: HumanDuration::from_millis(100),
-        key_prefix: "brownout-bench:".into(),
-        ..StoreConfig::default()
-    };
+    let mut config = StoreConfig::default();
+    config.kind = StoreKind::Redis;
+    config.url = (!cluster).then(|| url.clone());
+    config.nodes = args.nodes.clone();
+    config.timeout = HumanDuration::from_millis(100);
+    config.key_prefix = "brownout-bench:".into();
     let store = connected(&config).await;
     if !store.connected() {
         return Err(format!("cannot connect to {url}"));
@@ -404,12 +402,8 @@ async fn local_first(store: &StoreConfig) -> Result<(f64, f64), String> {
             let mut n = 0usize;
             while CLOCK.now() - begun < Duration::from_secs(1) {
                 for key in keys.iter().cycle().skip(n % 1_000).take(10_000) {
-                    let facts = RequestFacts {
-                        method: "GET",
-                        path: "/v1/items",
-                        authorization: Some(key.as_bytes()),
-                        ..RequestFacts::default()
-                    };
+                    let facts =
+                        RequestFacts::new("GET", "/v1/items").with_authorization(key.as_bytes());
                     std::hint::black_box(brownout.check(&facts, None));
                 }
                 n += 10_000;

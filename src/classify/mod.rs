@@ -61,6 +61,7 @@ impl From<u64> for ClientKey {
 
 /// What the classifier needs to know about a request.
 #[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
 pub struct RequestFacts<'a> {
     /// The HTTP method, e.g. `GET`.
     pub method: &'a str,
@@ -80,6 +81,62 @@ pub struct RequestFacts<'a> {
     pub peer: Option<IpAddr>,
     /// The client as the app named it (its key hook); wins over the bearer key and the IP.
     pub client: Option<ClientKey>,
+}
+
+impl<'a> RequestFacts<'a> {
+    /// A request of `method` to `path` (the routed path, see [`path`](Self::path)) with no
+    /// headers, no peer address and no client named by the app; the `with_` methods add them.
+    ///
+    /// # Examples
+    /// ```
+    /// use brownout::classify::RequestFacts;
+    ///
+    /// let facts = RequestFacts::new("POST", "/v1/charges")
+    ///     .with_authorization(b"Bearer sk_live_abc")
+    ///     .with_peer([192, 0, 2, 7].into());
+    /// assert_eq!(facts.method, "POST");
+    /// ```
+    pub const fn new(method: &'a str, path: &'a str) -> Self {
+        Self {
+            method,
+            path,
+            authorization: None,
+            test_mode: None,
+            forwarded_for: &[],
+            peer: None,
+            client: None,
+        }
+    }
+
+    /// With the raw `Authorization` header.
+    pub const fn with_authorization(mut self, value: &'a [u8]) -> Self {
+        self.authorization = Some(value);
+        self
+    }
+
+    /// With the raw `Brownout-Test-Mode` header.
+    pub const fn with_test_mode(mut self, value: &'a [u8]) -> Self {
+        self.test_mode = Some(value);
+        self
+    }
+
+    /// With the `X-Forwarded-For` header lines, in the order received.
+    pub const fn with_forwarded_for(mut self, lines: &'a [&'a [u8]]) -> Self {
+        self.forwarded_for = lines;
+        self
+    }
+
+    /// With the connection's peer address.
+    pub const fn with_peer(mut self, peer: IpAddr) -> Self {
+        self.peer = Some(peer);
+        self
+    }
+
+    /// With the client as the app names it (wins over the bearer key and the IP).
+    pub const fn with_client(mut self, client: ClientKey) -> Self {
+        self.client = Some(client);
+        self
+    }
 }
 
 /// A request's tier and the hash of its key.

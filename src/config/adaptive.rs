@@ -10,6 +10,7 @@ use std::time::Duration;
 /// count, and are refused only past `critical_ceiling` times the limit, by cohort).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct AdaptiveConcurrencyConfig {
     /// enforce | dark | off.
     pub mode: Mode,
@@ -192,6 +193,7 @@ impl AdaptiveConcurrencyConfig {
 /// handler, so without this it would keep counting against every in-flight limit).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct DeadlineConfig {
     /// After this long the request stops counting: its place in the in-flight count and its
     /// limiter permits are given back (counted in `brownout_expired_requests_total`).

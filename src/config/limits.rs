@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 /// `limiters.request_rate:` — a per-key token bucket of credits with weighted endpoint costs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct RequestRateConfig {
     /// enforce | dark | off.
     pub mode: Mode,
@@ -43,11 +44,19 @@ pub struct RequestRateConfig {
 /// `limiters.request_rate.per_ip:` — a token bucket per client IP.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct PerIpConfig {
     /// Credits regenerated per second.
     pub rate: f64,
     /// Most credits one IP can hold.
     pub burst: u32,
+}
+
+impl PerIpConfig {
+    /// `rate` credits a second per IP, at most `burst` held.
+    pub const fn new(rate: f64, burst: u32) -> Self {
+        Self { rate, burst }
+    }
 }
 
 impl Default for RequestRateConfig {
@@ -73,6 +82,7 @@ impl Default for RequestRateConfig {
 /// `limiters.request_rate.plans.<name>:` — a customer plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct PlanConfig {
     /// Credits regenerated per second.
     pub rate: f64,
@@ -84,6 +94,18 @@ pub struct PlanConfig {
     /// Costs that override the default table for this plan.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub costs: BTreeMap<String, u32>,
+}
+
+impl PlanConfig {
+    /// A plan of `rate` credits a second, at most `burst` held, with the default costs.
+    pub fn new(rate: f64, burst: u32) -> Self {
+        Self {
+            rate,
+            burst,
+            default_cost: None,
+            costs: BTreeMap::new(),
+        }
+    }
 }
 
 /// How a quota counts its window.
@@ -119,6 +141,7 @@ pub enum QuotaCount {
 /// One entry of `limiters.request_rate.quotas`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct QuotaConfig {
     /// A short name, used in headers and problem bodies.
     pub name: String,
@@ -139,6 +162,46 @@ pub struct QuotaConfig {
     pub count: QuotaCount,
 }
 
+impl QuotaConfig {
+    /// At most `limit` requests per `window`, counted as `algorithm` says, for every route,
+    /// keyed by client and counting every request (set `routes`, `key` and `count` to narrow
+    /// it).
+    pub fn new(
+        name: impl Into<String>,
+        algorithm: QuotaAlgorithm,
+        limit: u32,
+        window: HumanDuration,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            algorithm,
+            limit,
+            window,
+            routes: Vec::new(),
+            key: default_quota_key(),
+            count: default_quota_count(),
+        }
+    }
+
+    /// Counting only requests to these route patterns (`"METHOD /path/{param}"`).
+    pub fn with_routes<S: Into<String>>(mut self, routes: impl IntoIterator<Item = S>) -> Self {
+        self.routes = routes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Keyed by `key` (the client, or its IP even when it has an API key).
+    pub fn with_key(mut self, key: QuotaKey) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// Counting `count` (every request, or only failed ones).
+    pub fn with_count(mut self, count: QuotaCount) -> Self {
+        self.count = count;
+        self
+    }
+}
+
 fn default_quota_key() -> QuotaKey {
     QuotaKey::Client
 }
@@ -150,6 +213,7 @@ fn default_quota_count() -> QuotaCount {
 /// `limiters.concurrent_requests:` — a per-key cap on requests in progress.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct ConcurrentRequestsConfig {
     /// enforce | dark | off.
     pub mode: Mode,
@@ -175,6 +239,7 @@ impl Default for ConcurrentRequestsConfig {
 /// `limiters.fleet_usage:` — capacity reserved for critical traffic.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct FleetUsageConfig {
     /// enforce | dark | off.
     pub mode: Mode,

@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 /// The whole configuration file.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct Config {
     /// The admin HTTP server.
     pub admin: AdminConfig,
@@ -148,6 +149,7 @@ impl Mode {
 /// `admin:` — the admin server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct AdminConfig {
     /// Listen address, e.g. `127.0.0.1:9090`.
     pub bind: String,
@@ -190,6 +192,7 @@ impl Default for AdminConfig {
 /// `classifier:` — tiers and keys.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct ClassifierConfig {
     /// Route patterns (`"METHOD /path/{param}"`, method `*` for any) of the critical tier.
     pub critical: Vec<String>,
@@ -219,6 +222,7 @@ impl Default for ClassifierConfig {
 /// `limiters:` — one block per limiter, checked in this order.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct LimitersConfig {
     /// Per-key token bucket with weighted costs.
     pub request_rate: RequestRateConfig,
@@ -263,6 +267,7 @@ pub enum Selection {
 /// The stretch of the shedding amount over which each tier's drop probability rises 0 → 1.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct Bands {
     /// First to go.
     pub test: [f64; 2],
@@ -289,6 +294,7 @@ impl Default for Bands {
 /// Upper bound of each tier's drop probability (each defaults to 1: no cap).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct MaxShed {
     /// Cap for the critical tier.
     pub critical: f64,
@@ -327,6 +333,7 @@ impl MaxShed {
 /// `limiters.worker_utilization:` — Stripe's worker-utilization load shedder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct WorkerUtilizationConfig {
     /// enforce | dark | off.
     pub mode: Mode,

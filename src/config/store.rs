@@ -19,6 +19,7 @@ pub enum StoreKind {
 /// `store:`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct StoreConfig {
     /// memory | redis.
     pub kind: StoreKind,

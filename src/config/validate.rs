@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
     #[error("cannot read config file {path}: {source}")]

@@ -130,6 +130,7 @@ impl RejectStatus {
 
 /// A limiter's "no": an ordinary value that says when to come back.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Rejection {
     /// Who said no.
     pub limiter: LimiterName,
@@ -155,6 +156,7 @@ pub enum RatePolicy {
 
 /// Why a limiter could not decide; the request is let through (fail open).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LimiterError {
     /// The controller has not published a plan for too long (it died, or its source fails).
     #[error("the shed plan is {age:?} old")]

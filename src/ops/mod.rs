@@ -69,6 +69,7 @@ impl Change {
 
 /// Why a change was refused; nothing changed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ChangeError {
     /// The result would not be valid settings.
     #[error(transparent)]

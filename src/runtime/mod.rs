@@ -59,6 +59,7 @@ pub struct Admitted {
 
 /// Why brownout could not be built or started.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The configuration was refused.
     #[error(transparent)]
@@ -298,12 +299,7 @@ impl Brownout {
     ///
     /// let config = Config::builder().rate_limit(0.001, 2).build()?;
     /// let brownout = Brownout::builder(config).build()?;
-    /// let facts = RequestFacts {
-    ///     method: "GET",
-    ///     path: "/v1/items",
-    ///     authorization: Some(b"Bearer sk_live_42"),
-    ///     ..RequestFacts::default()
-    /// };
+    /// let facts = RequestFacts::new("GET", "/v1/items").with_authorization(b"Bearer sk_live_42");
     /// let first = brownout.check(&facts, None); // hold it while the work runs
     /// assert!(matches!(first, Decision::Allowed(_)));
     /// assert!(matches!(brownout.check(&facts, None), Decision::Allowed(_)));

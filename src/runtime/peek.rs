@@ -58,12 +58,7 @@ impl Brownout {
     /// use brownout::{Brownout, Config};
     ///
     /// let brownout = Brownout::builder(Config::builder().rate_limit(0.001, 10).build()?).build()?;
-    /// let facts = RequestFacts {
-    ///     method: "GET",
-    ///     path: "/v1/items",
-    ///     authorization: Some(b"Bearer sk_live_42"),
-    ///     ..RequestFacts::default()
-    /// };
+    /// let facts = RequestFacts::new("GET", "/v1/items").with_authorization(b"Bearer sk_live_42");
     /// let _held = brownout.check(&facts, None);
     /// let state = brownout.peek(&facts, None)?;
     /// assert_eq!(state.request_rate.unwrap().remaining, 9);

@@ -16,6 +16,7 @@ use crate::math::window::{WindowCheck, WindowRule};
 
 /// Why a store could not answer; the limiter fails open.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// No slot could be had (every candidate is in use) or contention did not settle.
     #[error("the {0} table is full")]
