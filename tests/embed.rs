@@ -282,6 +282,7 @@ fn library_users_compile_none_of_the_cli_dependencies_by_default() {
         "sysinfo",
         "plotters",
         "congestion-limiter",
+        "redis",
     ] {
         assert!(
             !tree.lines().any(|l| l.starts_with(&format!("{name} "))),

@@ -107,6 +107,13 @@ impl Config {
             "must be between 1s and 24h",
         )?;
         if s.kind == StoreKind::Redis {
+            // Fleet mode talks to Redis through the redis crate: only with the feature.
+            ensure(
+                cfg!(feature = "redis"),
+                "store.kind",
+                "is redis, which needs brownout's `redis` feature: add features = [\"redis\"] to \
+                 brownout's line in Cargo.toml, or use memory",
+            )?;
             ensure(
                 s.url.is_some() == s.nodes.is_empty(),
                 "store.url",

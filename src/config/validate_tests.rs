@@ -108,6 +108,17 @@ fn without_the_cpu_feature_the_cpu_source_is_refused_by_name() {
 }
 
 #[test]
+#[cfg(not(feature = "redis"))]
+fn without_the_redis_feature_a_redis_store_is_refused_by_name() {
+    let e = refused("store:\n  kind: redis\n  url: redis://127.0.0.1:6379/\n");
+    assert!(
+        e.starts_with("store.kind is redis, which needs brownout's `redis` feature: add features = [\"redis\"]"),
+        "{e}"
+    );
+    assert!(e.ends_with("(line 2)"), "{e}");
+}
+
+#[test]
 #[cfg(feature = "cpu")]
 fn with_the_cpu_feature_the_cpu_source_is_accepted() {
     let yaml = "limiters:\n  worker_utilization:\n    source: max\n    sources: [in_flight, cpu]\n";
@@ -134,6 +145,7 @@ fn bad_route_and_address_name_the_key() {
 }
 
 #[test]
+#[cfg(feature = "redis")]
 fn redis_store_settings_are_checked() {
     let ok = "store:\n  kind: redis\n  url: redis://127.0.0.1:6379/\n";
     Config::from_yaml_str(ok).unwrap().validate().unwrap();
@@ -154,6 +166,7 @@ fn redis_store_settings_are_checked() {
 }
 
 #[test]
+#[cfg(feature = "redis")]
 fn the_admin_scope_follows_the_store_and_is_refused_by_name() {
     let memory = Config::from_yaml_str("{}").unwrap();
     assert_eq!(memory.admin_scope(), crate::config::AdminScope::Local);

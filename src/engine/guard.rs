@@ -2,8 +2,11 @@
 //! count and its limiter permits, all released when it is dropped.
 
 use super::{Admission, Engine};
+#[cfg(feature = "redis")]
 use crate::store::redis::{SlotSet, Undo};
-use crate::store::{Answered, Store, StoreHandle};
+#[cfg(feature = "redis")]
+use crate::store::Answered;
+use crate::store::{Store, StoreHandle};
 use crate::tier::Tier;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -55,18 +58,21 @@ impl EngineRef for Rc<WorkerEngine> {
 
 /// The owner of a request decided on the shared store's answers: its permits, if a later
 /// limiter refuses the request, go back through those answers (to Redis).
+#[cfg(feature = "redis")]
 #[derive(Clone, Copy)]
 pub(crate) struct SharedOwner<'r> {
     pub(crate) engine: &'r Engine,
     pub(crate) answered: &'r Answered<'r>,
 }
 
+#[cfg(feature = "redis")]
 impl StoreHandle for SharedOwner<'_> {
     fn store(&self) -> &dyn Store {
         self.answered
     }
 }
 
+#[cfg(feature = "redis")]
 impl EngineRef for SharedOwner<'_> {
     fn engine(&self) -> &Engine {
         self.engine
@@ -89,7 +95,9 @@ pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     /// room enters when it is let through).
     entered: bool,
     /// The member that holds its permit and fleet slot when they were taken in the engine's
-    /// shared store; 0 when they are local (members are numbered from 1).
+    /// shared store; 0 when they are local (members are numbered from 1). Always 0 without
+    /// the `redis` feature.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     shared_member: u64,
 }
 
@@ -159,28 +167,43 @@ impl<P: EngineRef> RequestGuard<P> {
     }
 }
 
+impl<P: EngineRef> RequestGuard<P> {
+    /// Gives the permits taken in the shared store back there; false when they were local.
+    #[cfg(feature = "redis")]
+    fn release_shared(&self, engine: &Engine) -> bool {
+        let Some(shared) = engine.shared.as_ref().filter(|_| self.shared_member != 0) else {
+            return false;
+        };
+        let member = self.shared_member;
+        if let Some(key) = self.concurrency {
+            shared.undo(Undo::Release {
+                set: SlotSet::Client(key),
+                member,
+            });
+        }
+        if self.fleet {
+            shared.undo(Undo::Release {
+                set: SlotSet::Fleet,
+                member,
+            });
+        }
+        true
+    }
+
+    /// Without fleet mode every permit is local.
+    #[cfg(not(feature = "redis"))]
+    fn release_shared(&self, _: &Engine) -> bool {
+        false
+    }
+}
+
 impl<P: EngineRef> Drop for RequestGuard<P> {
     fn drop(&mut self) {
         let engine = self.engine.engine();
         if self.entered {
             engine.in_flight.leave(self.tier);
         }
-        let shared = engine.shared.as_ref().filter(|_| self.shared_member != 0);
-        if let Some(shared) = shared {
-            let member = self.shared_member;
-            if let Some(key) = self.concurrency {
-                shared.undo(Undo::Release {
-                    set: SlotSet::Client(key),
-                    member,
-                });
-            }
-            if self.fleet {
-                shared.undo(Undo::Release {
-                    set: SlotSet::Fleet,
-                    member,
-                });
-            }
-        } else {
+        if !self.release_shared(engine) {
             let store = self.engine.store();
             if let Some(key) = self.concurrency {
                 store.concurrency_release(key);

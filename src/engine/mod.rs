@@ -7,8 +7,12 @@
 mod chain;
 mod guard;
 
-pub(crate) use chain::{decide, elastic, Admission, Queued, Verdict};
-pub(crate) use guard::{EngineRef, RequestGuard, SharedOwner, WorkerEngine};
+#[cfg(feature = "redis")]
+pub(crate) use chain::elastic;
+pub(crate) use chain::{decide, Admission, Queued, Verdict};
+#[cfg(feature = "redis")]
+pub(crate) use guard::SharedOwner;
+pub(crate) use guard::{EngineRef, RequestGuard, WorkerEngine};
 
 use crate::classify::Classifier;
 use crate::clock::Clock;
@@ -21,6 +25,7 @@ use crate::logging::LogGate;
 use crate::math::window::WindowRule;
 use crate::metrics::{Metrics, Outcome};
 use crate::rng::SplitMix64;
+#[cfg(feature = "redis")]
 use crate::store::redis::RedisStore;
 use crate::store::Store;
 use crate::tier::Tier;
@@ -93,9 +98,11 @@ pub(crate) struct Engine {
     pub(crate) store: Arc<dyn Store>,
     /// The shared store (fleet mode): request_rate, concurrent_requests and fleet_usage ask it
     /// first, and use `store` (local) when it cannot answer.
+    #[cfg(feature = "redis")]
     pub(crate) shared: Option<Arc<RedisStore>>,
     /// With `store.sync: local_first`: `store` itself, whose buckets are reconciled with
     /// `shared` in rounds (requests never ask `shared` then).
+    #[cfg(feature = "redis")]
     pub(crate) hybrid: Option<Arc<crate::store::HybridStore>>,
     /// adaptive_concurrency's count, latencies and published limit (local to this process).
     pub(crate) adaptive: Arc<AdaptiveState>,

@@ -7,10 +7,12 @@
 use super::body::TrackedBody;
 use super::ratelimit;
 use super::respond::{respond, ResponseFuture};
+#[cfg(feature = "redis")]
 use super::shared;
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
 use crate::engine::{judge, Admission, Settings, Verdict, WorkerEngine};
 use crate::limiter::request_rate::RateStatus;
+use crate::limiter::Request;
 use crate::rng::{mix, SplitMix64};
 use crate::runtime::Brownout;
 use actix_web::body::{EitherBody, MessageBody};
@@ -231,9 +233,11 @@ where
             .trust_plan_header
             .then(|| req.headers().get(PLAN).and_then(|v| v.to_str().ok()))
             .flatten();
-        let request = shared::request_of(&req, &classified, hooked.as_deref().or(header_plan));
+        let request = request_of(&req, &classified, hooked.as_deref().or(header_plan));
         // (local_first: the store is reconciled in rounds, never asked per request.)
+        #[cfg(feature = "redis")]
         let per_request = engine.shared.as_ref().filter(|_| engine.hybrid.is_none());
+        #[cfg(feature = "redis")]
         if let Some(store) = per_request.filter(|s| s.ready()) {
             // The settings the request is asked and decided under, both.
             let live = engine.settings.load_full();
@@ -270,5 +274,21 @@ where
             &|status| self.policy(settings, status),
             None,
         )
+    }
+}
+
+/// The request as the limiters see it.
+pub(super) fn request_of<'a>(
+    req: &'a ServiceRequest,
+    c: &Classified,
+    plan: Option<&'a str>,
+) -> Request<'a> {
+    Request {
+        tier: c.tier,
+        key: c.key,
+        ip: c.ip,
+        method: req.method().as_str(),
+        path: req.match_info().as_str(),
+        plan,
     }
 }

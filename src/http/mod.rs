@@ -8,6 +8,7 @@ mod queued;
 mod ratelimit;
 mod respond;
 mod response;
+#[cfg(feature = "redis")]
 mod shared;
 
 pub use admin::{AdminError, AdminServer, MAX_BODY, MIN_TOKEN_LEN};

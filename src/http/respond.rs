@@ -9,6 +9,7 @@ use super::response::{rejection_response, retry_after_secs};
 use crate::engine::{Admission, EngineRef, RequestGuard, Settings, Verdict, WorkerEngine};
 use crate::limiter::request_rate::{RateStatus, RateTicket};
 use crate::limiter::{RatePolicy, Rejection};
+#[cfg(feature = "redis")]
 use crate::store::redis::{RedisStore, Undo};
 use crate::tier::Tier;
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
@@ -19,8 +20,17 @@ use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+#[cfg(feature = "redis")]
 use std::sync::Arc;
 use std::task::{Context, Poll};
+
+/// The shared store a request was decided on and the member its permits are held as, in
+/// fleet mode; `None`: decided locally.
+#[cfg(feature = "redis")]
+pub(super) type DecidedOn<'a> = Option<(&'a Arc<RedisStore>, u64)>;
+/// Without fleet mode every request is decided locally (the type has no value but `None`).
+#[cfg(not(feature = "redis"))]
+pub(super) type DecidedOn<'a> = Option<(&'a std::convert::Infallible, u64)>;
 
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
@@ -60,6 +70,7 @@ pub(super) fn insert_rate_fields(
 pub(super) struct AfterResponse {
     engine: Rc<WorkerEngine>,
     /// Where failures are counted when the request was decided on the shared store.
+    #[cfg(feature = "redis")]
     shared: Option<Arc<RedisStore>>,
     /// `RateLimit-Policy` and `RateLimit`.
     fields: [Option<HeaderValue>; 2],
@@ -72,11 +83,14 @@ impl AfterResponse {
         settings: &Settings,
         admission: &Admission<'_, Q>,
         policy: &dyn Fn(&RateStatus) -> Option<HeaderValue>,
-        shared: Option<&Arc<RedisStore>>,
+        shared: DecidedOn<'_>,
     ) -> Option<Self> {
+        #[cfg(not(feature = "redis"))]
+        let _ = shared;
         (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
             engine: engine.clone(),
-            shared: shared.cloned(),
+            #[cfg(feature = "redis")]
+            shared: shared.map(|(store, _)| store.clone()),
             fields: admission.rate.map_or([None, None], |status| {
                 rate_fields(settings, policy(&status), &status, None)
             }),
@@ -90,11 +104,14 @@ impl AfterResponse {
             let failed = response.status().is_client_error() || response.status().is_server_error();
             if failed {
                 let settings = self.engine.settings.load();
+                #[cfg(feature = "redis")]
                 if let Some(shared) = &self.shared {
                     for (index, key, rule) in settings.rules.failure_quotas(ticket) {
                         shared.undo(Undo::Failure { index, key, rule });
                     }
-                } else {
+                    return;
+                }
+                {
                     let at = self.engine.check_time(self.engine.clock.now());
                     settings
                         .rules
@@ -117,7 +134,7 @@ pub(super) fn respond<S, B, Q>(
     tier: Tier,
     verdict: Verdict<'_, Q>,
     policy: &dyn Fn(&RateStatus) -> Option<HeaderValue>,
-    shared: Option<(&Arc<RedisStore>, u64)>,
+    shared: DecidedOn<'_>,
 ) -> ResponseFuture<S::Future, B>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
@@ -147,8 +164,7 @@ where
             }
         }
         Verdict::Allow(mut admission) => {
-            let after =
-                AfterResponse::new(engine, settings, &admission, policy, shared.map(|s| s.0));
+            let after = AfterResponse::new(engine, settings, &admission, policy, shared);
             let member = shared.map_or(0, |(_, member)| member);
             let deadline = &settings.limiters.deadline;
             let expiry = Expiry::new(deadline.after.get(), deadline.cancel);

@@ -110,7 +110,7 @@ where
         }),
     };
     let policy = |status: &RateStatus| policy(&settings, status);
-    let request = request_of(&req, &classified, plan.as_deref());
+    let request = super::middleware::request_of(&req, &classified, plan.as_deref());
     let response = match &answer {
         Ok((asked, answer)) => {
             let answered = Answered::new(&store, asked, answer);
@@ -157,22 +157,6 @@ where
         }
     };
     response.await
-}
-
-/// The request as the limiters see it.
-pub(super) fn request_of<'a>(
-    req: &'a ServiceRequest,
-    c: &Classified,
-    plan: Option<&'a str>,
-) -> Request<'a> {
-    Request {
-        tier: c.tier,
-        key: c.key,
-        ip: c.ip,
-        method: req.method().as_str(),
-        path: req.match_info().as_str(),
-        plan,
-    }
 }
 
 /// The `RateLimit-Policy` value for `status` (built when a response needs it).

@@ -5,7 +5,9 @@ use crate::classify::Classifier;
 use crate::classify::ClientKey;
 use crate::clock::{Clock, SystemClock};
 use crate::config::LimitersConfig;
-use crate::config::{Config, ConfigError, Mode, SourceKind, StoreKind, StoreSync};
+use crate::config::{Config, ConfigError, Mode, SourceKind};
+#[cfg(feature = "redis")]
+use crate::config::{StoreKind, StoreSync};
 use crate::control::{
     ControllerParams, InFlight, InFlightSource, PublishedPlan, RuntimeRegistry, RuntimeSource,
     ShedPlan, UtilizationSource,
@@ -15,8 +17,11 @@ use crate::limiter::adaptive_concurrency::AdaptiveState;
 use crate::logging::LogGate;
 use crate::metrics::Metrics;
 use crate::ops::{limiters_from_json, patch, persist, AuditLog, PendingRevert};
+#[cfg(feature = "redis")]
 use crate::store::redis::RedisStore;
-use crate::store::{HybridStore, MemoryStore, Store};
+#[cfg(feature = "redis")]
+use crate::store::HybridStore;
+use crate::store::{MemoryStore, Store};
 use crate::tier::Tier;
 use actix_web::dev::ServiceRequest;
 use arc_swap::ArcSwap;
@@ -157,6 +162,7 @@ impl BrownoutBuilder {
         self.config.validate()?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let seed = self.seed.unwrap_or_else(crate::rng::os_seed);
+        #[cfg(feature = "redis")]
         let shared = match self.config.store.kind {
             StoreKind::Memory => None,
             StoreKind::Redis => Some(Arc::new(RedisStore::new(
@@ -165,6 +171,9 @@ impl BrownoutBuilder {
                 clock.clone(),
             )?)),
         };
+        // Without the feature validation refused `store.kind: redis`.
+        #[cfg(not(feature = "redis"))]
+        let shared: Option<std::convert::Infallible> = None;
         // Shared limits need every server to hash a client to the same key: in fleet mode the
         // key hash is seeded from the key prefix, not at random.
         let key_seed = if shared.is_some() {
@@ -199,10 +208,15 @@ impl BrownoutBuilder {
             )
         };
         // local_first: local decisions over buckets reconciled with Redis in rounds.
+        #[cfg(feature = "redis")]
         let hybrid = (shared.is_some() && self.config.store.sync == StoreSync::LocalFirst)
             .then(|| Arc::new(HybridStore::new(memory())));
-        let store = match (&hybrid, self.store) {
-            (Some(hybrid), _) => hybrid.clone() as Arc<dyn Store>,
+        #[cfg(feature = "redis")]
+        let local_first = hybrid.clone().map(|h| h as Arc<dyn Store>);
+        #[cfg(not(feature = "redis"))]
+        let local_first: Option<Arc<dyn Store>> = None;
+        let store = match (local_first, self.store) {
+            (Some(hybrid), _) => hybrid,
             (None, Some(store)) => store,
             (None, None) => Arc::new(memory()),
         };
@@ -222,7 +236,9 @@ impl BrownoutBuilder {
             metrics: Metrics::new(),
             in_flight,
             store,
+            #[cfg(feature = "redis")]
             shared,
+            #[cfg(feature = "redis")]
             hybrid,
             adaptive,
             seed,

@@ -218,6 +218,7 @@ impl Brownout {
     pub fn start(&self) -> Result<(), Error> {
         tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
         let inner = &self.inner;
+        #[cfg(feature = "redis")]
         if let Some(store) = &inner.engine.shared {
             let engine = Arc::downgrade(&inner.engine);
             let on_error: Arc<dyn Fn(&'static str) + Send + Sync> = Arc::new(move |op| {
@@ -379,13 +380,11 @@ impl Brownout {
 
     /// Every metric in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
-        let engine = &self.inner.engine;
-        if let Some(store) = &engine.shared {
-            let state = store.breaker_state().as_gauge();
-            engine.metrics.publish_breaker("redis", state);
-            engine
-                .metrics
-                .publish_undo_dropped("redis", store.dropped());
+        #[cfg(feature = "redis")]
+        if let Some(store) = &self.inner.engine.shared {
+            let metrics = &self.inner.engine.metrics;
+            metrics.publish_breaker("redis", store.breaker_state().as_gauge());
+            metrics.publish_undo_dropped("redis", store.dropped());
         }
         let (rate_keys, concurrency_keys) = self.inner.engine.store.tracked_keys();
         self.inner
@@ -402,10 +401,11 @@ impl Brownout {
     /// `("redis", connected, breaker)` with the breaker `closed`, `open` or `half_open`
     /// (shared limits are in use when connected and closed; otherwise limits are local).
     pub fn store_state(&self) -> (&'static str, bool, &'static str) {
-        match &self.inner.engine.shared {
-            None => ("memory", true, "closed"),
-            Some(store) => ("redis", store.connected(), store.breaker_state().as_str()),
+        #[cfg(feature = "redis")]
+        if let Some(store) = &self.inner.engine.shared {
+            return ("redis", store.connected(), store.breaker_state().as_str());
         }
+        ("memory", true, "closed")
     }
 
     /// Where this instance's settings come from (`admin.scope`) and whether it runs the

@@ -71,6 +71,7 @@ impl Brownout {
         plan: Option<&str>,
     ) -> Result<ClientState, StoreError> {
         let engine = &self.inner.engine;
+        #[cfg(feature = "redis")]
         if engine.shared.is_some() && engine.hybrid.is_none() {
             return Err(StoreError::Failed(
                 "in fleet mode with store.sync: per_request a client's limits live in Redis: \
@@ -95,14 +96,17 @@ impl Brownout {
         facts: &RequestFacts<'_>,
         plan: Option<&str>,
     ) -> Result<ClientState, StoreError> {
-        let engine = &self.inner.engine;
-        let Some(redis) = engine.shared.as_ref().filter(|_| engine.hybrid.is_none()) else {
-            return self.peek(facts, plan);
-        };
-        let settings = engine.settings.load_full();
-        let key = settings.classifier.classify(facts).key;
-        let (now, reading) = redis.read_client(key).await?;
-        Ok(state(&settings, plan, reading, now))
+        #[cfg(feature = "redis")]
+        {
+            let engine = &self.inner.engine;
+            if let Some(redis) = engine.shared.as_ref().filter(|_| engine.hybrid.is_none()) {
+                let settings = engine.settings.load_full();
+                let key = settings.classifier.classify(facts).key;
+                let (now, reading) = redis.read_client(key).await?;
+                return Ok(state(&settings, plan, reading, now));
+            }
+        }
+        self.peek(facts, plan)
     }
 }
 

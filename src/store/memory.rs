@@ -47,6 +47,7 @@ impl MemoryStore {
 
     /// Sets the bucket of `key` to `tat` (a hybrid store's reconciliation with the fleet);
     /// if no slot could be had it stays as it was until the next round.
+    #[cfg(feature = "redis")]
     pub(crate) fn rate_set(&self, key: u64, tat: u64) {
         self.rate
             .update(key, rate_victim, |_| Update::Write(tat, ()));

@@ -292,23 +292,24 @@ fn adaptive_json(brownout: &Brownout) -> Value {
 
 /// Where keyed limiter state lives, and in fleet mode whether Redis is in use right now.
 fn store_json(brownout: &Brownout) -> Value {
-    match &brownout.engine().shared {
-        None => json!({"kind": "memory"}),
-        Some(store) => {
-            let breaker = store.breaker_state();
-            let shared = store.connected() && breaker == crate::store::redis::BreakerState::Closed;
-            json!({
-                "kind": "redis",
-                "connected": store.connected(),
-                "breaker": breaker.as_str(),
-                "limits": match (&brownout.engine().hybrid, shared) {
-                    (Some(_), _) => "local_first",
-                    (None, true) => "shared",
-                    (None, false) => "local",
-                },
-            })
-        }
+    #[cfg(feature = "redis")]
+    if let Some(store) = &brownout.engine().shared {
+        let breaker = store.breaker_state();
+        let shared = store.connected() && breaker == crate::store::redis::BreakerState::Closed;
+        return json!({
+            "kind": "redis",
+            "connected": store.connected(),
+            "breaker": breaker.as_str(),
+            "limits": match (&brownout.engine().hybrid, shared) {
+                (Some(_), _) => "local_first",
+                (None, true) => "shared",
+                (None, false) => "local",
+            },
+        });
     }
+    #[cfg(not(feature = "redis"))]
+    let _ = brownout;
+    json!({"kind": "memory"})
 }
 
 /// Where this instance's settings come from: `{scope, instance, fleet_version, in_sync,

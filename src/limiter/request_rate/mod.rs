@@ -9,8 +9,9 @@ use super::{Check, LimiterName, RatePolicy, RejectStatus, Rejection, Request};
 use crate::config::{QuotaCount, QuotaKey};
 use crate::math::gcra::{Bucket, Charge};
 use crate::math::window::WindowRule;
-use crate::store::redis::{BucketAsk, ClientAsk, QuotaAsk};
-use crate::store::{Store, StoreError};
+#[cfg(feature = "redis")]
+use crate::store::redis::{ClientAsk, QuotaAsk};
+use crate::store::{BucketAsk, Store, StoreError};
 use std::time::Duration;
 
 /// Most quotas reported in one `RateLimit` field.
@@ -260,6 +261,7 @@ impl RateRules {
 
     /// What [`check`](Self::check) asks of the store, for a shared store to answer in one
     /// step: the buckets (ceiling first) and the quotas, in that order.
+    #[cfg(feature = "redis")]
     pub fn ask(&self, req: &Request<'_>, elastic: bool, ask: &mut ClientAsk) {
         let Charges {
             bucket, ceiling, ..

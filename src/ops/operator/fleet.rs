@@ -17,7 +17,7 @@ use crate::store::redis::{Cas, RedisStore};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -120,14 +120,6 @@ async fn watch(
 }
 
 impl Operator {
-    fn instance(&self) -> String {
-        self.lock_status().instance.clone()
-    }
-
-    fn lock_status(&self) -> std::sync::MutexGuard<'_, FleetStatus> {
-        self.status.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Notes the version stored in Redis.
     fn saw(&mut self, version: u64) {
         if let Some(link) = &mut self.fleet {
@@ -150,15 +142,11 @@ impl Operator {
         source: &str,
         durability: Durability,
     ) -> Result<Option<Applied>, ChangeError> {
+        let Some((store, seen)) = self.fleet.as_ref().map(|l| (l.store.clone(), l.seen)) else {
+            return self.make_local(p, source, durability).map(Some);
+        };
         let current = self.shared.settings.load_full();
         let instance = self.instance();
-        let Some((store, seen)) = self.fleet.as_ref().map(|l| (l.store.clone(), l.seen)) else {
-            let settings = self.settle(p.draft, current.version + 1)?;
-            let change = (p.before, p.after, source, instance.as_str());
-            return self
-                .install(p.action, settings, (p.reverts, p.base), change, durability)
-                .map(Some);
-        };
         let running = self.lock_status().fleet_version;
         let version = running.max(current.version).max(seen) + 1;
         let settings = self.settle(p.draft, version)?;

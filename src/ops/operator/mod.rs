@@ -2,7 +2,12 @@
 //! effect, and owns the revert timers. With `admin.scope: fleet` a change is durable once it
 //! is the fleet's settings document in Redis (see [`fleet`]).
 
+#[cfg(feature = "redis")]
 mod fleet;
+#[cfg(not(feature = "redis"))]
+mod local;
+#[cfg(not(feature = "redis"))]
+use local as fleet;
 mod prepare;
 mod status;
 
@@ -34,7 +39,9 @@ pub(crate) enum OpsMsg {
     },
     /// Revert what is due on the brownout clock now, and say when done.
     RevertDue(oneshot::Sender<()>),
-    /// The fleet's settings may have changed (or Redis is back): read them.
+    /// The fleet's settings may have changed (or Redis is back): read them. (Sent only by
+    /// the fleet link of the `redis` feature.)
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     FleetChanged,
 }
 
@@ -74,7 +81,9 @@ struct Operator {
     /// config.yaml's limiter settings; admin changes are kept as a patch over them.
     base: LimitersConfig,
     reverts: Vec<Revert>,
-    /// The fleet's settings document, with `admin.scope: fleet`.
+    /// The fleet's settings document, with `admin.scope: fleet` (always `None` without the
+    /// `redis` feature).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     fleet: Option<fleet::Link>,
     status: Arc<Mutex<FleetStatus>>,
 }
@@ -326,6 +335,31 @@ impl Operator {
             self.sync().await;
         }
         Err(ChangeError::Contended)
+    }
+
+    /// Makes a prepared change on this instance only, as its next version.
+    fn make_local(
+        &mut self,
+        p: Prepared,
+        source: &str,
+        durability: Durability,
+    ) -> Result<Applied, ChangeError> {
+        let current = self.shared.settings.load_full();
+        let instance = self.instance();
+        let settings = self.settle(p.draft, current.version + 1)?;
+        let change = (p.before, p.after, source, instance.as_str());
+        self.install(p.action, settings, (p.reverts, p.base), change, durability)
+    }
+
+    /// This instance's name in the audit log and the fleet's settings.
+    fn instance(&self) -> String {
+        self.lock_status().instance.clone()
+    }
+
+    fn lock_status(&self) -> std::sync::MutexGuard<'_, FleetStatus> {
+        self.status
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Validates `draft` as settings of `version`; nothing changes.

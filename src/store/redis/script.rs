@@ -5,6 +5,7 @@
 use crate::config::QuotaAlgorithm;
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
+pub use crate::store::BucketAsk;
 use redis::{Cmd, Script, Value};
 
 /// One request's request_rate, concurrent_requests and fleet_usage in one atomic step.
@@ -30,20 +31,6 @@ impl Scripts {
     pub(super) fn all(&self) -> [(&Script, &'static str); 2] {
         [(&self.decide, DECIDE), (&self.undo, UNDO)]
     }
-}
-
-/// A bucket to charge: the per-IP ceiling or the client's own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BucketAsk {
-    /// The key hash.
-    pub key: u64,
-    /// The hash tag it lives under: the client's (its own bucket) or the IP's (the per-IP
-    /// ceiling), so that in a Cluster each lives with the rest of that client's or IP's keys.
-    pub tag: u64,
-    /// µs the request moves the TAT.
-    pub increment: u64,
-    /// µs the TAT may run ahead of now.
-    pub tolerance: u64,
 }
 
 /// A quota to check (and count the request against, for a request-counting quota).
