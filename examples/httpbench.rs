@@ -1,9 +1,16 @@
 //! `httpbench`: a hello-world actix app served bare, behind brownout, or behind actix-governor,
-//! for the overhead measurements of `../shared/perfkit` (see its README).
+//! for measuring what the middleware costs a request (an HTTP load generator such as wrk
+//! against each mode in turn, on the same machine).
 //!
 //! ```sh
 //! httpbench serve --mode bare|brownout|brownout-nohdr|brownout-wu|governor --port 8080 --workers 4
+//! httpbench calls --mode bare|brownout|brownout-nohdr|brownout-wu|governor --requests 2000
 //! ```
+//!
+//! `calls` sends `--requests` requests through the same app in process
+//! (`actix_web::test::call_service`, no sockets), for counting instructions per request under
+//! callgrind with collection on only in `served` and `done` (see `served`), divided by the
+//! requests.
 //!
 //! `GET /` answers 200 `ok`. `brownout`: all four limiters enforcing, every threshold out of
 //! reach; `brownout-nohdr`: the same without the RateLimit fields (`request_rate.headers: false`,
@@ -27,27 +34,34 @@ enum Bench {
 }
 
 struct Args {
+    /// `serve` (false) or `calls` (true).
+    calls: bool,
     mode: Bench,
     port: u16,
     workers: usize,
+    requests: usize,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: httpbench serve --mode bare|brownout|brownout-nohdr|brownout-wu|governor --port P --workers N"
+        "usage: httpbench serve --mode bare|brownout|brownout-nohdr|brownout-wu|governor --port P --workers N\n       httpbench calls --mode MODE --requests N"
     );
     std::process::exit(2)
 }
 
 fn args() -> Args {
     let mut argv = std::env::args().skip(1);
-    if argv.next().as_deref() != Some("serve") {
-        usage();
-    }
+    let calls = match argv.next().as_deref() {
+        Some("serve") => false,
+        Some("calls") => true,
+        _ => usage(),
+    };
     let mut a = Args {
+        calls,
         mode: Bench::Bare,
         port: 8080,
         workers: 4,
+        requests: 1000,
     };
     while let Some(flag) = argv.next() {
         let value = argv.next().unwrap_or_else(|| usage());
@@ -64,6 +78,7 @@ fn args() -> Args {
             }
             "--port" => a.port = value.parse().unwrap_or_else(|_| usage()),
             "--workers" => a.workers = value.parse().unwrap_or_else(|_| usage()),
+            "--requests" => a.requests = value.parse().unwrap_or_else(|_| usage()),
             _ => usage(),
         }
     }
@@ -115,8 +130,87 @@ async fn ok() -> HttpResponse {
     HttpResponse::Ok().body("ok")
 }
 
+/// `n` requests `GET /` from one client address through `app`, in process; every answer
+/// must be 200.
+async fn drive<S, B>(app: S, n: usize)
+where
+    S: actix_web::dev::Service<
+        actix_http::Request,
+        Response = actix_web::dev::ServiceResponse<B>,
+        Error = actix_web::Error,
+    >,
+    B: actix_web::body::MessageBody,
+{
+    let peer = "192.0.2.7:40000".parse().expect("an address");
+    for _ in 0..n {
+        let req = actix_web::test::TestRequest::get()
+            .uri("/")
+            .peer_addr(peer)
+            .to_request();
+        let mut answer = Box::pin(actix_web::test::call_service(&app, req));
+        let res = match served(answer.as_mut()) {
+            std::task::Poll::Ready(res) => res,
+            // Not here (every mode answers at once), but never wrong: wait for it.
+            std::task::Poll::Pending => answer.await,
+        };
+        assert_eq!(res.status(), 200);
+        done(res);
+    }
+}
+
+/// One poll of a request's answer: everything from the call to the response, which these
+/// apps give at once. Not inlined, so that callgrind can count only it and [`done`]
+/// (`--toggle-collect='*httpbench*served*' --toggle-collect='*httpbench*done*'`): the request's
+/// own instructions, without the driver's, the periodic actors' or the runtime's in between.
+#[inline(never)]
+fn served<F: std::future::Future>(answer: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    answer.poll(&mut cx)
+}
+
+/// The response dropped: what a request leaves behind (brownout's guard gives its place back).
+#[inline(never)]
+fn done<T>(response: T) {
+    drop(std::hint::black_box(response));
+}
+
+/// `calls`: the mode's app in process, `n` requests.
+async fn calls(mode: Bench, n: usize) -> std::io::Result<()> {
+    use actix_web::test::init_service;
+    match mode {
+        Bench::Bare => drive(init_service(App::new().route("/", web::get().to(ok))).await, n).await,
+        Bench::Governor => {
+            let conf = GovernorConfigBuilder::default()
+                .requests_per_second(1_000_000)
+                .burst_size(1_000_000)
+                .finish()
+                .expect("a valid quota");
+            let app = App::new()
+                .wrap(Governor::new(&conf))
+                .route("/", web::get().to(ok));
+            drive(init_service(app).await, n).await;
+        }
+        Bench::Brownout | Bench::BrownoutNoHeaders | Bench::BrownoutWu => {
+            let brownout = Brownout::builder(config(mode))
+                .admin_token("httpbench-admin-token")
+                .build()
+                .map_err(std::io::Error::other)?;
+            brownout.start().map_err(std::io::Error::other)?;
+            let app = App::new()
+                .wrap(brownout.middleware())
+                .route("/", web::get().to(ok));
+            drive(init_service(app).await, n).await;
+            brownout.shutdown().await;
+        }
+    }
+    Ok(())
+}
+
 fn main() -> std::io::Result<()> {
     let a = args();
+    if a.calls {
+        return actix_web::rt::System::new().block_on(calls(a.mode, a.requests));
+    }
     actix_web::rt::System::new().block_on(async move {
         let addr = ("127.0.0.1", a.port);
         match a.mode {

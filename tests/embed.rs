@@ -348,3 +348,27 @@ fn httpbench_serves_ok_in_every_mode_and_reports_brownouts_counters() {
         }
     }
 }
+
+/// `httpbench calls`: the in-process driver callgrind counts instructions with sends every
+/// request through each mode's app and gets 200s (it asserts each answer itself).
+#[test]
+fn httpbench_calls_every_mode_in_process() {
+    let exe = example("httpbench");
+    for mode in [
+        "bare",
+        "brownout",
+        "brownout-nohdr",
+        "brownout-wu",
+        "governor",
+    ] {
+        let out = Command::new(&exe)
+            .args(["calls", "--mode", mode, "--requests", "50"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
