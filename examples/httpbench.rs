@@ -178,7 +178,13 @@ fn done<T>(response: T) {
 async fn calls(mode: Bench, n: usize) -> std::io::Result<()> {
     use actix_web::test::init_service;
     match mode {
-        Bench::Bare => drive(init_service(App::new().route("/", web::get().to(ok))).await, n).await,
+        Bench::Bare => {
+            drive(
+                init_service(App::new().route("/", web::get().to(ok))).await,
+                n,
+            )
+            .await
+        }
         Bench::Governor => {
             let conf = GovernorConfigBuilder::default()
                 .requests_per_second(1_000_000)

@@ -53,6 +53,7 @@ pub mod clock;
 pub mod config;
 pub mod control;
 mod engine;
+mod handle;
 pub mod http;
 pub mod limiter;
 mod logging;
@@ -60,7 +61,6 @@ pub mod math;
 pub mod metrics;
 pub mod ops;
 pub mod rng;
-mod runtime;
 mod shard;
 #[cfg(feature = "simulate")]
 pub mod simulate;
@@ -70,7 +70,7 @@ pub mod tier;
 pub use classify::ClientKey;
 pub use config::{Config, ConfigBuilder, Mode};
 pub use control::{ShedPlan, UtilizationSource};
-pub use runtime::{
+pub use handle::{
     Admitted, Brownout, BrownoutBuilder, BucketState, ClientState, Decision, Error, InFlightState,
     KeyHook, PlanHook, Report, Settings, TierHook,
 };

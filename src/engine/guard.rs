@@ -171,7 +171,7 @@ impl<P: EngineRef> RequestGuard<P> {
     /// Gives the permits taken in the shared store back there; false when they were local.
     #[cfg(feature = "redis")]
     fn release_shared(&self, engine: &Engine) -> bool {
-        let Some(shared) = engine.shared.as_ref().filter(|_| self.shared_member != 0) else {
+        let Some(shared) = engine.redis.as_ref().filter(|_| self.shared_member != 0) else {
             return false;
         };
         let member = self.shared_member;

@@ -99,9 +99,9 @@ pub(crate) struct Engine {
     /// The shared store (fleet mode): request_rate, concurrent_requests and fleet_usage ask it
     /// first, and use `store` (local) when it cannot answer.
     #[cfg(feature = "redis")]
-    pub(crate) shared: Option<Arc<RedisStore>>,
+    pub(crate) redis: Option<Arc<RedisStore>>,
     /// With `store.sync: local_first`: `store` itself, whose buckets are reconciled with
-    /// `shared` in rounds (requests never ask `shared` then).
+    /// `redis` in rounds (requests never ask `redis` then).
     #[cfg(feature = "redis")]
     pub(crate) hybrid: Option<Arc<crate::store::HybridStore>>,
     /// adaptive_concurrency's count, latencies and published limit (local to this process).

@@ -5,16 +5,16 @@
 //! allocates nothing.
 
 use super::body::TrackedBody;
+#[cfg(feature = "redis")]
+use super::fleet;
 use super::ratelimit;
 use super::respond::{respond, ResponseFuture};
-#[cfg(feature = "redis")]
-use super::shared;
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
 use crate::engine::{judge, Admission, Settings, Verdict, WorkerEngine};
+use crate::handle::Brownout;
 use crate::limiter::request_rate::RateStatus;
 use crate::limiter::Request;
 use crate::rng::{mix, SplitMix64};
-use crate::runtime::Brownout;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::header::{HeaderName, HeaderValue, AUTHORIZATION};
@@ -236,16 +236,16 @@ where
         let request = request_of(&req, &classified, hooked.as_deref().or(header_plan));
         // (local_first: the store is reconciled in rounds, never asked per request.)
         #[cfg(feature = "redis")]
-        let per_request = engine.shared.as_ref().filter(|_| engine.hybrid.is_none());
+        let per_request = engine.redis.as_ref().filter(|_| engine.hybrid.is_none());
         #[cfg(feature = "redis")]
         if let Some(store) = per_request.filter(|s| s.ready()) {
             // The settings the request is asked and decided under, both.
             let live = engine.settings.load_full();
-            if let Some(asked) = shared::asks(&live, &request, &engine.plan.load()) {
+            if let Some(asked) = fleet::asks(&live, &request, &engine.plan.load()) {
                 let plan = request.plan.map(str::to_owned);
                 let seed = self.rng.try_borrow_mut().map_or(0, |mut r| r.next_u64());
                 return ResponseFuture::Shared {
-                    fut: Box::pin(shared::decide(shared::Pending {
+                    fut: Box::pin(fleet::decide(fleet::Pending {
                         service: self.service.clone(),
                         engine: self.engine.clone(),
                         store: store.clone(),

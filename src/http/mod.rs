@@ -3,13 +3,13 @@
 mod admin;
 mod body;
 mod deadline;
+#[cfg(feature = "redis")]
+mod fleet;
 mod middleware;
 mod queued;
 mod ratelimit;
 mod respond;
 mod response;
-#[cfg(feature = "redis")]
-mod shared;
 
 pub use admin::{AdminError, AdminServer, MAX_BODY, MIN_TOKEN_LEN};
 pub use body::TrackedBody;

@@ -5,7 +5,7 @@
 use super::error::AdminError;
 use super::MAX_BODY;
 use crate::classify::bearer;
-use crate::runtime::Brownout;
+use crate::handle::Brownout;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};

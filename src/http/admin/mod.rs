@@ -9,8 +9,8 @@ mod write;
 pub use error::AdminError;
 
 use crate::config::Mode;
+use crate::handle::{Brownout, Error};
 use crate::limiter::LimiterName;
-use crate::runtime::{Brownout, Error};
 use crate::tier::Tier;
 use actix_web::dev::Server;
 use actix_web::middleware::from_fn;
@@ -293,7 +293,7 @@ fn adaptive_json(brownout: &Brownout) -> Value {
 /// Where keyed limiter state lives, and in fleet mode whether Redis is in use right now.
 fn store_json(brownout: &Brownout) -> Value {
     #[cfg(feature = "redis")]
-    if let Some(store) = &brownout.engine().shared {
+    if let Some(store) = &brownout.engine().redis {
         let breaker = store.breaker_state();
         let shared = store.connected() && breaker == crate::store::redis::BreakerState::Closed;
         return json!({

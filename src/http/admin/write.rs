@@ -5,9 +5,9 @@
 use super::error::AdminError;
 use super::guard::read_body;
 use crate::config::Mode;
+use crate::handle::Brownout;
 use crate::limiter::LimiterName;
 use crate::ops::Change;
-use crate::runtime::Brownout;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;

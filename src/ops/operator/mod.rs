@@ -75,7 +75,7 @@ pub(crate) struct OperatorSetup {
 }
 
 struct Operator {
-    shared: Arc<Engine>,
+    engine: Arc<Engine>,
     config: Arc<Config>,
     audit: Arc<Mutex<AuditLog>>,
     /// config.yaml's limiter settings; admin changes are kept as a patch over them.
@@ -134,23 +134,23 @@ pub(crate) fn spawn(
     shutdown: watch::Receiver<bool>,
 ) -> (mpsc::Sender<OpsMsg>, JoinHandle<()>) {
     let OperatorSetup {
-        engine: shared,
+        engine,
         config,
         audit,
         pending,
         status,
     } = setup;
     let (tx, rx) = mpsc::channel(16);
-    let fleet = fleet::Link::new(&shared, &config, &tx, &shutdown);
-    let now = shared.clock.now();
-    let now_wall = shared.clock.unix_origin() + now;
+    let fleet = fleet::Link::new(&engine, &config, &tx, &shutdown);
+    let now = engine.clock.now();
+    let now_wall = engine.clock.unix_origin() + now;
     let reverts = pending
         .into_iter()
         .filter_map(|p| {
             let limiter = LimiterName::parse(&p.limiter)?;
             let wall = Duration::from_millis(p.at_unix_ms);
             let left = wall.saturating_sub(now_wall);
-            let set = mode_of(&shared.settings.load().limiters, limiter);
+            let set = mode_of(&engine.settings.load().limiters, limiter);
             Some(Revert {
                 deadline: now + left,
                 wall,
@@ -162,7 +162,7 @@ pub(crate) fn spawn(
         .collect();
     let operator = Operator {
         base: config.limiters.clone(),
-        shared,
+        engine,
         config,
         audit,
         reverts,
@@ -241,7 +241,7 @@ impl Operator {
             // Deadlines are on the brownout clock; the wait for the next one is in real time
             // (the same thing with the system clock; tests with a manual clock ask instead).
             let next = self.reverts.iter().map(|r| r.deadline).min();
-            let now = self.shared.clock.now();
+            let now = self.engine.clock.now();
             let due = async {
                 match next {
                     Some(at) => tokio::time::sleep(at.saturating_sub(now)).await,
@@ -270,7 +270,7 @@ impl Operator {
         // In the fleet, every instance's timer fires: the first to write the revert makes it,
         // the others find it done when they read the fleet's settings (at most a few rounds).
         for _ in 0..3 {
-            let now = self.shared.clock.now();
+            let now = self.engine.clock.now();
             if !self.reverts.iter().any(|r| r.deadline <= now) {
                 return;
             }
@@ -279,7 +279,7 @@ impl Operator {
                 .iter()
                 .cloned()
                 .partition(|r| r.deadline <= now);
-            let live = self.shared.settings.load_full();
+            let live = self.engine.settings.load_full();
             let mut draft = Draft::of(&live);
             let (mut before, mut after) = (Vec::new(), Vec::new());
             for r in due {
@@ -344,7 +344,7 @@ impl Operator {
         source: &str,
         durability: Durability,
     ) -> Result<Applied, ChangeError> {
-        let current = self.shared.settings.load_full();
+        let current = self.engine.settings.load_full();
         let instance = self.instance();
         let settings = self.settle(p.draft, current.version + 1)?;
         let change = (p.before, p.after, source, instance.as_str());
@@ -364,7 +364,7 @@ impl Operator {
 
     /// Validates `draft` as settings of `version`; nothing changes.
     fn settle(&self, draft: Draft, version: u64) -> Result<Settings, ChangeError> {
-        let current = self.shared.settings.load_full();
+        let current = self.engine.settings.load_full();
         check_restart_only(&current.limiters, &draft.limiters)?;
         draft.limiters.validate()?;
         Ok(Settings::new(
@@ -395,27 +395,27 @@ impl Operator {
             }
         }
         let version = settings.version;
-        self.shared.settings.store(Arc::new(settings));
+        self.engine.settings.store(Arc::new(settings));
         self.reverts = reverts;
         if let Some(base) = base {
             self.base = base;
         }
-        let shared = &self.shared;
-        let live = shared.settings.load();
-        shared
+        let engine = &self.engine;
+        let live = engine.settings.load();
+        engine
             .metrics
             .publish_settings(live.modes(), live.kill_switch, live.version);
         if source != fleet::SOURCE {
-            shared.metrics.admin_change(action);
+            engine.metrics.admin_change(action);
         }
         // Actors whose timers follow the settings re-arm now.
-        shared.settings_changed.send_replace(version);
+        engine.settings_changed.send_replace(version);
         tracing::info!(action, version, source, instance, after = %after, "admin change applied");
         self.audit
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(AuditEntry {
-                time: rfc3339(UNIX_EPOCH + shared.clock.unix_origin() + shared.clock.now()),
+                time: rfc3339(UNIX_EPOCH + engine.clock.unix_origin() + engine.clock.now()),
                 action,
                 before,
                 after,

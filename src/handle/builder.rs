@@ -237,7 +237,7 @@ impl BrownoutBuilder {
             in_flight,
             store,
             #[cfg(feature = "redis")]
-            shared,
+            redis: shared,
             #[cfg(feature = "redis")]
             hybrid,
             adaptive,

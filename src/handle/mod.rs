@@ -219,7 +219,7 @@ impl Brownout {
         tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
         let inner = &self.inner;
         #[cfg(feature = "redis")]
-        if let Some(store) = &inner.engine.shared {
+        if let Some(store) = &inner.engine.redis {
             let engine = Arc::downgrade(&inner.engine);
             let on_error: Arc<dyn Fn(&'static str) + Send + Sync> = Arc::new(move |op| {
                 if let Some(engine) = engine.upgrade() {
@@ -381,7 +381,7 @@ impl Brownout {
     /// Every metric in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
         #[cfg(feature = "redis")]
-        if let Some(store) = &self.inner.engine.shared {
+        if let Some(store) = &self.inner.engine.redis {
             let metrics = &self.inner.engine.metrics;
             metrics.publish_breaker("redis", store.breaker_state().as_gauge());
             metrics.publish_undo_dropped("redis", store.dropped());
@@ -402,7 +402,7 @@ impl Brownout {
     /// (shared limits are in use when connected and closed; otherwise limits are local).
     pub fn store_state(&self) -> (&'static str, bool, &'static str) {
         #[cfg(feature = "redis")]
-        if let Some(store) = &self.inner.engine.shared {
+        if let Some(store) = &self.inner.engine.redis {
             return ("redis", store.connected(), store.breaker_state().as_str());
         }
         ("memory", true, "closed")

@@ -72,7 +72,7 @@ impl Brownout {
     ) -> Result<ClientState, StoreError> {
         let engine = &self.inner.engine;
         #[cfg(feature = "redis")]
-        if engine.shared.is_some() && engine.hybrid.is_none() {
+        if engine.redis.is_some() && engine.hybrid.is_none() {
             return Err(StoreError::Failed(
                 "in fleet mode with store.sync: per_request a client's limits live in Redis: \
                  read them with Brownout::read_client"
@@ -99,7 +99,7 @@ impl Brownout {
         #[cfg(feature = "redis")]
         {
             let engine = &self.inner.engine;
-            if let Some(redis) = engine.shared.as_ref().filter(|_| engine.hybrid.is_none()) {
+            if let Some(redis) = engine.redis.as_ref().filter(|_| engine.hybrid.is_none()) {
                 let settings = engine.settings.load_full();
                 let key = settings.classifier.classify(facts).key;
                 let (now, reading) = redis.read_client(key).await?;
