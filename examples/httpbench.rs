@@ -9,8 +9,8 @@
 //!
 //! `calls` sends `--requests` requests through the same app in process
 //! (`actix_web::test::call_service`, no sockets), for counting instructions per request under
-//! callgrind with collection on only in `served` and `done` (see `served`), divided by the
-//! requests.
+//! callgrind with collection on only in `served`, then only in `done` (see `served`), each
+//! total divided by the requests.
 //!
 //! `GET /` answers 200 `ok`. `brownout`: all four limiters enforcing, every threshold out of
 //! reach; `brownout-nohdr`: the same without the RateLimit fields (`request_rate.headers: false`,
@@ -159,9 +159,10 @@ where
 }
 
 /// One poll of a request's answer: everything from the call to the response, which these
-/// apps give at once. Not inlined, so that callgrind can count only it and [`done`]
-/// (`--toggle-collect='*httpbench*served*' --toggle-collect='*httpbench*done*'`): the request's
-/// own instructions, without the driver's, the periodic actors' or the runtime's in between.
+/// apps give at once. Not inlined, so that callgrind can count only it
+/// (`--toggle-collect='httpbench::served*'`), then only [`done`] in a second run
+/// (`--toggle-collect='httpbench::done*'`; one toggle per run): the request's own
+/// instructions, without the driver's, the periodic actors' or the runtime's in between.
 #[inline(never)]
 fn served<F: std::future::Future>(answer: std::pin::Pin<&mut F>) -> std::task::Poll<F::Output> {
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
