@@ -8,6 +8,19 @@ use std::time::Duration;
 
 /// `limiters.adaptive_concurrency:` — a learned limit on requests in flight (critical ones
 /// count, and are refused only past `critical_ceiling` times the limit, by cohort).
+///
+/// # Examples
+/// ```
+/// use brownout::{Config, Mode};
+///
+/// let config = Config::from_yaml_str(
+///     "limiters:\n  adaptive_concurrency:\n    mode: enforce\n    initial_limit: 32\n    window: 250ms\n",
+/// )?;
+/// let ac = &config.limiters.adaptive_concurrency;
+/// assert_eq!((ac.mode, ac.initial_limit), (Mode::Enforce, 32));
+/// assert_eq!(ac.window.get(), std::time::Duration::from_millis(250));
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 #[non_exhaustive]
@@ -191,6 +204,17 @@ impl AdaptiveConcurrencyConfig {
 /// `limiters.deadline:` — what happens to an admitted request whose app has not answered
 /// after a while (its client has usually given up by then; actix-web keeps running the
 /// handler, so without this it would keep counting against every in-flight limit).
+///
+/// # Examples
+/// ```
+/// use brownout::Config;
+///
+/// let config = Config::from_yaml_str("limiters:\n  deadline:\n    after: 30s\n    cancel: true\n")?;
+/// let deadline = &config.limiters.deadline;
+/// assert_eq!(deadline.after.get(), std::time::Duration::from_secs(30));
+/// assert!(deadline.cancel);
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 #[non_exhaustive]

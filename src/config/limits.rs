@@ -6,6 +6,36 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// `limiters.request_rate:` — a per-key token bucket of credits with weighted endpoint costs.
+///
+/// # Examples
+/// ```
+/// use brownout::{Config, Mode};
+///
+/// let config = Config::from_yaml_str(
+///     "limiters:
+///   request_rate:
+///     mode: enforce
+///     rate: 20
+///     burst: 100
+///     costs:
+///       \"POST /v1/charges\": 5
+/// ",
+/// )?;
+/// let rr = &config.limiters.request_rate;
+/// assert_eq!((rr.mode, rr.rate, rr.burst), (Mode::Enforce, 20.0, 100));
+/// assert_eq!(rr.costs["POST /v1/charges"], 5);
+///
+/// // The same from code: fields on the default, then the file's validation.
+/// let mut from_code = Config::default();
+/// let rr = &mut from_code.limiters.request_rate;
+/// rr.mode = Mode::Enforce;
+/// rr.rate = 20.0;
+/// rr.burst = 100;
+/// rr.costs.insert("POST /v1/charges".into(), 5);
+/// from_code.validate()?;
+/// assert_eq!(from_code.limiters.request_rate, config.limiters.request_rate);
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 #[non_exhaustive]
@@ -42,6 +72,18 @@ pub struct RequestRateConfig {
 }
 
 /// `limiters.request_rate.per_ip:` — a token bucket per client IP.
+///
+/// # Examples
+/// ```
+/// use brownout::config::PerIpConfig;
+/// use brownout::Config;
+///
+/// let config = Config::from_yaml_str(
+///     "limiters:\n  request_rate:\n    per_ip:\n      rate: 50\n      burst: 200\n",
+/// )?;
+/// assert_eq!(config.limiters.request_rate.per_ip, Some(PerIpConfig::new(50.0, 200)));
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
@@ -80,6 +122,18 @@ impl Default for RequestRateConfig {
 }
 
 /// `limiters.request_rate.plans.<name>:` — a customer plan.
+///
+/// # Examples
+/// ```
+/// use brownout::config::PlanConfig;
+/// use brownout::Config;
+///
+/// let config = Config::from_yaml_str(
+///     "limiters:\n  request_rate:\n    plans:\n      free:\n        rate: 5\n        burst: 20\n",
+/// )?;
+/// assert_eq!(config.limiters.request_rate.plans["free"], PlanConfig::new(5.0, 20));
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
@@ -139,6 +193,35 @@ pub enum QuotaCount {
 }
 
 /// One entry of `limiters.request_rate.quotas`.
+///
+/// # Examples
+/// ```
+/// use brownout::config::{HumanDuration, QuotaAlgorithm, QuotaConfig, QuotaCount};
+/// use brownout::Config;
+///
+/// let config = Config::from_yaml_str(
+///     "limiters:
+///   request_rate:
+///     quotas:
+///       - name: card_failures
+///         algorithm: sliding_window
+///         limit: 3
+///         window: 1d
+///         routes: [\"POST /v1/charges\"]
+///         count: failures
+/// ",
+/// )?;
+/// let quota = QuotaConfig::new(
+///     "card_failures",
+///     QuotaAlgorithm::SlidingWindow,
+///     3,
+///     HumanDuration::from_secs(86_400),
+/// )
+/// .with_routes(["POST /v1/charges"])
+/// .with_count(QuotaCount::Failures);
+/// assert_eq!(config.limiters.request_rate.quotas, [quota]);
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
@@ -211,6 +294,18 @@ fn default_quota_count() -> QuotaCount {
 }
 
 /// `limiters.concurrent_requests:` — a per-key cap on requests in progress.
+///
+/// # Examples
+/// ```
+/// use brownout::{Config, Mode};
+///
+/// let config = Config::from_yaml_str(
+///     "limiters:\n  concurrent_requests:\n    mode: dark\n    max_in_flight: 20\n",
+/// )?;
+/// let cr = &config.limiters.concurrent_requests;
+/// assert_eq!((cr.mode, cr.max_in_flight), (Mode::Dark, 20));
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 #[non_exhaustive]
@@ -237,6 +332,26 @@ impl Default for ConcurrentRequestsConfig {
 }
 
 /// `limiters.fleet_usage:` — capacity reserved for critical traffic.
+///
+/// # Examples
+/// ```
+/// use brownout::{Config, Mode};
+///
+/// let config = Config::from_yaml_str(
+///     "limiters:\n  fleet_usage:\n    mode: enforce\n    capacity: 400\n    reserved_for_critical: 0.2\n",
+/// )?;
+/// let fu = &config.limiters.fleet_usage;
+/// assert_eq!((fu.mode, fu.capacity, fu.reserved_for_critical), (Mode::Enforce, 400, 0.2));
+///
+/// // Out of range: refused with the key, the rule and the line.
+/// let err = Config::from_yaml_str(
+///     "limiters:\n  fleet_usage:\n    reserved_for_critical: 1.5\n",
+/// )
+/// .unwrap_err();
+/// assert_eq!(err.key(), Some("limiters.fleet_usage.reserved_for_critical"));
+/// assert!(err.to_string().ends_with("(line 3)"), "{err}");
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 #[non_exhaustive]

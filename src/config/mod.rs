@@ -147,6 +147,19 @@ impl Mode {
 }
 
 /// `admin:` — the admin server.
+///
+/// # Examples
+/// ```
+/// use brownout::Config;
+///
+/// let config = Config::from_yaml_str(
+///     "admin:\n  bind: 127.0.0.1:9191\n  token_env: MY_ADMIN_TOKEN\n  metrics_auth: true\n",
+/// )?;
+/// assert_eq!(config.admin.bind, "127.0.0.1:9191");
+/// assert_eq!(config.admin.token_env, "MY_ADMIN_TOKEN");
+/// assert!(config.admin.metrics_auth);
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 #[non_exhaustive]
@@ -190,6 +203,25 @@ impl Default for AdminConfig {
 }
 
 /// `classifier:` — tiers and keys.
+///
+/// # Examples
+/// ```
+/// use brownout::Config;
+///
+/// let config = Config::from_yaml_str(
+///     "classifier:
+///   critical:
+///     - POST /v1/charges
+///     - \"* /v1/refunds/{id}\"
+///   trust_forwarded_for: true
+///   forwarded_for_hops: 2
+/// ",
+/// )?;
+/// let c = &config.classifier;
+/// assert_eq!(c.critical, ["POST /v1/charges", "* /v1/refunds/{id}"]);
+/// assert_eq!((c.trust_forwarded_for, c.forwarded_for_hops), (true, 2));
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 #[non_exhaustive]
@@ -220,6 +252,18 @@ impl Default for ClassifierConfig {
 }
 
 /// `limiters:` — one block per limiter, checked in this order.
+///
+/// # Examples
+/// ```
+/// use brownout::{Config, Mode};
+///
+/// // Every limiter at its default: the per-client ones off, the overload protection on.
+/// let limiters = Config::default().limiters;
+/// assert_eq!(limiters.request_rate.mode, Mode::Off);
+/// assert_eq!(limiters.worker_utilization.mode, Mode::Enforce);
+/// limiters.validate()?;
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 #[non_exhaustive]
@@ -331,6 +375,27 @@ impl MaxShed {
 }
 
 /// `limiters.worker_utilization:` — Stripe's worker-utilization load shedder.
+///
+/// # Examples
+/// ```
+/// use brownout::config::SourceKind;
+/// use brownout::Config;
+///
+/// let config = Config::from_yaml_str(
+///     "limiters:
+///   worker_utilization:
+///     source: in_flight
+///     capacity: 16
+///     sample_interval: 2s
+///     seconds_before_shedding: 10
+///     seconds_to_shed_all: 60
+/// ",
+/// )?;
+/// let wu = &config.limiters.worker_utilization;
+/// assert_eq!((wu.source, wu.capacity), (SourceKind::InFlight, 16));
+/// assert_eq!((wu.end_of_good, wu.start_of_bad), (0.7, 0.8), "Stripe's thresholds by default");
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 #[non_exhaustive]

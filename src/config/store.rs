@@ -17,6 +17,18 @@ pub enum StoreKind {
 }
 
 /// `store:`
+///
+/// # Examples
+/// ```
+/// use brownout::config::StoreKind;
+/// use brownout::Config;
+///
+/// // The default: keyed state in this process's memory.
+/// assert_eq!(Config::default().store.kind, StoreKind::Memory);
+/// let config = Config::from_yaml_str("store:\n  key_prefix: \"shop:\"\n")?;
+/// assert_eq!(config.store.key_prefix, "shop:");
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 #[non_exhaustive]
