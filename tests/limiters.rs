@@ -249,6 +249,27 @@ async fn cors_preflights_spend_no_quota_and_hold_no_slot() {
 }
 
 #[actix_web::test]
+async fn with_charge_preflights_a_preflight_spends_quota_like_any_request() {
+    // A bucket of 2: two preflights spend it, and the client's GET is refused.
+    let mut c = rated(0.001, 2);
+    c.classifier.charge_preflights = true;
+    let rig = Rig::new(c);
+    let app = app!(rig, gate());
+    for _ in 0..2 {
+        let req = test::TestRequest::default()
+            .method(actix_web::http::Method::OPTIONS)
+            .uri("/v1/items")
+            .insert_header(("Authorization", "Bearer sk_live_charged"))
+            .to_request();
+        let res = test::call_service(&*app, req).await;
+        assert_ne!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_ne!(header(&res, "ratelimit"), "", "the quota is shown");
+    }
+    let res = test::call_service(&*app, get("sk_live_charged").to_request()).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[actix_web::test]
 async fn a_cors_layer_wrapped_after_brownout_adds_its_headers_to_refusals() {
     // The README's order: brownout's middleware first, the CORS layer after it (outermost),
     // so a browser app can read a 429. DefaultHeaders stands in for actix-cors here.

@@ -163,6 +163,8 @@ pub struct Classifier {
     pub trust_plan_header: bool,
     /// Whether requests with an API key need their IP hashed too (a quota is keyed by IP).
     pub hash_ips: bool,
+    /// Whether `OPTIONS` requests count against the per-client limiters.
+    pub charge_preflights: bool,
     hasher: foldhash::quality::FixedState,
     /// What it was compiled from.
     config: ClassifierConfig,
@@ -188,6 +190,7 @@ impl Classifier {
             forwarded_for_hops: config.forwarded_for_hops.max(1) as usize,
             trust_plan_header: config.trust_plan_header,
             hash_ips: true,
+            charge_preflights: config.charge_preflights,
             hasher: foldhash::quality::FixedState::with_seed(seed),
             config: config.clone(),
         })

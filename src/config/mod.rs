@@ -237,6 +237,9 @@ pub struct ClassifierConfig {
     pub forwarded_for_hops: u32,
     /// Take the request-rate plan from the `Brownout-Plan` header (only if your app sets it).
     pub trust_plan_header: bool,
+    /// Count `OPTIONS` requests (CORS preflights, which a browser sends on its own) against
+    /// the per-client limiters (request_rate, concurrent_requests) like any other request.
+    pub charge_preflights: bool,
 }
 
 impl Default for ClassifierConfig {
@@ -247,6 +250,7 @@ impl Default for ClassifierConfig {
             trust_forwarded_for: false,
             forwarded_for_hops: 1,
             trust_plan_header: false,
+            charge_preflights: false,
         }
     }
 }

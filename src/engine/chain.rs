@@ -125,7 +125,8 @@ fn run<'a, P: EngineRef>(
 
     let rr = &limiters.request_rate;
     // A CORS preflight spends no client's quota (Request::per_client).
-    let per_client = |mode: Mode| if req.per_client() { mode } else { Mode::Off };
+    let counted = req.per_client(settings.classifier.charge_preflights);
+    let per_client = |mode: Mode| if counted { mode } else { Mode::Off };
     let headers = per_client(rr.mode) == Mode::Enforce && settings.rules.headers;
     let admitted = match eval.evaluate(LimiterName::RequestRate, per_client(rr.mode), || {
         Ok(settings

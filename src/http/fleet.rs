@@ -38,7 +38,7 @@ pub(super) fn asks(
     let l = &settings.limiters;
     let mut client = ClientAsk::default();
     // A CORS preflight spends no client's quota (Request::per_client).
-    let per_client = req.per_client();
+    let per_client = req.per_client(settings.classifier.charge_preflights);
     if per_client && l.request_rate.mode != Mode::Off {
         settings
             .rules

@@ -79,10 +79,11 @@ pub struct Request<'a> {
 impl Request<'_> {
     /// Whether the per-client limiters (request_rate, concurrent_requests) count it. A CORS
     /// preflight (`OPTIONS`), which a browser sends on its own before the app's request,
-    /// spends none of the client's quota and holds none of its slots; the limiters that
-    /// protect the server (fleet_usage, worker_utilization, adaptive_concurrency) still see it.
-    pub fn per_client(&self) -> bool {
-        self.method != "OPTIONS"
+    /// spends none of the client's quota and holds none of its slots unless
+    /// `charge_preflights` (`classifier.charge_preflights`); the limiters that protect the
+    /// server (fleet_usage, worker_utilization, adaptive_concurrency) always see it.
+    pub fn per_client(&self, charge_preflights: bool) -> bool {
+        charge_preflights || self.method != "OPTIONS"
     }
 }
 
