@@ -106,6 +106,18 @@ fn config(mode: Bench) -> Config {
     c
 }
 
+/// actix-governor keyed by peer IP, with a quota out of reach.
+fn governor_config() -> actix_governor::GovernorConfig<
+    actix_governor::PeerIpKeyExtractor,
+    governor::middleware::NoOpMiddleware<governor::clock::QuantaInstant>,
+> {
+    GovernorConfigBuilder::default()
+        .requests_per_second(1_000_000)
+        .burst_size(1_000_000)
+        .finish()
+        .expect("a valid quota")
+}
+
 /// The brownout counters line: outcomes summed over tiers, rejections and fail-opens.
 fn counters(text: &str) -> String {
     let sum = |prefix: &str, needle: &str| -> f64 {
@@ -187,11 +199,7 @@ async fn calls(mode: Bench, n: usize) -> std::io::Result<()> {
             .await
         }
         Bench::Governor => {
-            let conf = GovernorConfigBuilder::default()
-                .requests_per_second(1_000_000)
-                .burst_size(1_000_000)
-                .finish()
-                .expect("a valid quota");
+            let conf = governor_config();
             let app = App::new()
                 .wrap(Governor::new(&conf))
                 .route("/", web::get().to(ok));
@@ -229,11 +237,7 @@ fn main() -> std::io::Result<()> {
                     .await
             }
             Bench::Governor => {
-                let conf = GovernorConfigBuilder::default()
-                    .requests_per_second(1_000_000)
-                    .burst_size(1_000_000)
-                    .finish()
-                    .expect("a valid quota");
+                let conf = governor_config();
                 HttpServer::new(move || {
                     App::new()
                         .wrap(Governor::new(&conf))

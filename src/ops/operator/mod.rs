@@ -9,13 +9,13 @@ mod local;
 #[cfg(not(feature = "redis"))]
 use local as fleet;
 mod prepare;
+mod save;
 mod status;
 
 pub(crate) use status::FleetStatus;
 
 use super::audit::{rfc3339, AuditEntry, AuditLog};
-use super::patch::diff;
-use super::persist::{self, Overrides, PendingRevert};
+use super::persist::PendingRevert;
 use super::{Applied, Change, ChangeError};
 use crate::classify::Classifier;
 use crate::config::Config;
@@ -426,35 +426,6 @@ impl Operator {
         Ok(Applied {
             version,
             fleet: false,
-        })
-    }
-
-    /// Writes `settings` (with its pending `reverts`) to the overrides file as a patch over
-    /// `base`; nothing to do without one.
-    fn persist(
-        &self,
-        base: &LimitersConfig,
-        settings: &Settings,
-        reverts: &[Revert],
-    ) -> Result<(), ChangeError> {
-        let Some(path) = &self.config.admin.overrides_file else {
-            return Ok(());
-        };
-        let overrides = Overrides {
-            patch: diff(&to_json(base), &to_json(&settings.limiters)),
-            kill_switch: settings.kill_switch,
-            reverts: reverts
-                .iter()
-                .map(|r| PendingRevert {
-                    limiter: r.limiter.as_str().to_owned(),
-                    mode: r.to,
-                    at_unix_ms: r.wall.as_millis() as u64,
-                })
-                .collect(),
-        };
-        persist::save(path, &overrides).map_err(|e| ChangeError::NotPersisted {
-            path: path.clone(),
-            reason: e.to_string(),
         })
     }
 }
