@@ -19,10 +19,33 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// `outcome` label values of `brownout_requests_total`, in [`Outcome`] order.
-/// Actions of `brownout_admin_changes_total`.
+/// Every admin action's name: the `action` of an audit entry and of
+/// `brownout_admin_changes_total`, in [`Action`] order. The names are written only here.
 pub const ACTIONS: [&str; 5] = ["mode", "kill_switch", "patch", "revert", "reload"];
 
+/// What an admin change did (its name is [`ACTIONS`] at its position).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// A limiter's mode was set.
+    Mode,
+    /// The global kill switch was set.
+    KillSwitch,
+    /// The limiter settings were patched.
+    Patch,
+    /// A timed mode change ran out and was undone.
+    Revert,
+    /// The configuration file was read again.
+    Reload,
+}
+
+impl Action {
+    /// The label value and audit name.
+    pub const fn as_str(self) -> &'static str {
+        ACTIONS[self as usize]
+    }
+}
+
+/// `outcome` label values of `brownout_requests_total`, in [`Outcome`] order.
 const OUTCOMES: [&str; 4] = ["allowed", "rejected", "dark_rejected", "failed_open"];
 
 /// What happened to a request, for `brownout_requests_total`.

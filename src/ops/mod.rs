@@ -13,7 +13,7 @@ pub mod patch;
 pub mod persist;
 mod reload;
 
-pub use crate::metrics::ACTIONS;
+pub use crate::metrics::{Action, ACTIONS};
 pub use audit::{AuditEntry, AuditLog};
 pub(crate) use operator::{spawn, FleetStatus, OperatorSetup, OpsMsg};
 pub use persist::PendingRevert;
@@ -59,10 +59,10 @@ impl Change {
     /// The `action` label of `brownout_admin_changes_total` and the audit log.
     pub fn action(&self) -> &'static str {
         match self {
-            Change::Mode { .. } => "mode",
-            Change::KillSwitch(_) => "kill_switch",
-            Change::Patch { .. } => "patch",
-            Change::Reload(_) => "reload",
+            Change::Mode { .. } => Action::Mode.as_str(),
+            Change::KillSwitch(_) => Action::KillSwitch.as_str(),
+            Change::Patch { .. } => Action::Patch.as_str(),
+            Change::Reload(_) => Action::Reload.as_str(),
         }
     }
 }

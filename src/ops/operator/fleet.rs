@@ -27,6 +27,9 @@ pub(crate) const FLEET_POLL: Duration = Duration::from_secs(2);
 /// The audit source of a change read from the fleet's settings.
 pub(super) const SOURCE: &str = "fleet";
 
+/// The audit action of local changes published to the fleet once Redis is back.
+const SYNC: &str = "sync";
+
 /// The fleet's settings document, as stored in Redis.
 #[derive(Debug, Serialize, Deserialize)]
 struct FleetDoc {
@@ -294,7 +297,7 @@ impl Operator {
             kill_switch: current.kill_switch,
             limiters: to_json(&current.limiters),
             reverts: fleet_reverts(&self.reverts),
-            action: "sync".into(),
+            action: SYNC.into(),
             instance: instance.clone(),
             source: "resync".into(),
             before: Value::Null,
@@ -311,7 +314,7 @@ impl Operator {
                     let reverts = self.reverts.clone();
                     let change = (Value::Null, summary, "resync", instance.as_str());
                     let _ = self.install(
-                        "sync",
+                        SYNC,
                         settings,
                         (reverts, None),
                         change,
@@ -377,10 +380,11 @@ fn fleet_reverts(reverts: &[Revert]) -> Vec<FleetRevert> {
 
 /// The audit action of a change another instance made.
 fn action(name: &str) -> &'static str {
-    ["mode", "kill_switch", "patch", "revert", "reload", "sync"]
+    crate::metrics::ACTIONS
         .into_iter()
+        .chain([SYNC])
         .find(|a| *a == name)
-        .unwrap_or("fleet")
+        .unwrap_or(SOURCE)
 }
 
 #[cfg(test)]

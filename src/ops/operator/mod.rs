@@ -303,7 +303,7 @@ impl Operator {
             }
             let unwrap = |mut v: Vec<Value>| if v.len() == 1 { v.remove(0) } else { json!(v) };
             let prepared = Prepared {
-                action: "revert",
+                action: crate::metrics::Action::Revert.as_str(),
                 draft,
                 reverts: later,
                 base: None,
