@@ -6,7 +6,6 @@ mod deadline;
 #[cfg(feature = "redis")]
 mod fleet;
 mod middleware;
-mod queued;
 mod ratelimit;
 mod respond;
 mod response;

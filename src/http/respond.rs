@@ -1,14 +1,19 @@
 //! What the middleware answers: the rejection or the app's response with its guard, the
-//! RateLimit fields, and the failure quotas counted once the app has answered.
+//! RateLimit fields, and the failure quotas counted once the app has answered. A request
+//! waiting for adaptive_concurrency's room (`queue`) holds its other limiters' permits while it
+//! waits for at most `max_wait` (`post_max_wait` for a POST), then goes to the app, or is
+//! refused with 503 (its request_rate credits given back), like a request refused at once.
 
 use super::body::{TrackedBody, WorkerGuard};
 use super::deadline::{DeadlinePassed, Expiry};
-use super::queued::{wait, Waiting};
 use super::ratelimit;
 use super::response::{rejection_response, retry_after_secs};
-use crate::engine::{Admission, EngineRef, RequestGuard, Settings, Verdict, WorkerEngine};
+use crate::engine::{Admission, EngineRef, Queued, RequestGuard, Settings, Verdict, WorkerEngine};
+use crate::limiter::adaptive_concurrency::micros;
 use crate::limiter::request_rate::{RateStatus, RateTicket};
+use crate::limiter::LimiterName;
 use crate::limiter::{RatePolicy, Rejection};
+use crate::metrics::Outcome;
 #[cfg(feature = "redis")]
 use crate::store::redis::{RedisStore, Undo};
 use crate::tier::Tier;
@@ -296,4 +301,80 @@ where
             ResponseFutureProj::Shared { fut } => fut.as_mut().poll(cx),
         }
     }
+}
+
+/// Everything a waiting request is let through with.
+struct Waiting<S> {
+    service: Rc<S>,
+    engine: Rc<WorkerEngine>,
+    req: ServiceRequest,
+    tier: Tier,
+    /// Its outcome once let through (allowed, or one of the other limiters' dark or
+    /// fail-open outcomes).
+    outcome: Outcome,
+    guard: WorkerGuard,
+    after: Option<AfterResponse>,
+    expiry: Expiry,
+    /// The `RateLimit-Policy` of a refusal, when the RateLimit fields are on.
+    policy: Option<HeaderValue>,
+}
+
+/// Waits for the slot, then answers as the app does, or refuses the request.
+async fn wait<S, B>(
+    waiting: Waiting<S>,
+    queued: Box<Queued>,
+) -> Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error>,
+    B: MessageBody,
+{
+    let Waiting {
+        service,
+        engine,
+        req,
+        tier,
+        outcome,
+        mut guard,
+        after,
+        expiry,
+        policy,
+    } = waiting;
+    let max_wait = engine
+        .settings
+        .load()
+        .limiters
+        .adaptive_concurrency
+        .max_wait_for(tier);
+    let Queued {
+        wait,
+        refund,
+        at,
+        refunded,
+    } = *queued;
+    if let Ok(Ok(admitted_at)) = tokio::time::timeout(max_wait, wait).await {
+        guard.granted(admitted_at);
+        engine.metrics.request(tier, outcome);
+        return ResponseFuture::allowed(service.call(req), guard, after, expiry, tier).await;
+    }
+    // Timed out, or turned away for a higher tier: refused as if at once (the wait has left
+    // the room; the guard gives the other limiters' permits back).
+    drop(guard);
+    let settings = engine.settings.load_full();
+    let ac = &settings.limiters.adaptive_concurrency;
+    let now = engine.clock.now();
+    let rejection = engine.adaptive.refuse(ac, tier, micros(now));
+    engine
+        .metrics
+        .rejection(LimiterName::AdaptiveConcurrency, tier, false);
+    engine.metrics.request(tier, Outcome::Rejected);
+    if let Some(ticket) = refund {
+        settings.rules.refund(&*engine.store, &ticket, at);
+    }
+    let mut response = rejection_response(&rejection, None);
+    if let Some(status) = &refunded {
+        let secs = retry_after_secs(rejection.retry_after);
+        let fields = rate_fields(&settings, policy, status, Some((&rejection, secs)));
+        insert_rate_fields(response.headers_mut(), fields);
+    }
+    Ok(req.into_response(response).map_into_right_body())
 }
