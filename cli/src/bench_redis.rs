@@ -78,27 +78,45 @@ fn ask(client: u64) -> ClientAsk {
 /// `decisions` decisions from `concurrency` tasks; each gives its permit and fleet slot back
 /// afterwards, as a finished request does.
 async fn scripted(store: &Arc<RedisStore>, concurrency: usize, decisions: usize) -> Run {
+    timed(
+        concurrency,
+        decisions,
+        store.clone(),
+        |store, n| async move {
+            let client = n % 10_000;
+            if let Ok(answer) = store.decide(&ask(client)).await {
+                for set in [SlotSet::Client(client), SlotSet::Fleet] {
+                    store.undo(Undo::Release {
+                        set,
+                        member: answer.member,
+                    });
+                }
+            }
+            store
+        },
+    )
+    .await
+}
+
+/// `decisions` calls from `concurrency` tasks, each call timed: `call(state, n)` makes call
+/// `n` with its task's copy of `state` and gives it back.
+async fn timed<S, F, Fut>(concurrency: usize, decisions: usize, state: S, call: F) -> Run
+where
+    S: Clone + Send + 'static,
+    F: Fn(S, u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = S> + Send,
+{
     let per_task = decisions / concurrency;
     let started = CLOCK.now();
     let tasks: Vec<_> = (0..concurrency)
         .map(|t| {
-            let store = store.clone();
+            let (mut state, call) = (state.clone(), call.clone());
             tokio::spawn(async move {
                 let mut latencies = Vec::with_capacity(per_task);
                 for i in 0..per_task {
-                    let client = ((t * per_task + i) % 10_000) as u64;
-                    let ask = ask(client);
                     let begun = CLOCK.now();
-                    let answer = store.decide(&ask).await;
+                    state = call(state, (t * per_task + i) as u64).await;
                     latencies.push((CLOCK.now() - begun).as_secs_f64() * 1e6);
-                    if let Ok(answer) = answer {
-                        for set in [SlotSet::Client(client), SlotSet::Fleet] {
-                            store.undo(Undo::Release {
-                                set,
-                                member: answer.member,
-                            });
-                        }
-                    }
                 }
                 latencies
             })
@@ -148,33 +166,22 @@ where
     let script = redis::Script::new(MINIMAL_GCRA);
     let bucket = Bucket::new(1_000.0, 1_000.0, 0.0);
     let (inc, tol) = (bucket.increment(1), bucket.tolerance());
-    let per_task = decisions / concurrency;
-    let started = CLOCK.now();
-    let tasks: Vec<_> = (0..concurrency)
-        .map(|t| {
-            let (mut conn, script) = (conn.clone(), script.clone());
-            tokio::spawn(async move {
-                let mut latencies = Vec::with_capacity(per_task);
-                for i in 0..per_task {
-                    let key = format!("gcra:{{{:016x}}}", (t * per_task + i) % 10_000);
-                    let begun = CLOCK.now();
-                    let _: redis::RedisResult<i64> = script
-                        .key(&key)
-                        .arg(inc)
-                        .arg(tol)
-                        .invoke_async(&mut conn)
-                        .await;
-                    latencies.push((CLOCK.now() - begun).as_secs_f64() * 1e6);
-                }
-                latencies
-            })
-        })
-        .collect();
-    let mut all = Vec::with_capacity(decisions);
-    for t in tasks {
-        all.extend(t.await.unwrap_or_default());
-    }
-    Run::from(all, CLOCK.now() - started)
+    timed(
+        concurrency,
+        decisions,
+        (conn, script),
+        move |(mut conn, script), n| async move {
+            let key = format!("gcra:{{{:016x}}}", n % 10_000);
+            let _: redis::RedisResult<i64> = script
+                .key(&key)
+                .arg(inc)
+                .arg(tol)
+                .invoke_async(&mut conn)
+                .await;
+            (conn, script)
+        },
+    )
+    .await
 }
 
 /// [`baseline`] on a Cluster (both commands of a request go to its key's node).
@@ -196,35 +203,19 @@ async fn counters<C>(conn: C, concurrency: usize, decisions: usize) -> Run
 where
     C: redis::aio::ConnectionLike + Clone + Send + 'static,
 {
-    let per_task = decisions / concurrency;
-    let started = CLOCK.now();
-    let tasks: Vec<_> = (0..concurrency)
-        .map(|t| {
-            let mut conn = conn.clone();
-            tokio::spawn(async move {
-                let mut latencies = Vec::with_capacity(per_task);
-                for i in 0..per_task {
-                    let key = format!("baseline:{{{:016x}}}", (t * per_task + i) % 10_000);
-                    let begun = CLOCK.now();
-                    let _: redis::RedisResult<(i64, i64)> = redis::pipe()
-                        .cmd("INCR")
-                        .arg(&key)
-                        .cmd("EXPIRE")
-                        .arg(&key)
-                        .arg(60)
-                        .query_async(&mut conn)
-                        .await;
-                    latencies.push((CLOCK.now() - begun).as_secs_f64() * 1e6);
-                }
-                latencies
-            })
-        })
-        .collect();
-    let mut all = Vec::with_capacity(decisions);
-    for t in tasks {
-        all.extend(t.await.unwrap_or_default());
-    }
-    Run::from(all, CLOCK.now() - started)
+    timed(concurrency, decisions, conn, |mut conn, n| async move {
+        let key = format!("baseline:{{{:016x}}}", n % 10_000);
+        let _: redis::RedisResult<(i64, i64)> = redis::pipe()
+            .cmd("INCR")
+            .arg(&key)
+            .cmd("EXPIRE")
+            .arg(&key)
+            .arg(60)
+            .query_async(&mut conn)
+            .await;
+        conn
+    })
+    .await
 }
 
 /// redis-server on a free loopback port, stopped when dropped.
