@@ -291,16 +291,19 @@ fn library_users_compile_none_of_the_cli_dependencies_by_default() {
     }
 }
 
+/// Every mode `httpbench` serves or drives.
+const HTTPBENCH_MODES: [&str; 5] = [
+    "bare",
+    "brownout",
+    "brownout-nohdr",
+    "brownout-wu",
+    "governor",
+];
+
 #[test]
 fn httpbench_serves_ok_in_every_mode_and_reports_brownouts_counters() {
     let exe = example("httpbench");
-    for mode in [
-        "bare",
-        "brownout",
-        "brownout-nohdr",
-        "brownout-wu",
-        "governor",
-    ] {
+    for mode in HTTPBENCH_MODES {
         let addr = free_port();
         let child = Command::new(&exe)
             .args([
@@ -354,13 +357,7 @@ fn httpbench_serves_ok_in_every_mode_and_reports_brownouts_counters() {
 #[test]
 fn httpbench_calls_every_mode_in_process() {
     let exe = example("httpbench");
-    for mode in [
-        "bare",
-        "brownout",
-        "brownout-nohdr",
-        "brownout-wu",
-        "governor",
-    ] {
+    for mode in HTTPBENCH_MODES {
         let out = Command::new(&exe)
             .args(["calls", "--mode", mode, "--requests", "50"])
             .output()
