@@ -4,7 +4,7 @@
 use super::{EngineRef, Settings};
 use crate::config::Mode;
 use crate::limiter::adaptive_concurrency::{self, AdaptivePermit};
-use crate::limiter::adaptive_queue::{Slot, Wait};
+use crate::limiter::adaptive_concurrency::{Slot, Wait};
 use crate::limiter::concurrent_requests::{self, ConcurrencyPermit};
 use crate::limiter::fleet_usage::{self, FleetPermit};
 use crate::limiter::request_rate::{CheckTime, RateStatus, RateTicket};

@@ -110,7 +110,7 @@ where
         }),
     };
     let policy = |status: &RateStatus| policy(&settings, status);
-    let request = super::middleware::request_of(&req, &classified, plan.as_deref());
+    let request = super::request::request_of(&req, &classified, plan.as_deref());
     let response = match &answer {
         Ok((asked, answer)) => {
             let answered = Answered::new(&store, asked, answer);

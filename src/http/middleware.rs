@@ -8,12 +8,12 @@ use super::body::TrackedBody;
 #[cfg(feature = "redis")]
 use super::fleet;
 use super::ratelimit;
+use super::request::request_of;
 use super::respond::{respond, ResponseFuture};
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
 use crate::engine::{judge, Admission, Settings, Verdict, WorkerEngine};
 use crate::handle::Brownout;
 use crate::limiter::request_rate::RateStatus;
-use crate::limiter::Request;
 use crate::rng::{mix, SplitMix64};
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
@@ -274,21 +274,5 @@ where
             &|status| self.policy(settings, status),
             None,
         )
-    }
-}
-
-/// The request as the limiters see it.
-pub(super) fn request_of<'a>(
-    req: &'a ServiceRequest,
-    c: &Classified,
-    plan: Option<&'a str>,
-) -> Request<'a> {
-    Request {
-        tier: c.tier,
-        key: c.key,
-        ip: c.ip,
-        method: req.method().as_str(),
-        path: req.match_info().as_str(),
-        plan,
     }
 }

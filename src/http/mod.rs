@@ -7,6 +7,7 @@ mod deadline;
 mod fleet;
 mod middleware;
 mod ratelimit;
+mod request;
 mod respond;
 mod response;
 

@@ -2,7 +2,6 @@
 //! chain that applies their modes and fails open on any error or panic.
 
 pub mod adaptive_concurrency;
-pub mod adaptive_queue;
 pub mod concurrent_requests;
 pub mod fleet_usage;
 pub mod request_rate;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::limiter::LimiterName;
 
 fn new_state(limit: f64) -> Arc<AdaptiveState> {
     Arc::new(AdaptiveState::new(limit))

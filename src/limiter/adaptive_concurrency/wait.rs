@@ -13,54 +13,16 @@
 //! Only the middleware waits (`Brownout::check` and fleet-mode decisions cannot); nothing here
 //! runs on a request that found room, except one read of the waiting counts.
 
-use super::adaptive_concurrency::{fits, micros, AdaptivePermit, AdaptiveState};
+use super::room::{Waiter, GRANTED, WAITING};
+use super::state::{micros, AdaptivePermit, AdaptiveState};
 use crate::config::AdaptiveConcurrencyConfig;
 use crate::tier::Tier;
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
-
-const WAITING: u8 = 0;
-const GRANTED: u8 = 1;
-const TURNED_AWAY: u8 = 2;
-
-/// The requests waiting, per tier (critical's is unused), oldest first; and the settings the
-/// last of them came under (their shares say which tier has room).
-#[derive(Debug, Default)]
-pub(crate) struct Room {
-    tiers: [VecDeque<Arc<Waiter>>; 4],
-    settings: AdaptiveConcurrencyConfig,
-}
-
-impl Room {
-    fn len(&self) -> usize {
-        self.tiers.iter().map(VecDeque::len).sum()
-    }
-}
-
-/// One waiting request. Its state leaves `WAITING` only under the room's lock.
-#[derive(Debug)]
-struct Waiter {
-    tier: Tier,
-    state: AtomicU8,
-    /// When it was given its slot (µs of the clock).
-    granted_at: AtomicU64,
-    waker: Mutex<Option<Waker>>,
-}
-
-impl Waiter {
-    fn settle(&self, state: u8) {
-        self.state.store(state, Ordering::Release);
-        let waker = self.waker.lock().map(|mut w| w.take()).unwrap_or(None);
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-}
 
 /// What a request found: a slot now, or a place in the waiting room.
 #[derive(Debug)]
@@ -150,34 +112,6 @@ impl Drop for Wait {
 }
 
 impl AdaptiveState {
-    fn room(&self) -> MutexGuard<'_, Room> {
-        self.room
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Whether a request of `tier` or a higher one is waiting (a newcomer of `tier` may not
-    /// pass it).
-    pub(super) fn waiting_at_or_above(&self, tier: Tier) -> bool {
-        self.counts.waiting[Tier::Post.index()..=tier.index()]
-            .iter()
-            .any(|n| n.load(Ordering::SeqCst) != 0)
-    }
-
-    /// Whether `tier` is held off at `now_us` (a higher tier found no room just before).
-    pub(super) fn held(&self, tier: Tier, now_us: u64) -> bool {
-        now_us < self.held_until[tier.index()].load(Ordering::Relaxed)
-    }
-
-    /// Requests waiting for a slot.
-    pub fn waiting(&self) -> u64 {
-        self.counts
-            .waiting
-            .iter()
-            .map(|n| n.load(Ordering::Relaxed))
-            .sum()
-    }
-
     /// A slot for a request of `tier` that found none at once: given now if one freed up, or
     /// a place in the waiting room (turning the lower tiers' requests away); `None` when the
     /// room is full of requests of its tier or higher.
@@ -225,53 +159,6 @@ impl AdaptiveState {
             done: false,
         }))
     }
-
-    /// Settles a request taken out of the room as turned away.
-    fn turn_away(&self, turned: &Waiter) {
-        self.counts.waiting[turned.tier.index()].fetch_sub(1, Ordering::SeqCst);
-        turned.settle(TURNED_AWAY);
-    }
-
-    /// Gives free slots to the requests waiting, highest tier first, at `now`.
-    pub(crate) fn dispatch(&self, now: Duration) {
-        // SeqCst, as the releases' decrements and the waiting counts' increments are: a
-        // release and a request being queued at once see each other.
-        if self.waiting_at_or_above(Tier::Test) {
-            let mut room = self.room();
-            self.dispatch_in(&mut room, now);
-        }
-    }
-
-    fn dispatch_in(&self, room: &mut Room, now: Duration) {
-        for tier in [Tier::Post, Tier::Get, Tier::Test] {
-            while !room.tiers[tier.index()].is_empty() {
-                // A tier without room leaves none for the tiers below it (their shares are
-                // smaller, and they count it).
-                if !self.has_room(room, tier) {
-                    return;
-                }
-                let Some(next) = room.tiers[tier.index()].pop_front() else {
-                    break;
-                };
-                self.counts.in_flight[tier.index()].fetch_add(1, Ordering::SeqCst);
-                self.counts.waiting[tier.index()].fetch_sub(1, Ordering::SeqCst);
-                next.granted_at.store(micros(now), Ordering::Relaxed);
-                next.settle(GRANTED);
-            }
-        }
-    }
-
-    /// Whether `tier` has room under the limit, counting its own requests in flight and those
-    /// of the tiers above it.
-    fn has_room(&self, room: &Room, tier: Tier) -> bool {
-        let limit = self.limit();
-        let share = room.settings.tier_limit(limit, tier).unwrap_or(limit);
-        let in_flight: u64 = self.counts.in_flight[..=tier.index()]
-            .iter()
-            .map(|n| n.load(Ordering::SeqCst))
-            .sum();
-        fits(in_flight, share)
-    }
 }
 
 #[cfg(test)]
@@ -279,6 +166,7 @@ mod tests {
     use super::*;
     use crate::limiter::adaptive_concurrency::acquire;
     use crate::limiter::Check;
+    use std::task::Waker;
 
     fn config(queue: u32) -> AdaptiveConcurrencyConfig {
         AdaptiveConcurrencyConfig {

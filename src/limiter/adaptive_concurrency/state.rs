@@ -1,0 +1,303 @@
+//! adaptive_concurrency's shared state: the counts in flight and waiting per tier, the
+//! limit published by the sampler, the window's latencies, the critical share, and the
+//! slots given back (to a waiting request first, see [`super::room`]).
+
+use super::room::{Room, Waiter, GRANTED, TURNED_AWAY};
+use crate::config::AdaptiveConcurrencyConfig;
+use crate::limiter::{LimiterName, RejectStatus, Rejection};
+use crate::math::adaptive::Window;
+use crate::math::critical::{critical_share, CriticalPressure};
+use crate::shard::{CachePadded, Sharded};
+use crate::tier::Tier;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Row of [`AdaptiveState::finished`]: requests finished, and the sum of their latencies (µs).
+const COUNT: usize = 0;
+const SUM: usize = 1;
+
+/// Per tier: requests in flight, and requests waiting for a slot (critical ones never wait).
+#[derive(Debug, Default)]
+pub(super) struct Counts {
+    pub(super) in_flight: [AtomicU64; 4],
+    pub(super) waiting: [AtomicU64; 4],
+}
+
+/// The limiter's shared state.
+///
+/// The in-flight and waiting counts, one of each per tier, share a cache line; an in-flight
+/// count is written twice per admitted request of its tier: a POST's limit holds exactly
+/// across workers (as fleet_usage's count does), a lower tier's within the requests racing
+/// it. The waiting counts are read once per request and written only by waiting ones. The
+/// latencies go to per-thread rows (summed once per window), and the window's minimum is
+/// written only when a request beats it.
+#[derive(Debug)]
+pub struct AdaptiveState {
+    pub(super) counts: CachePadded<Counts>,
+    /// The requests waiting for a slot (locked only by them, and by releases while any wait).
+    pub(super) room: Mutex<Room>,
+    /// The limit to admit under (`f64` bits), published by the sampler every window.
+    limit: AtomicU64,
+    /// The floor latency learned (µs; 0 before any), published with the limit.
+    floor: AtomicU64,
+    finished: Sharded<2>,
+    window_min: AtomicU64,
+    pub(super) refused: AtomicU64,
+    /// Per tier, until when (µs; 0: not yet) it is held off: a higher tier found no room.
+    pub(super) held_until: [AtomicU64; 4],
+    seen: [AtomicU64; 2], // the sums at the end of the last window
+    /// The share of critical cohorts admitted (`f64` bits; 1: every client).
+    critical_share: AtomicU64,
+    /// This window: a critical request was refused at the ceiling / let in with the limit full.
+    pub(super) critical_overflowed: AtomicBool,
+    pub(super) critical_at_limit: AtomicBool,
+}
+
+impl AdaptiveState {
+    /// State admitting under `initial`.
+    pub fn new(initial: f64) -> Self {
+        Self {
+            counts: CachePadded(Counts::default()),
+            room: Mutex::new(Room::default()),
+            limit: AtomicU64::new(initial.to_bits()),
+            floor: AtomicU64::new(0),
+            finished: Sharded::default(),
+            window_min: AtomicU64::new(u64::MAX),
+            refused: AtomicU64::new(0),
+            held_until: Default::default(),
+            seen: Default::default(),
+            critical_share: AtomicU64::new(1f64.to_bits()),
+            critical_overflowed: AtomicBool::new(false),
+            critical_at_limit: AtomicBool::new(false),
+        }
+    }
+
+    /// The share of critical cohorts admitted (1 unless critical demand alone overflowed the
+    /// ceiling lately).
+    pub fn critical_share(&self) -> f64 {
+        f64::from_bits(self.critical_share.load(Ordering::Relaxed))
+    }
+
+    /// Closes the critical window: the share of cohorts admitted moves by what the critical
+    /// requests met in it ([`critical_share`]). Returns the new share.
+    pub fn settle_critical(&self) -> f64 {
+        // Both flags start afresh each window.
+        let overflowed = self.critical_overflowed.swap(false, Ordering::Relaxed);
+        let at_limit = self.critical_at_limit.swap(false, Ordering::Relaxed);
+        let pressure = match (overflowed, at_limit) {
+            (true, _) => CriticalPressure::Overflowed,
+            (false, true) => CriticalPressure::AtLimit,
+            (false, false) => CriticalPressure::Clear,
+        };
+        let share = critical_share(self.critical_share(), pressure);
+        self.critical_share
+            .store(share.to_bits(), Ordering::Relaxed);
+        share
+    }
+
+    /// The limit requests are admitted under.
+    pub fn limit(&self) -> f64 {
+        f64::from_bits(self.limit.load(Ordering::Relaxed))
+    }
+
+    /// Publishes a new limit, and the floor latency it was learned against.
+    pub fn publish(&self, limit: f64, floor: Option<Duration>) {
+        self.limit.store(limit.to_bits(), Ordering::Relaxed);
+        let floor_us = floor.map_or(0, micros);
+        self.floor.store(floor_us, Ordering::Relaxed);
+    }
+
+    /// The floor latency the limit was learned against, once one was seen.
+    pub fn floor(&self) -> Option<Duration> {
+        match self.floor.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
+    }
+
+    /// Requests admitted by this limiter and not yet finished (critical ones too).
+    pub fn in_flight(&self) -> u64 {
+        self.counts
+            .in_flight
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Gives back a slot of `tier` at `now` (to a waiting request, if any); `latency` is how
+    /// long the request took, if it finished (a request refused by a later limiter gives its
+    /// slot back without one).
+    pub fn release(&self, tier: Tier, latency: Option<Duration>, now: Duration) {
+        // SeqCst, with the waiting counts: a release and a request being queued at once see
+        // each other (one of them gives the slot away).
+        self.counts.in_flight[tier.index()].fetch_sub(1, Ordering::SeqCst);
+        if let Some(latency) = latency {
+            let us = micros(latency);
+            self.finished.add(COUNT, 1);
+            self.finished
+                .add(SUM, i64::try_from(us).unwrap_or(i64::MAX));
+            if us < self.window_min.load(Ordering::Relaxed) {
+                self.window_min.fetch_min(us, Ordering::Relaxed);
+            }
+        }
+        self.dispatch(now);
+    }
+
+    /// Refuses a request of `tier` at `now` (µs), holding every lower tier off for
+    /// `tier_hold`.
+    pub fn refuse(&self, c: &AdaptiveConcurrencyConfig, tier: Tier, now_us: u64) -> Rejection {
+        let until = now_us.saturating_add(micros(c.tier_hold.get()));
+        for lower in &self.held_until[tier.index() + 1..] {
+            if lower.load(Ordering::Relaxed) < until {
+                lower.fetch_max(until, Ordering::Relaxed);
+            }
+        }
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        Rejection {
+            limiter: LimiterName::AdaptiveConcurrency,
+            tier,
+            status: RejectStatus::ServiceUnavailable,
+            retry_after: c.retry_after.get(),
+            policy: None,
+        }
+    }
+
+    /// Closes the window ending at `at` (µs): what finished since the last one.
+    pub fn take_window(&self, at: u64) -> Window {
+        let mut delta = [0u64; 2];
+        for (i, d) in delta.iter_mut().enumerate() {
+            let now = self.finished.sum(i).max(0) as u64;
+            *d = now.saturating_sub(self.seen[i].swap(now, Ordering::Relaxed));
+        }
+        Window {
+            at,
+            count: delta[COUNT],
+            sum: delta[SUM],
+            min: self.window_min.swap(u64::MAX, Ordering::Relaxed),
+            binding: self.refused.swap(0, Ordering::Relaxed) > 0,
+        }
+    }
+}
+
+impl AdaptiveState {
+    pub(super) fn room(&self) -> MutexGuard<'_, Room> {
+        self.room
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether a request of `tier` or a higher one is waiting (a newcomer of `tier` may not
+    /// pass it).
+    pub(super) fn waiting_at_or_above(&self, tier: Tier) -> bool {
+        self.counts.waiting[Tier::Post.index()..=tier.index()]
+            .iter()
+            .any(|n| n.load(Ordering::SeqCst) != 0)
+    }
+
+    /// Whether `tier` is held off at `now_us` (a higher tier found no room just before).
+    pub(super) fn held(&self, tier: Tier, now_us: u64) -> bool {
+        now_us < self.held_until[tier.index()].load(Ordering::Relaxed)
+    }
+
+    /// Requests waiting for a slot.
+    pub fn waiting(&self) -> u64 {
+        self.counts
+            .waiting
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Settles a request taken out of the room as turned away.
+    pub(super) fn turn_away(&self, turned: &Waiter) {
+        self.counts.waiting[turned.tier.index()].fetch_sub(1, Ordering::SeqCst);
+        turned.settle(TURNED_AWAY);
+    }
+
+    /// Gives free slots to the requests waiting, highest tier first, at `now`.
+    pub(crate) fn dispatch(&self, now: Duration) {
+        // SeqCst, as the releases' decrements and the waiting counts' increments are: a
+        // release and a request being queued at once see each other.
+        if self.waiting_at_or_above(Tier::Test) {
+            let mut room = self.room();
+            self.dispatch_in(&mut room, now);
+        }
+    }
+
+    pub(super) fn dispatch_in(&self, room: &mut Room, now: Duration) {
+        for tier in [Tier::Post, Tier::Get, Tier::Test] {
+            while !room.tiers[tier.index()].is_empty() {
+                // A tier without room leaves none for the tiers below it (their shares are
+                // smaller, and they count it).
+                if !self.has_room(room, tier) {
+                    return;
+                }
+                let Some(next) = room.tiers[tier.index()].pop_front() else {
+                    break;
+                };
+                self.counts.in_flight[tier.index()].fetch_add(1, Ordering::SeqCst);
+                self.counts.waiting[tier.index()].fetch_sub(1, Ordering::SeqCst);
+                next.granted_at.store(micros(now), Ordering::Relaxed);
+                next.settle(GRANTED);
+            }
+        }
+    }
+
+    /// Whether `tier` has room under the limit, counting its own requests in flight and those
+    /// of the tiers above it.
+    pub(super) fn has_room(&self, room: &Room, tier: Tier) -> bool {
+        let limit = self.limit();
+        let share = room.settings.tier_limit(limit, tier).unwrap_or(limit);
+        let in_flight: u64 = self.counts.in_flight[..=tier.index()]
+            .iter()
+            .map(|n| n.load(Ordering::SeqCst))
+            .sum();
+        fits(in_flight, share)
+    }
+}
+
+/// Whether one more request fits beside `in_flight` under a `share` of the limit (one always
+/// does).
+pub(super) fn fits(in_flight: u64, share: f64) -> bool {
+    (in_flight as f64) < share.floor().max(1.0)
+}
+
+/// `d` in whole microseconds (saturating), the unit of the limiter's clock readings.
+pub(crate) fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// A request's slot: given back when dropped, unless [`keep`](Self::keep) handed it to the
+/// request's guard, which gives it back with the request's latency.
+#[derive(Debug)]
+pub struct AdaptivePermit<'a> {
+    state: Option<&'a AdaptiveState>,
+    tier: Tier,
+    admitted_at: Duration,
+}
+
+impl<'a> AdaptivePermit<'a> {
+    pub(super) fn new(state: &'a AdaptiveState, tier: Tier, admitted_at: Duration) -> Self {
+        Self {
+            state: Some(state),
+            tier,
+            admitted_at,
+        }
+    }
+
+    /// Hands the slot over (the request's guard gives it back under the request's tier);
+    /// returns when the request was admitted, to measure its latency.
+    pub fn keep(mut self) -> Duration {
+        self.state = None;
+        self.admitted_at
+    }
+}
+
+impl Drop for AdaptivePermit<'_> {
+    fn drop(&mut self) {
+        if let Some(state) = self.state {
+            state.release(self.tier, None, self.admitted_at);
+        }
+    }
+}
