@@ -20,7 +20,7 @@ use crate::config::{ConfigError, LimitersConfig, Mode, QuotaKey};
 use crate::control::{InFlight, PublishedPlan};
 use crate::limiter::adaptive_concurrency::AdaptiveState;
 use crate::limiter::request_rate::{CheckTime, RateRules};
-use crate::limiter::Request;
+use crate::limiter::{LimiterName, Request};
 use crate::logging::LogGate;
 use crate::math::window::WindowRule;
 use crate::metrics::{Metrics, Outcome};
@@ -75,15 +75,8 @@ impl Settings {
     }
 
     /// Each limiter's configured mode, in check order.
-    pub fn modes(&self) -> [Mode; 5] {
-        let l = &self.limiters;
-        [
-            l.request_rate.mode,
-            l.concurrent_requests.mode,
-            l.fleet_usage.mode,
-            l.adaptive_concurrency.mode,
-            l.worker_utilization.mode,
-        ]
+    pub fn modes(&self) -> [Mode; LimiterName::COUNT] {
+        LimiterName::ALL.map(|l| l.mode(&self.limiters))
     }
 }
 

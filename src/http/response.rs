@@ -1,6 +1,6 @@
 //! Rejection responses: 429/503 with `Retry-After` and an RFC 9457 problem+json body.
 
-use crate::limiter::{LimiterName, RatePolicy, RejectStatus, Rejection};
+use crate::limiter::{RatePolicy, RejectStatus, Rejection};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::HttpResponse;
@@ -67,58 +67,7 @@ pub fn rejection_response(r: &Rejection, policy: Option<&str>) -> HttpResponse {
         RejectStatus::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
         RejectStatus::ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
     };
-    let (title, detail) = match r.limiter {
-        // A critical request refused: say nothing about critical requests being served.
-        LimiterName::WorkerUtilization | LimiterName::AdaptiveConcurrency
-            if r.tier == crate::tier::Tier::Critical =>
-        {
-            (
-                "Service overloaded",
-                format!(
-                    "The server has more critical requests than it can answer in time and is serving some clients' first. Retry in {wait}."
-                ),
-            )
-        }
-        LimiterName::WorkerUtilization => (
-            "Service overloaded",
-            format!(
-                "The server is shedding {} traffic to stay up under load. Retry in {wait}; critical requests are still being served.",
-                r.tier
-            ),
-        ),
-        LimiterName::AdaptiveConcurrency => (
-            "Service overloaded",
-            format!(
-                "The server is at the number of requests it can serve well and is refusing {} traffic first. Retry in {wait}; critical requests are still being served.",
-                r.tier
-            ),
-        ),
-        LimiterName::FleetUsage => (
-            "Capacity reserved",
-            format!(
-                "The remaining capacity is reserved for critical requests. Retry this {} request in {wait}.",
-                r.tier
-            ),
-        ),
-        LimiterName::RequestRate => match policy {
-            Some("per_ip") if r.policy == Some(RatePolicy::PerIp) => (
-                "Too many requests",
-                format!("Too many requests come from your network address. Retry in {wait}."),
-            ),
-            Some(name) => (
-                "Quota exceeded",
-                format!("You have reached the limit of the {name} quota. Retry in {wait}."),
-            ),
-            None => (
-                "Too many requests",
-                format!("You have used up your request credits. Retry in {wait}, or spread your requests out."),
-            ),
-        },
-        LimiterName::ConcurrentRequests => (
-            "Too many concurrent requests",
-            format!("You have too many requests in progress. Retry in {wait}, once some have finished."),
-        ),
-    };
+    let (title, detail) = r.limiter.problem(r, policy, &wait);
     let mut extra = json!({
         "limiter": r.limiter.as_str(),
         "tier": r.tier.as_str(),

@@ -3,8 +3,10 @@
 //! request), or, once the request is admitted, when the request's guard that kept it is
 //! dropped (the response body ended, failed or was dropped because the client went away).
 
+use super::Problem;
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
 use crate::config::ConcurrentRequestsConfig;
+use crate::config::{LimitersConfig, Mode};
 use crate::store::StoreHandle;
 use crate::tier::Tier;
 
@@ -66,4 +68,37 @@ pub fn acquire<'a, S: StoreHandle>(
         policy: None,
     };
     Ok(Check::Rejected(rejection, ()))
+}
+
+/// concurrent_requests as a [`Limiter`](super::Limiter).
+pub(crate) struct ConcurrentRequests;
+
+impl super::Limiter for ConcurrentRequests {
+    const NAME: LimiterName = LimiterName::ConcurrentRequests;
+    type Settings = ConcurrentRequestsConfig;
+
+    fn settings(l: &LimitersConfig) -> &ConcurrentRequestsConfig {
+        &l.concurrent_requests
+    }
+
+    fn settings_mut(l: &mut LimitersConfig) -> &mut ConcurrentRequestsConfig {
+        &mut l.concurrent_requests
+    }
+
+    fn mode(s: &ConcurrentRequestsConfig) -> Mode {
+        s.mode
+    }
+
+    fn set_mode(s: &mut ConcurrentRequestsConfig, mode: Mode) {
+        s.mode = mode;
+    }
+
+    fn problem(_r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
+        (
+            "Too many concurrent requests",
+            format!(
+                "You have too many requests in progress. Retry in {wait}, once some have finished."
+            ),
+        )
+    }
 }

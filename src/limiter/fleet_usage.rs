@@ -2,8 +2,10 @@
 //! requests. Non-critical requests in flight may use at most `(1 - reserved) × capacity`
 //! slots; critical requests are never counted or refused here, so they can use everything.
 
+use super::Problem;
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
 use crate::config::FleetUsageConfig;
+use crate::config::{LimitersConfig, Mode};
 use crate::store::StoreHandle;
 use crate::tier::Tier;
 
@@ -56,4 +58,38 @@ pub fn acquire<'a, S: StoreHandle>(
         policy: None,
     };
     Ok(Check::Rejected(rejection, ()))
+}
+
+/// fleet_usage as a [`Limiter`](super::Limiter).
+pub(crate) struct FleetUsage;
+
+impl super::Limiter for FleetUsage {
+    const NAME: LimiterName = LimiterName::FleetUsage;
+    type Settings = FleetUsageConfig;
+
+    fn settings(l: &LimitersConfig) -> &FleetUsageConfig {
+        &l.fleet_usage
+    }
+
+    fn settings_mut(l: &mut LimitersConfig) -> &mut FleetUsageConfig {
+        &mut l.fleet_usage
+    }
+
+    fn mode(s: &FleetUsageConfig) -> Mode {
+        s.mode
+    }
+
+    fn set_mode(s: &mut FleetUsageConfig, mode: Mode) {
+        s.mode = mode;
+    }
+
+    fn problem(r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
+        (
+            "Capacity reserved",
+            format!(
+                "The remaining capacity is reserved for critical requests. Retry this {} request in {wait}.",
+                r.tier
+            ),
+        )
+    }
 }

@@ -10,51 +10,122 @@ pub mod worker_utilization;
 /// The arithmetic lives in [`crate::math`]; these paths are kept for existing users.
 pub use crate::math::{gcra, window};
 
+use crate::config::{LimitersConfig, Mode};
 use crate::tier::Tier;
 use serde::Serialize;
 use std::time::Duration;
 
-/// The five limiters, in the order of their tables and metrics (the chain checks
-/// worker_utilization's plan before adaptive_concurrency).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LimiterName {
+/// What makes a limiter one unit: its name, its section of `limiters:` (and so its mode), and
+/// the words of its refusals. Each limiter implements it in its own module; the list below
+/// ([`limiters!`]) is the one place that names them all, and everything that goes over every
+/// limiter (the operator's mode changes, the metrics arrays, `/v1/state`, the settings' modes,
+/// the answers' text) goes through [`LimiterName`]'s methods generated from it. How to add one:
+/// docs/ARCHITECTURE.md, "Adding a limiter".
+pub(crate) trait Limiter {
+    /// Its name: the metrics' `limiter` label, the admin API's and the config's key.
+    const NAME: LimiterName;
+    /// Its section of `limiters:`.
+    type Settings;
+    /// Its section of `l`.
+    fn settings(l: &LimitersConfig) -> &Self::Settings;
+    /// Its section of `l`, to be changed.
+    fn settings_mut(l: &mut LimitersConfig) -> &mut Self::Settings;
+    /// Its mode in `s` (`off`, `dark` or `enforce`).
+    fn mode(s: &Self::Settings) -> Mode;
+    /// Sets its mode in `s` (the operator's mode changes).
+    fn set_mode(s: &mut Self::Settings, mode: Mode);
+    /// The title and detail of its refusal `r` (`policy` names the request-rate policy other
+    /// than the client's bucket; `wait` is when to retry, in words).
+    fn problem(r: &Rejection, policy: Option<&str>, wait: &str) -> Problem;
+}
+
+/// A refusal's title and detail, in the words of the limiter that refused.
+pub(crate) type Problem = (&'static str, String);
+
+/// The words of a critical request refused by a limiter that protects the server (nothing is
+/// said about critical requests being served).
+pub(crate) fn critical_refused(wait: &str) -> Problem {
+    (
+        "Service overloaded",
+        format!(
+            "The server has more critical requests than it can answer in time and is serving some clients' first. Retry in {wait}."
+        ),
+    )
+}
+
+/// The one list of limiters: `Variant = index, "name", unit;` in the order of their tables and
+/// metrics (the chain checks worker_utilization's plan before adaptive_concurrency).
+macro_rules! limiters {
+    ($($(#[$doc:meta])* $variant:ident = $index:literal, $name:literal, $unit:ty;)*) => {
+        /// The limiters, in the order of their tables and metrics.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum LimiterName {
+            $($(#[$doc])* $variant = $index,)*
+        }
+
+        impl LimiterName {
+            /// How many limiters there are: the length of every per-limiter table.
+            pub const COUNT: usize = [$($index),*].len();
+
+            /// Every limiter, in the order of their tables and metrics.
+            pub const ALL: [LimiterName; LimiterName::COUNT] = [$(LimiterName::$variant),*];
+
+            /// The label value and admin API name.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(LimiterName::$variant => $name,)*
+                }
+            }
+
+            /// Its mode in `l`.
+            pub(crate) fn mode(self, l: &LimitersConfig) -> Mode {
+                match self {
+                    $(LimiterName::$variant => <$unit>::mode(<$unit>::settings(l)),)*
+                }
+            }
+
+            /// Sets its mode in `l`.
+            pub(crate) fn set_mode(self, l: &mut LimitersConfig, mode: Mode) {
+                match self {
+                    $(LimiterName::$variant => <$unit>::set_mode(<$unit>::settings_mut(l), mode),)*
+                }
+            }
+
+            /// The title and detail of its refusal `r`.
+            pub(crate) fn problem(self, r: &Rejection, policy: Option<&str>, wait: &str) -> Problem {
+                match self {
+                    $(LimiterName::$variant => <$unit>::problem(r, policy, wait),)*
+                }
+            }
+        }
+
+        $(const _: () = assert!(matches!(<$unit as Limiter>::NAME, LimiterName::$variant));)*
+    };
+}
+
+limiters! {
     /// Per-key token bucket.
-    RequestRate = 0,
+    RequestRate = 0, "request_rate", request_rate::RequestRate;
     /// Per-key in-flight cap.
-    ConcurrentRequests = 1,
+    ConcurrentRequests = 1, "concurrent_requests", concurrent_requests::ConcurrentRequests;
     /// Capacity reserved for critical traffic.
-    FleetUsage = 2,
+    FleetUsage = 2, "fleet_usage", fleet_usage::FleetUsage;
     /// The fast guard: a learned limit on non-critical requests in flight.
-    AdaptiveConcurrency = 3,
+    AdaptiveConcurrency = 3, "adaptive_concurrency", adaptive_concurrency::AdaptiveConcurrency;
     /// The derivative-controller shedder.
-    WorkerUtilization = 4,
+    WorkerUtilization = 4, "worker_utilization", worker_utilization::WorkerUtilization;
 }
 
 impl LimiterName {
-    /// Every limiter, in the order of their tables and metrics.
-    pub const ALL: [LimiterName; 5] = [
-        LimiterName::RequestRate,
-        LimiterName::ConcurrentRequests,
-        LimiterName::FleetUsage,
-        LimiterName::AdaptiveConcurrency,
-        LimiterName::WorkerUtilization,
-    ];
-
-    /// The label value and admin API name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            LimiterName::RequestRate => "request_rate",
-            LimiterName::ConcurrentRequests => "concurrent_requests",
-            LimiterName::FleetUsage => "fleet_usage",
-            LimiterName::AdaptiveConcurrency => "adaptive_concurrency",
-            LimiterName::WorkerUtilization => "worker_utilization",
-        }
-    }
-
     /// Looks a limiter up by its name.
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|l| l.as_str() == name)
+    }
+
+    /// Every limiter's name, comma-separated (for messages that list them).
+    pub fn names() -> String {
+        Self::ALL.map(Self::as_str).join(", ")
     }
 }
 
@@ -175,6 +246,48 @@ impl LimiterError {
         match self {
             LimiterError::StalePlan { .. } => "stale_plan",
             LimiterError::Store(e) => e.reason(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_limiter_is_found_by_its_name_and_its_mode_is_its_own() {
+        assert_eq!(LimiterName::ALL.len(), LimiterName::COUNT);
+        for (i, l) in LimiterName::ALL.into_iter().enumerate() {
+            assert_eq!(l as usize, i, "ALL is in index order");
+            assert_eq!(LimiterName::parse(l.as_str()), Some(l));
+            let mut limiters = LimitersConfig::default();
+            l.set_mode(&mut limiters, Mode::Dark);
+            for other in LimiterName::ALL {
+                let dark = other.mode(&limiters) == Mode::Dark;
+                assert_eq!(dark, other == l, "{other:?} after setting {l:?}");
+            }
+        }
+        assert_eq!(
+            LimiterName::names(),
+            "request_rate, concurrent_requests, fleet_usage, adaptive_concurrency, worker_utilization"
+        );
+    }
+
+    #[test]
+    fn every_limiter_words_its_refusals() {
+        for l in LimiterName::ALL {
+            for tier in Tier::ALL {
+                let r = Rejection {
+                    limiter: l,
+                    tier,
+                    status: RejectStatus::ServiceUnavailable,
+                    retry_after: Duration::from_secs(2),
+                    policy: None,
+                };
+                let (title, detail) = l.problem(&r, None, "2 seconds");
+                assert!(!title.is_empty(), "{l:?}");
+                assert!(detail.contains("Retry"), "{l:?}: {detail}");
+            }
         }
     }
 }

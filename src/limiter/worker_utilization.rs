@@ -1,7 +1,9 @@
 //! The worker-utilization check: drop a request of tier t with the published probability p(t).
 
+use super::Problem;
 use super::{Check, Checked, LimiterError, LimiterName, RejectStatus, Rejection};
 use crate::config::WorkerUtilizationConfig;
+use crate::config::{LimitersConfig, Mode};
 use crate::control::{should_drop, ShedPlan};
 use crate::rng::SplitMix64;
 use crate::tier::Tier;
@@ -43,6 +45,43 @@ pub fn check(
         policy: None,
     };
     Ok(Check::Rejected(rejection, ()))
+}
+
+/// worker_utilization as a [`Limiter`](super::Limiter).
+pub(crate) struct WorkerUtilization;
+
+impl super::Limiter for WorkerUtilization {
+    const NAME: LimiterName = LimiterName::WorkerUtilization;
+    type Settings = WorkerUtilizationConfig;
+
+    fn settings(l: &LimitersConfig) -> &WorkerUtilizationConfig {
+        &l.worker_utilization
+    }
+
+    fn settings_mut(l: &mut LimitersConfig) -> &mut WorkerUtilizationConfig {
+        &mut l.worker_utilization
+    }
+
+    fn mode(s: &WorkerUtilizationConfig) -> Mode {
+        s.mode
+    }
+
+    fn set_mode(s: &mut WorkerUtilizationConfig, mode: Mode) {
+        s.mode = mode;
+    }
+
+    fn problem(r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
+        if r.tier == Tier::Critical {
+            return super::critical_refused(wait);
+        }
+        (
+            "Service overloaded",
+            format!(
+                "The server is shedding {} traffic to stay up under load. Retry in {wait}; critical requests are still being served.",
+                r.tier
+            ),
+        )
+    }
 }
 
 #[cfg(test)]

@@ -95,13 +95,13 @@ pub struct Metrics {
     /// these, so they must not share a cache line between workers. Summed into `requests` on
     /// render.
     request_counts: Sharded<16>,
-    rejections: [[[Counter; 2]; 4]; 5],
+    rejections: [[[Counter; 2]; 4]; LimiterName::COUNT],
     utilization: Gauge,
     amount: Gauge,
     shed_probability: [Gauge; 4],
     in_flight: [Gauge; 4],
     expired: [Counter; 4],
-    limiter_mode: [[Gauge; 3]; 5],
+    limiter_mode: [[Gauge; 3]; LimiterName::COUNT],
     concurrency_limit: Gauge,
     concurrency_waiting: Gauge,
     concurrency_critical_share: Gauge,
@@ -112,7 +112,7 @@ pub struct Metrics {
     admin_changes: [Counter; 5],
     store_errors: [Counter; 3],
     /// Per limiter: rejected, dark_rejected, failed_open (for the admin state).
-    totals: [[AtomicU64; 3]; 5],
+    totals: [[AtomicU64; 3]; LimiterName::COUNT],
 }
 
 /// One limiter's counts since start, as shown by `GET /v1/state`.
@@ -305,7 +305,12 @@ impl Metrics {
     }
 
     /// Publishes modes, the kill switch and the config version.
-    pub fn publish_settings(&self, modes: [Mode; 5], kill_switch: bool, version: u64) {
+    pub fn publish_settings(
+        &self,
+        modes: [Mode; LimiterName::COUNT],
+        kill_switch: bool,
+        version: u64,
+    ) {
         for (limiter, mode) in modes.iter().enumerate() {
             for (i, m) in Mode::ALL.iter().enumerate() {
                 self.limiter_mode[limiter][i].set(if m == mode { 1.0 } else { 0.0 });

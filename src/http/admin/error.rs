@@ -22,7 +22,7 @@ pub enum AdminError {
     #[error("This endpoint does not support that method.")]
     MethodNotAllowed,
     /// `PUT /v1/limiters/{name}/mode` with a name that is not a limiter.
-    #[error("There is no limiter named `{0}`; the limiters are request_rate, concurrent_requests, fleet_usage, adaptive_concurrency, worker_utilization.")]
+    #[error("There is no limiter named `{0}`; the limiters are {names}.", names = crate::limiter::LimiterName::names())]
     UnknownLimiter(String),
     /// A field is missing, of the wrong type or out of range.
     #[error("{field}: {message}")]

@@ -25,7 +25,9 @@ pub use state::{AdaptivePermit, AdaptiveState};
 pub use wait::{Slot, TurnedAway, Wait};
 
 use super::{Check, Checked};
+use super::{LimiterName, Problem, Rejection};
 use crate::config::AdaptiveConcurrencyConfig;
+use crate::config::{LimitersConfig, Mode};
 use crate::control::{cohort_epoch, cohort_score};
 use crate::math::adaptive::LimitParams;
 use crate::tier::Tier;
@@ -133,6 +135,43 @@ impl AdaptiveState {
             raise(&self.critical_at_limit);
         }
         admitted()
+    }
+}
+
+/// adaptive_concurrency as a [`Limiter`](super::Limiter).
+pub(crate) struct AdaptiveConcurrency;
+
+impl super::Limiter for AdaptiveConcurrency {
+    const NAME: LimiterName = LimiterName::AdaptiveConcurrency;
+    type Settings = AdaptiveConcurrencyConfig;
+
+    fn settings(l: &LimitersConfig) -> &AdaptiveConcurrencyConfig {
+        &l.adaptive_concurrency
+    }
+
+    fn settings_mut(l: &mut LimitersConfig) -> &mut AdaptiveConcurrencyConfig {
+        &mut l.adaptive_concurrency
+    }
+
+    fn mode(s: &AdaptiveConcurrencyConfig) -> Mode {
+        s.mode
+    }
+
+    fn set_mode(s: &mut AdaptiveConcurrencyConfig, mode: Mode) {
+        s.mode = mode;
+    }
+
+    fn problem(r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
+        if r.tier == Tier::Critical {
+            return super::critical_refused(wait);
+        }
+        (
+            "Service overloaded",
+            format!(
+                "The server is at the number of requests it can serve well and is refusing {} traffic first. Retry in {wait}; critical requests are still being served.",
+                r.tier
+            ),
+        )
     }
 }
 

@@ -5,7 +5,9 @@ mod rules;
 
 pub use rules::{CostTable, Plan, Quota, RateRules};
 
+use super::Problem;
 use super::{Check, LimiterName, RatePolicy, RejectStatus, Rejection, Request};
+use crate::config::{LimitersConfig, Mode, RequestRateConfig};
 use crate::config::{QuotaCount, QuotaKey};
 use crate::math::gcra::{Bucket, Charge};
 use crate::math::window::WindowRule;
@@ -327,6 +329,47 @@ impl RateRules {
         match quota.key {
             QuotaKey::Client => ticket.key,
             QuotaKey::Ip => ticket.ip,
+        }
+    }
+}
+
+/// request_rate as a [`Limiter`](super::Limiter).
+pub(crate) struct RequestRate;
+
+impl super::Limiter for RequestRate {
+    const NAME: LimiterName = LimiterName::RequestRate;
+    type Settings = RequestRateConfig;
+
+    fn settings(l: &LimitersConfig) -> &RequestRateConfig {
+        &l.request_rate
+    }
+
+    fn settings_mut(l: &mut LimitersConfig) -> &mut RequestRateConfig {
+        &mut l.request_rate
+    }
+
+    fn mode(s: &RequestRateConfig) -> Mode {
+        s.mode
+    }
+
+    fn set_mode(s: &mut RequestRateConfig, mode: Mode) {
+        s.mode = mode;
+    }
+
+    fn problem(r: &Rejection, policy: Option<&str>, wait: &str) -> Problem {
+        match policy {
+            Some("per_ip") if r.policy == Some(RatePolicy::PerIp) => (
+                "Too many requests",
+                format!("Too many requests come from your network address. Retry in {wait}."),
+            ),
+            Some(name) => (
+                "Quota exceeded",
+                format!("You have reached the limit of the {name} quota. Retry in {wait}."),
+            ),
+            None => (
+                "Too many requests",
+                format!("You have used up your request credits. Retry in {wait}, or spread your requests out."),
+            ),
         }
     }
 }

@@ -150,7 +150,7 @@ pub(crate) fn spawn(
             let limiter = LimiterName::parse(&p.limiter)?;
             let wall = Duration::from_millis(p.at_unix_ms);
             let left = wall.saturating_sub(now_wall);
-            let set = mode_of(&engine.settings.load().limiters, limiter);
+            let set = limiter.mode(&engine.settings.load().limiters);
             Some(Revert {
                 deadline: now + left,
                 wall,
@@ -170,26 +170,6 @@ pub(crate) fn spawn(
         status,
     };
     (tx, tokio::spawn(operator.run(rx, shutdown)))
-}
-
-fn mode_of(l: &LimitersConfig, limiter: LimiterName) -> Mode {
-    match limiter {
-        LimiterName::RequestRate => l.request_rate.mode,
-        LimiterName::ConcurrentRequests => l.concurrent_requests.mode,
-        LimiterName::FleetUsage => l.fleet_usage.mode,
-        LimiterName::AdaptiveConcurrency => l.adaptive_concurrency.mode,
-        LimiterName::WorkerUtilization => l.worker_utilization.mode,
-    }
-}
-
-fn set_mode(l: &mut LimitersConfig, limiter: LimiterName, mode: Mode) {
-    match limiter {
-        LimiterName::RequestRate => l.request_rate.mode = mode,
-        LimiterName::ConcurrentRequests => l.concurrent_requests.mode = mode,
-        LimiterName::FleetUsage => l.fleet_usage.mode = mode,
-        LimiterName::AdaptiveConcurrency => l.adaptive_concurrency.mode = mode,
-        LimiterName::WorkerUtilization => l.worker_utilization.mode = mode,
-    }
 }
 
 fn to_json(l: &LimitersConfig) -> Value {
@@ -283,10 +263,10 @@ impl Operator {
             let mut draft = Draft::of(&live);
             let (mut before, mut after) = (Vec::new(), Vec::new());
             for r in due {
-                if mode_of(&draft.limiters, r.limiter) != r.set {
+                if r.limiter.mode(&draft.limiters) != r.set {
                     continue; // someone changed it since; their change stands
                 }
-                set_mode(&mut draft.limiters, r.limiter, r.to);
+                r.limiter.set_mode(&mut draft.limiters, r.to);
                 before.push(json!({"limiter": r.limiter.as_str(), "mode": r.set}));
                 after.push(json!({"limiter": r.limiter.as_str(), "mode": r.to}));
             }

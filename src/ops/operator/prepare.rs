@@ -1,6 +1,6 @@
 //! Working a change out against the live settings (nothing is changed yet).
 
-use super::{mode_of, reload_summary, set_mode, to_json, Draft, Operator, Prepared, Revert};
+use super::{reload_summary, to_json, Draft, Operator, Prepared, Revert};
 use crate::classify::Classifier;
 use crate::config::{ConfigError, LimitersConfig};
 use crate::ops::patch::{diff, merge, split_document};
@@ -18,8 +18,8 @@ impl Operator {
         let action = change.action();
         let (before, after) = match change {
             Change::Mode { limiter, mode, ttl } => {
-                let was = mode_of(&draft.limiters, limiter);
-                set_mode(&mut draft.limiters, limiter, mode);
+                let was = limiter.mode(&draft.limiters);
+                limiter.set_mode(&mut draft.limiters, mode);
                 // A newer change on the same limiter replaces pending reverts; a timed one
                 // still goes back to the mode from before the first timed change.
                 let first = reverts.iter().find(|r| r.limiter == limiter).map(|r| r.to);
