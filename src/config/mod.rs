@@ -86,7 +86,7 @@ impl Config {
     /// # Errors
     /// As for [`from_yaml_str`](Self::from_yaml_str).
     pub fn from_yaml_str_with_sections(text: &str, sections: &[&str]) -> Result<Self, ConfigError> {
-        let config = parse::yaml(text, sections)?;
+        let config = sections::yaml(text, sections)?;
         config.validate().map_err(|e| e.located(text))?;
         Ok(config)
     }

@@ -1,17 +1,10 @@
 //! YAML text to [`Config`], with errors an operator can act on: the dotted key, what was
 //! expected, and where, on one line.
 
-use super::sections::WholeFile;
-use super::{Config, ConfigError};
+use super::ConfigError;
 use crate::logging::one_line;
 use serde::de::DeserializeSeed;
 use std::cell::RefCell;
-
-/// Parses `text` into brownout's sections, keeping the application `sections` as written; an
-/// empty file (nothing but comments) is an error, not a default config.
-pub(super) fn yaml(text: &str, sections: &[&str]) -> Result<Config, ConfigError> {
-    with_seed(text, WholeFile { sections })
-}
 
 /// Runs `seed` over the YAML document `text`, naming the dotted key of a problem.
 pub(super) fn with_seed<T, S>(text: &str, seed: S) -> Result<T, ConfigError>
@@ -224,6 +217,7 @@ fn strip_location(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::sections::yaml;
 
     fn refused(yaml_text: &str) -> String {
         yaml(yaml_text, &[]).unwrap_err().to_string()

@@ -220,6 +220,12 @@ pub fn app_section<T: DeserializeOwned + Default>(
     Ok(section)
 }
 
+/// Parses `text` into brownout's sections, keeping the application `sections` as written; an
+/// empty file (nothing but comments) is an error, not a default config.
+pub(super) fn yaml(text: &str, sections: &[&str]) -> Result<Config, ConfigError> {
+    parse::with_seed(text, WholeFile { sections })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
