@@ -77,6 +77,7 @@ impl Controller {
     }
 
     /// The current amount, in `[resting, 1]`.
+    #[cfg(any(test, feature = "simulate"))]
     pub fn amount(&self) -> f64 {
         self.amount
     }

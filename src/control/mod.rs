@@ -1,5 +1,5 @@
 //! The worker-utilization control loop's parts: utilization sources, the controller's math
-//! ([`Controller`], [`probabilities`], pure and clock-injected) and the published
+//! (`Controller`, `probabilities`: pure and clock-injected, crate-private) and the published
 //! [`ShedPlan`]. The actors that drive them live in `crate::actors`.
 
 mod average;
@@ -8,13 +8,16 @@ mod demand;
 mod plan;
 mod source;
 
-pub use average::{TimeAverage, OBSERVE_EVERY};
-pub use controller::{Controller, ControllerParams};
-pub use demand::{offered_work, with_shed, InFlightSource, Traffic};
-pub use plan::{cohort_epoch, cohort_score, probabilities, should_drop, PublishedPlan, ShedPlan};
+#[cfg(feature = "simulate")]
+pub(crate) use average::TimeAverage;
+pub use average::OBSERVE_EVERY;
+pub(crate) use controller::{Controller, ControllerParams};
+#[cfg(feature = "simulate")]
+pub(crate) use demand::offered_work;
+pub(crate) use demand::{with_shed, InFlightSource, Traffic};
+pub use plan::ShedPlan;
+pub(crate) use plan::{cohort_epoch, cohort_score, probabilities, should_drop, PublishedPlan};
 #[cfg(feature = "cpu")]
-pub use source::CpuSource;
-pub use source::{
-    combine, source_fn, FnSource, InFlight, RuntimeRegistry, RuntimeSource, SourceError,
-    UtilizationSource,
-};
+pub(crate) use source::CpuSource;
+pub(crate) use source::{combine, RuntimeRegistry, RuntimeSource};
+pub use source::{source_fn, FnSource, InFlight, SourceError, UtilizationSource};

@@ -1,11 +1,11 @@
 //! The limiters, checked in the order of the README's "How a request is decided", and the
 //! chain that applies their modes and fails open on any error or panic.
 
-pub mod adaptive_concurrency;
-pub mod concurrent_requests;
-pub mod fleet_usage;
-pub mod request_rate;
-pub mod worker_utilization;
+pub(crate) mod adaptive_concurrency;
+pub(crate) mod concurrent_requests;
+pub(crate) mod fleet_usage;
+pub(crate) mod request_rate;
+pub(crate) mod worker_utilization;
 
 /// The arithmetic lives in [`crate::math`]; these paths are kept for existing users.
 pub use crate::math::{gcra, window};

@@ -145,6 +145,7 @@ impl AdaptiveLimit {
     }
 
     /// Where the floor measurement stands.
+    #[cfg(test)]
     pub fn probe(&self) -> Probe {
         self.probe
     }

@@ -2,7 +2,7 @@
 //! bucket and the fixed and sliding window counters. The stores apply it atomically to their
 //! state; the limiters decide with it.
 
-pub mod adaptive;
-pub mod critical;
+pub(crate) mod adaptive;
+pub(crate) mod critical;
 pub mod gcra;
 pub mod window;

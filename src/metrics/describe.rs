@@ -6,6 +6,7 @@ use metrics_exporter_prometheus::PrometheusRecorder;
 
 impl Metrics {
     /// Counts a fleet settings document read: `applied` or `rejected`.
+    #[cfg(feature = "redis")]
     pub fn fleet_settings(&self, result: &'static str) {
         let k = key("brownout_fleet_settings_total", &[("result", result)]);
         self.recorder.register_counter(&k, &META).increment(1);

@@ -7,7 +7,7 @@
 mod describe;
 mod histogram;
 
-pub use histogram::AtomicHistogram;
+pub(crate) use histogram::AtomicHistogram;
 
 use crate::config::Mode;
 use crate::control::{InFlight, ShedPlan, Traffic};
@@ -88,7 +88,7 @@ static DECISION_BUCKETS: [f64; 12] = [
 const META: Metadata<'static> = Metadata::new("brownout", metrics::Level::INFO, None);
 
 /// All of brownout's metric handles and the recorder that renders them.
-pub struct Metrics {
+pub(crate) struct Metrics {
     recorder: PrometheusRecorder,
     requests: [[Counter; 4]; 4],
     /// What `requests` shows, counted per thread (tier × outcome): every request writes one of
@@ -117,7 +117,7 @@ pub struct Metrics {
 
 /// One limiter's counts since start, as shown by `GET /v1/state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct LimiterCounts {
+pub(crate) struct LimiterCounts {
     /// Enforced rejections.
     pub rejected: u64,
     /// Rejections in dark mode.
@@ -328,6 +328,7 @@ impl Metrics {
     }
 
     /// Counts a failed call to a shared store (a rare path: the handle is looked up by label).
+    #[cfg(feature = "redis")]
     pub fn shared_store_error(&self, store: &'static str, op: &'static str) {
         let k = key(
             "brownout_store_errors_total",
@@ -337,6 +338,7 @@ impl Metrics {
     }
 
     /// Publishes how many undo operations the shared store dropped (its queue was full).
+    #[cfg(feature = "redis")]
     pub fn publish_undo_dropped(&self, store: &'static str, dropped: u64) {
         let k = key(
             "brownout_store_errors_total",
@@ -346,6 +348,7 @@ impl Metrics {
     }
 
     /// Publishes the shared store's circuit breaker: 0 closed, 1 open, 2 half-open.
+    #[cfg(feature = "redis")]
     pub fn publish_breaker(&self, store: &'static str, state: f64) {
         let k = key("brownout_store_breaker_state", &[("store", store)]);
         self.recorder.register_gauge(&k, &META).set(state);

@@ -9,14 +9,15 @@
 
 mod audit;
 mod operator;
-pub mod patch;
-pub mod persist;
+pub(crate) mod patch;
+pub(crate) mod persist;
 mod reload;
 
 pub use crate::metrics::{Action, ACTIONS};
-pub use audit::{AuditEntry, AuditLog};
+pub use audit::AuditEntry;
+pub(crate) use audit::AuditLog;
 pub(crate) use operator::{spawn, FleetStatus, OperatorSetup, OpsMsg};
-pub use persist::PendingRevert;
+pub(crate) use persist::PendingRevert;
 pub(crate) use reload::{reload, send};
 #[cfg(unix)]
 pub(crate) use reload::{spawn_reloader, ConfigFile};
@@ -114,7 +115,7 @@ pub struct Applied {
 }
 
 /// Parses limiter settings from JSON, naming the offending field on error.
-pub fn limiters_from_json(doc: Value) -> Result<LimitersConfig, ConfigError> {
+pub(crate) fn limiters_from_json(doc: Value) -> Result<LimitersConfig, ConfigError> {
     serde_path_to_error::deserialize(doc).map_err(|e| {
         let path = e.path().to_string();
         let key = if path == "." {

@@ -1,6 +1,6 @@
 //! adaptive_concurrency (the fast guard) as flows, for the simulator: the same learned limit
-//! ([`AdaptiveLimit`], fed each window with the latencies of the requests the app started)
-//! and the same critical share ([`critical_share`]) the middleware runs on, and the rules of
+//! (`AdaptiveLimit`, fed each window with the latencies of the requests the app started)
+//! and the same critical share (`critical_share`) the middleware runs on, and the rules of
 //! its admission: each tier's share of the limit counting the tiers above it, critical
 //! requests counted and refused only past `critical_ceiling` times the limit (outside the
 //! admitted share of cohorts first), the waiting room (`queue`, `max_wait`, `post_max_wait`;

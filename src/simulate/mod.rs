@@ -1,6 +1,6 @@
 //! `brownout simulate`: Stripe's worker-utilization controller and adaptive_concurrency (the
-//! fast guard) — the same [`Controller`], [`probabilities`], interval averaging and demand
-//! reading ([`offered_work`]), and the same learned limit and critical share the middleware
+//! fast guard) — the same `Controller`, `probabilities`, interval averaging and demand
+//! reading (`offered_work`), and the same learned limit and critical share the middleware
 //! runs on — in virtual time against a fluid queueing model of a server ([`queue`]).
 //! Thousands of simulated seconds take milliseconds, so an operator can try a setting before
 //! PATCHing it.

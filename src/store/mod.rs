@@ -8,12 +8,12 @@ mod hybrid;
 mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
-pub mod table;
+pub(crate) mod table;
 
 #[cfg(feature = "redis")]
 pub(crate) use answered::Answered;
 #[cfg(feature = "redis")]
-pub use hybrid::HybridStore;
+pub(crate) use hybrid::HybridStore;
 pub use memory::MemoryStore;
 
 use crate::math::gcra::Charge;

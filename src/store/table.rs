@@ -170,6 +170,7 @@ impl KeyTable {
     }
 
     /// How many keys fit.
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.buckets.len() * WAYS
     }
@@ -180,6 +181,7 @@ impl KeyTable {
     }
 
     /// Bytes the table occupies.
+    #[cfg(test)]
     pub fn bytes(&self) -> usize {
         std::mem::size_of_val(&*self.buckets) + std::mem::size_of::<Self>()
     }

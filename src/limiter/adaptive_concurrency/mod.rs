@@ -22,7 +22,7 @@ mod wait;
 use state::fits;
 pub(crate) use state::micros;
 pub use state::{AdaptivePermit, AdaptiveState};
-pub use wait::{Slot, TurnedAway, Wait};
+pub use wait::{Slot, Wait};
 
 use super::{Check, Checked};
 use super::{LimiterName, Problem, Rejection};

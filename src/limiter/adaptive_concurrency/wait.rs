@@ -47,13 +47,6 @@ pub struct Wait {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TurnedAway;
 
-impl Wait {
-    /// The request's tier.
-    pub fn tier(&self) -> Tier {
-        self.waiter.tier
-    }
-}
-
 impl Future for Wait {
     type Output = Result<Duration, TurnedAway>;
 

@@ -3,7 +3,7 @@
 
 mod rules;
 
-pub use rules::{CostTable, Plan, Quota, RateRules};
+pub use rules::{Quota, RateRules};
 
 use super::Problem;
 use super::{Check, LimiterName, RatePolicy, RejectStatus, Rejection, Request};

@@ -14,10 +14,10 @@ mod settings;
 mod split;
 mod undo;
 
-pub use breaker::{Breaker, BreakerParams, BreakerState};
-pub use reconcile::Round;
-pub use script::{BucketAsk, ClientAsk, ClientReply, Keys, QuotaAsk, SlotSet, Undo};
-pub use settings::Cas;
+pub(crate) use breaker::{Breaker, BreakerParams, BreakerState};
+pub use script::{BucketAsk, ClientAsk, QuotaAsk, SlotSet, Undo};
+pub(crate) use script::{ClientReply, Keys};
+pub(crate) use settings::Cas;
 
 use super::StoreError;
 use crate::clock::Clock;

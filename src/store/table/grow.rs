@@ -38,6 +38,7 @@ impl KeyTable {
     }
 
     /// Buckets in use now.
+    #[cfg(test)]
     pub fn active_capacity(&self) -> usize {
         (self.masks().0 + 1) * super::WAYS
     }
