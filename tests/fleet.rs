@@ -138,6 +138,12 @@ fn card(c: &mut redis::Connection, key: &str) -> u64 {
     redis::cmd("ZCARD").arg(key).query(c).unwrap()
 }
 
+/// Permits in the client's hash `key` (every field but its bucket's, `t`).
+fn permits(c: &mut redis::Connection, key: &str) -> u64 {
+    let fields: u64 = redis::cmd("HLEN").arg(key).query(c).unwrap();
+    fields.saturating_sub(1)
+}
+
 /// Waits (bounded) until `check` holds.
 async fn until(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -211,48 +217,50 @@ async fn a_dead_servers_permits_expire_after_the_ttl() {
     let first = test::call_service(&*app, get("sk_live_c").to_request()).await;
     assert_eq!(first.status(), StatusCode::OK);
     drop(first); // the body holds the permit until it is gone
-                 // The client's keys, hash-tagged by client: its bucket names its in-flight set.
+                 // The client's hash, hash-tagged by client: its bucket (field t) and its permits.
     let mut c = redis.connection();
-    let buckets: Vec<String> = redis::cmd("KEYS")
-        .arg("brownout:*:rate")
+    let clients: Vec<String> = redis::cmd("KEYS")
+        .arg("brownout:*:client")
         .query(&mut c)
         .unwrap();
-    assert_eq!(buckets.len(), 1, "{buckets:?}");
-    let set = buckets[0].replace(":rate", ":in_flight");
+    assert_eq!(clients.len(), 1, "{clients:?}");
+    let set = clients[0].clone();
     assert!(set.starts_with("brownout:{") && set.contains("}:"), "{set}");
     // A server died holding this client's only permit: refused while the permit is fresh…
     let now = server_now(&mut c);
-    let _: () = redis::cmd("ZADD")
+    let _: () = redis::cmd("HSET")
         .arg(&set)
-        .arg(now)
         .arg("dead-server:1")
+        .arg(now)
         .query(&mut c)
         .unwrap();
     let refused = test::call_service(&*app, get("sk_live_c").to_request()).await;
     assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
     // …and admitted once it is older than the TTL (5 s): it is swept.
     let stale = now - 6_000_000;
-    let _: () = redis::cmd("ZADD")
+    let _: () = redis::cmd("HSET")
         .arg(&set)
-        .arg(stale)
         .arg("dead-server:1")
+        .arg(stale)
         .query(&mut c)
         .unwrap();
     let admitted = test::call_service(&*app, get("sk_live_c").to_request()).await;
     assert_eq!(admitted.status(), StatusCode::OK);
-    let set_ttl: i64 = redis::cmd("PTTL").arg(&set).query(&mut c).unwrap();
-    assert!(
-        set_ttl > 4_000 && set_ttl <= 5_001,
-        "the set expires with the TTL: {set_ttl} ms"
-    );
+    let dead: Option<String> = redis::cmd("HGET")
+        .arg(&set)
+        .arg("dead-server:1")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(dead, None, "the dead server's permit was swept");
     drop(admitted);
     until("the admitted request's permit given back", || {
-        card(&mut c, &set) == 0
+        permits(&mut c, &set) == 0
     })
     .await;
-    // Every key expires: the set within the TTL, the bucket once it would be full again.
-    let ttl: i64 = redis::cmd("PTTL").arg(&buckets[0]).query(&mut c).unwrap();
-    assert!(ttl > 0 && ttl <= 3_000_000, "bucket TTL {ttl} ms");
+    // The hash expires: not before its newest permit is past the TTL (5 s), and once its
+    // bucket (two requests of 1,000 s each) would be full again.
+    let ttl: i64 = redis::cmd("PTTL").arg(&set).query(&mut c).unwrap();
+    assert!(ttl > 5_000 && ttl <= 3_000_000, "client hash TTL {ttl} ms");
 }
 
 #[actix_web::test]
@@ -386,7 +394,7 @@ async fn a_redis_outage_degrades_to_local_limits_and_shared_limits_come_back() {
         }
         alternate!(app_a, app_b, &format!("sk_probe_{n}"), 2);
         let keys: Vec<String> = redis::cmd("KEYS")
-            .arg("brownout:*:rate")
+            .arg("brownout:*:client")
             .query(&mut c)
             .unwrap();
         let closed = [&a, &b].map(|r| r.brownout.store_state() == ("redis", true, "closed"));
@@ -500,7 +508,7 @@ async fn a_client_gone_while_redis_answers_gives_its_permits_back() {
         let _ = tokio::time::timeout(Duration::ZERO, gone).await;
         until("the script to have run", || {
             let keys: Vec<String> = redis::cmd("KEYS")
-                .arg("brownout:*:rate")
+                .arg("brownout:*:client")
                 .query(&mut c)
                 .unwrap();
             !keys.is_empty()

@@ -297,3 +297,83 @@ async fn stripes_token_bucket_of_500_at_100_a_second_in_redis() {
     // A second later, 100 more.
     assert_eq!(burst(T0 + SEC).await, (100, 10_000));
 }
+
+/// A client's own bucket and its permits live in one hash (`{client}:client`: field `t` the
+/// bucket's TAT, a field per permit), which expires once both its bucket would be full again
+/// and its newest permit is past the TTL; an expiry is never moved earlier, and a permit given
+/// back is its field deleted.
+#[tokio::test]
+async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_holds() {
+    let redis = RedisServer::start();
+    let store = store(&redis).await;
+    let mut c = redis.connection();
+    let key = 0x00c0_ffee_u64;
+    let hash = format!("brownout:{{{key:016x}}}:client");
+    let pttl =
+        |c: &mut redis::Connection| -> i64 { redis::cmd("PTTL").arg(&hash).query(c).unwrap() };
+    let fields = |c: &mut redis::Connection| -> HashMap<String, String> {
+        redis::cmd("HGETALL").arg(&hash).query(c).unwrap()
+    };
+    // A permit alone: the hash holds it and an empty bucket, for the permits' TTL (60 s).
+    let permit = ClientAsk {
+        in_flight: Some((key, 10)),
+        in_flight_enforced: true,
+        ..ClientAsk::default()
+    };
+    let first = store.decide(&permit).await.unwrap();
+    assert_eq!(first.reply.in_flight, Some(true));
+    let held = fields(&mut c);
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert_eq!(held["t"], "0");
+    let ttl = pttl(&mut c);
+    assert!(ttl > 59_000 && ttl <= 60_001, "permits' TTL: {ttl} ms");
+    // The bucket charged 100 s ahead: the hash lives as long as the bucket needs.
+    let charge = ClientAsk {
+        buckets: vec![BucketAsk {
+            key,
+            tag: key,
+            increment: 100_000_000,
+            tolerance: 200_000_000,
+        }],
+        rate_enforced: true,
+        in_flight: Some((key, 10)),
+        in_flight_enforced: true,
+        ..ClientAsk::default()
+    };
+    let second = store.decide(&charge).await.unwrap();
+    assert_eq!(second.reply.in_flight, Some(true));
+    assert_eq!(second.reply.buckets.len(), 1);
+    let held = fields(&mut c);
+    assert_eq!(held.len(), 3, "the bucket and two permits: {held:?}");
+    let tat: u64 = held["t"].parse().unwrap();
+    assert_eq!(tat, second.reply.now + 100_000_000);
+    let ttl = pttl(&mut c);
+    assert!(ttl > 99_000 && ttl <= 100_001, "the bucket's TTL: {ttl} ms");
+    // Another permit alone does not cut the hash's life short.
+    store.decide(&permit).await.unwrap();
+    let ttl = pttl(&mut c);
+    assert!(ttl > 98_000, "never moved earlier: {ttl} ms");
+    // Given back: each permit's field is deleted; the bucket stays.
+    for answer in [&first, &second] {
+        store.undo(brownout::store::redis::Undo::Release {
+            set: brownout::store::redis::SlotSet::Client(key),
+            member: answer.member,
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fields(&mut c).len() != 2 {
+        assert!(Instant::now() < deadline, "permits not given back");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(fields(&mut c).contains_key("t"));
+    // A refund of the bucket's charge goes back into field t.
+    store.undo(brownout::store::redis::Undo::Bucket {
+        tag: key,
+        key,
+        increment: 100_000_000,
+    });
+    while fields(&mut c)["t"] != second.reply.now.to_string() {
+        assert!(Instant::now() < deadline, "refund not made");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

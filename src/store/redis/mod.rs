@@ -357,8 +357,8 @@ impl RedisStore {
     }
 
     /// `key`'s bucket TAT and its live permits, read without spending or taking anything (a
-    /// peek), with the Redis server's clock (µs): one pipelined round trip of TIME, GET and
-    /// ZRANGE on the client's keys (one hash slot).
+    /// peek), with the Redis server's clock (µs): one pipelined round trip of TIME and HGETALL
+    /// of the client's hash.
     pub async fn read_client(
         self: &Arc<Self>,
         key: u64,
@@ -367,32 +367,28 @@ impl RedisStore {
             return Err(StoreError::Failed("not connected to Redis".into()));
         };
         let mut pipe = redis::pipe();
-        pipe.cmd("TIME")
-            .cmd("GET")
-            .arg(self.keys.bucket(key, key))
-            .cmd("ZRANGE")
-            .arg(self.keys.in_flight(key))
-            .arg(0)
-            .arg(-1)
-            .arg("WITHSCORES");
+        pipe.cmd("TIME").cmd("HGETALL").arg(self.keys.client(key));
         let mut c = (*conn).clone();
-        type Reply = ((u64, u64), Option<String>, Vec<(String, f64)>);
+        type Reply = ((u64, u64), Vec<(String, String)>);
         let reply = tokio::time::timeout(self.timeout, pipe.query_async::<Reply>(&mut c)).await;
-        let ((secs, micros), tat, permits) = match reply {
+        let ((secs, micros), fields) = match reply {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Err(StoreError::Failed(e.to_string())),
             Err(_) => return Err(StoreError::Timeout),
         };
         let now = secs * 1_000_000 + micros;
-        // A permit older than the TTL belongs to a server that died: it no longer counts.
-        let live = permits
-            .iter()
-            .filter(|(_, at)| now.saturating_sub(*at as u64) < self.ttl_us)
-            .count() as u64;
-        let reading = super::ClientReading {
-            tat: tat.and_then(|t| t.parse().ok()),
-            in_flight: live,
-        };
+        // Field `t` is the bucket (0: full, as a missing one); every other field a permit,
+        // valued when it was taken. A permit older than the TTL belongs to a server that died:
+        // it no longer counts.
+        let mut reading = super::ClientReading::default();
+        for (field, value) in &fields {
+            let value: u64 = value.parse().unwrap_or(0);
+            if field == "t" {
+                reading.tat = (value != 0).then_some(value);
+            } else if now.saturating_sub(value) < self.ttl_us {
+                reading.in_flight += 1;
+            }
+        }
         Ok((now, reading))
     }
 

@@ -119,10 +119,11 @@ impl Keys {
         &self.prefix
     }
 
-    /// A bucket: a client's own (`key` is its tag), or an IP's ceiling (under the IP's tag).
+    /// A bucket: a client's own (`key` is its tag), kept in the client's hash
+    /// ([`client`](Self::client)), or an IP's ceiling (under the IP's tag).
     pub fn bucket(&self, tag: u64, key: u64) -> String {
-        if tag == key {
-            format!("{}{{{tag:016x}}}:rate", self.prefix)
+        if own(tag, key) {
+            self.client(key)
         } else {
             format!("{}{{{tag:016x}}}:rate:{key:016x}", self.prefix)
         }
@@ -133,15 +134,21 @@ impl Keys {
         format!("{}{{{key:016x}}}:quota:{index}", self.prefix)
     }
 
-    /// A client's in-flight set.
-    pub fn in_flight(&self, key: u64) -> String {
-        format!("{}{{{key:016x}}}:in_flight", self.prefix)
+    /// A client's hash: its own bucket's TAT (field `t`) and its permits in flight (a field
+    /// each, valued when it was taken).
+    pub fn client(&self, key: u64) -> String {
+        format!("{}{{{key:016x}}}:client", self.prefix)
     }
 
     /// The fleet's set of non-critical requests in flight.
     pub fn fleet(&self) -> String {
         format!("{}{{fleet}}:in_flight", self.prefix)
     }
+}
+
+/// Whether the bucket of `tag` and `key` is its client's own (kept in the client's hash).
+fn own(tag: u64, key: u64) -> bool {
+    tag == key
 }
 
 fn flag(b: bool) -> &'static str {
@@ -179,7 +186,7 @@ pub(super) fn decide_cmd(
         cmd.arg(keys.quota(q.index, q.key));
     }
     if let Some((key, _)) = ask.in_flight {
-        cmd.arg(keys.in_flight(key));
+        cmd.arg(keys.client(key));
     }
     if ask.fleet.is_some() {
         cmd.arg(keys.fleet());
@@ -195,7 +202,9 @@ pub(super) fn decide_cmd(
         .arg(member)
         .arg(ttl_us);
     for b in &ask.buckets {
-        cmd.arg(b.increment).arg(b.tolerance);
+        cmd.arg(b.increment)
+            .arg(b.tolerance)
+            .arg(flag(own(b.tag, b.key)));
     }
     for q in &ask.quotas {
         cmd.arg(flag(sliding(&q.rule)))
@@ -215,7 +224,7 @@ pub(super) fn decide_cmd(
 /// Where a slot given back lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SlotSet {
-    /// A client's in-flight set.
+    /// A client's permits (its hash).
     Client(u64),
     /// The fleet's.
     Fleet,
@@ -279,7 +288,7 @@ pub(super) fn undo_cmd(script: &Script, keys: &Keys, instance: u64, undos: &[Und
             Undo::Release {
                 set: SlotSet::Client(key),
                 ..
-            } => keys.in_flight(key),
+            } => keys.client(key),
             Undo::Release {
                 set: SlotSet::Fleet,
                 ..
@@ -288,14 +297,27 @@ pub(super) fn undo_cmd(script: &Script, keys: &Keys, instance: u64, undos: &[Und
     }
     for u in undos {
         match *u {
-            Undo::Bucket { increment, .. } => cmd.arg("b").arg(increment),
+            Undo::Bucket {
+                tag,
+                key,
+                increment,
+            } => cmd
+                .arg(if own(tag, key) { "h" } else { "b" })
+                .arg(increment),
             Undo::Quota { window, .. } => cmd.arg("q").arg(window),
             Undo::Failure { rule, .. } => cmd
                 .arg("f")
                 .arg(flag(sliding(&rule)))
                 .arg(rule.limit)
                 .arg(rule.window),
-            Undo::Release { member: m, .. } => cmd.arg("z").arg(member(instance, m)),
+            Undo::Release {
+                set: SlotSet::Client(_),
+                member: m,
+            } => cmd.arg("p").arg(member(instance, m)),
+            Undo::Release {
+                set: SlotSet::Fleet,
+                member: m,
+            } => cmd.arg("z").arg(member(instance, m)),
         };
     }
     cmd

@@ -1,11 +1,13 @@
 -- brownout: gives back what an admitted request took when a later limiter refused it, and
 -- counts failed responses against failure quotas, on the server's clock. (Permits and fleet
--- slots of finished requests are given back with plain ZREMs.)
+-- slots of finished requests are given back with plain HDELs and ZREMs.)
 -- KEYS: one per operation. ARGV: per operation a kind and its arguments:
 --   'b', increment_us            take a charge back from a bucket;
+--   'h', increment_us            likewise from a client's own bucket (field t of its hash);
 --   'q', window_us               take one request back from this window's count;
 --   'f', sliding, limit, window  count a failure if the quota has room;
---   'z', member                  give a slot of an in-flight set back.
+--   'p', member                  give a client's permit back (a field of its hash);
+--   'z', member                  give a fleet slot back.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function fmt(x) return string.format('%.0f', x) end
@@ -15,6 +17,10 @@ for i = 1, #KEYS do
   if kind == 'b' then
     local tat = tonumber(redis.call('GET', key) or '')
     if tat then redis.call('SET', key, fmt(math.max(tat - tonumber(ARGV[a + 1]), 0)), 'KEEPTTL') end
+    a = a + 2
+  elseif kind == 'h' then
+    local tat = tonumber(redis.call('HGET', key, 't') or '')
+    if tat then redis.call('HSET', key, 't', fmt(math.max(tat - tonumber(ARGV[a + 1]), 0))) end
     a = a + 2
   elseif kind == 'q' then
     local window = tonumber(ARGV[a + 1])
@@ -39,6 +45,9 @@ for i = 1, #KEYS do
       redis.call('SET', key, fmt(id) .. ' ' .. fmt(cur + 1) .. ' ' .. fmt(prev), 'PX', math.floor(2 * window / 1000))
     end
     a = a + 4
+  elseif kind == 'p' then
+    redis.call('HDEL', key, ARGV[a + 1])
+    a = a + 2
   elseif kind == 'z' then
     redis.call('ZREM', key, ARGV[a + 1])
     a = a + 2

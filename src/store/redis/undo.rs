@@ -99,8 +99,9 @@ pub(super) async fn run(
             batch.clear();
             continue;
         };
-        // Releases (nearly all of it) are plain ZREMs, one per set with every member the batch
-        // gives back to it (the fleet's set gets one ZREM per batch, not one per request);
+        // Releases (nearly all of it) are plain HDELs (a client's permits) and ZREMs (the
+        // fleet's slots), one per key with every member the batch gives back to it (the fleet's
+        // set gets one ZREM per batch, not one per request);
         // refunds and failure counts need the script's arithmetic. Standalone: one pipeline,
         // one round trip. Cluster: a pipeline goes to one node, so each command is sent on its
         // own (all at once).
@@ -118,12 +119,19 @@ pub(super) async fn run(
                         releases[i].arg(member);
                         continue;
                     }
-                    let key = match set {
-                        SlotSet::Client(key) => store.keys.in_flight(key),
-                        SlotSet::Fleet => store.keys.fleet(),
+                    let mut cmd = match set {
+                        SlotSet::Client(key) => {
+                            let mut cmd = redis::cmd("HDEL");
+                            cmd.arg(store.keys.client(key));
+                            cmd
+                        }
+                        SlotSet::Fleet => {
+                            let mut cmd = redis::cmd("ZREM");
+                            cmd.arg(store.keys.fleet());
+                            cmd
+                        }
                     };
-                    let mut cmd = redis::cmd("ZREM");
-                    cmd.arg(key).arg(member);
+                    cmd.arg(member);
                     release_of.insert(set, releases.len());
                     releases.push(cmd);
                 }
