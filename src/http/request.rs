@@ -6,6 +6,7 @@ use crate::limiter::Request;
 use actix_web::dev::ServiceRequest;
 
 /// The request as the limiters see it.
+#[inline]
 pub(super) fn request_of<'a>(
     req: &'a ServiceRequest,
     c: &Classified,
