@@ -132,7 +132,7 @@ async fn sampler(
     // Between samples the sources take readings to average over the interval, and
     // adaptive_concurrency learns its limit window by window.
     let mut observe = ticker(OBSERVE_EVERY);
-    let mut changes = shared.settings_changed.subscribe();
+    let mut changes = shared.settings.subscribe();
     let mut traffic = shared.metrics.traffic();
     loop {
         let reply = tokio::select! {
@@ -340,7 +340,7 @@ fn eviction_interval_of(shared: &Engine) -> Duration {
 async fn evictor(shared: Arc<Engine>, mut shutdown: watch::Receiver<bool>) {
     let mut period = eviction_interval_of(&shared);
     let mut tick = ticker(period);
-    let mut changes = shared.settings_changed.subscribe();
+    let mut changes = shared.settings.subscribe();
     loop {
         tokio::select! {
             _ = tick.tick() => shared.evict_idle(),

@@ -1,12 +1,14 @@
 //! The engine: everything one request's decision needs, and nothing above it. It holds the live
-//! [`Settings`] (swapped through `ArcSwap`), the published shed plan, the keyed-state store, the
+//! [`Settings`] (a [`SettingsCell`]: swapped through `ArcSwap`, announced to the actors), the published shed plan, the keyed-state store, the
 //! metrics and the in-flight count, and runs the limiter chain ([`chain`]). The actors keep it
 //! up to date through published snapshots; the `Brownout` handle, the middleware and the admin
 //! server sit on top of it.
 
+mod cell;
 mod chain;
 mod guard;
 
+pub(crate) use cell::SettingsCell;
 #[cfg(feature = "redis")]
 pub(crate) use chain::elastic;
 pub(crate) use chain::{decide, Admission, Queued, Verdict};
@@ -29,7 +31,6 @@ use crate::rng::SplitMix64;
 use crate::store::redis::RedisStore;
 use crate::store::Store;
 use crate::tier::Tier;
-use arc_swap::ArcSwap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,7 +84,7 @@ impl Settings {
 /// The per-request decision's state: read by every middleware instance without locks, written
 /// by the actors (plan, settings) and by each request's own guard (counts, permits).
 pub(crate) struct Engine {
-    pub(crate) settings: ArcSwap<Settings>,
+    pub(crate) settings: SettingsCell,
     pub(crate) plan: PublishedPlan,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) metrics: Metrics,
@@ -108,9 +109,6 @@ pub(crate) struct Engine {
     pub(crate) rng_streams: AtomicU64,
     pub(crate) fail_open_log: LogGate,
     pub(crate) dark_log: LogGate,
-    /// The settings version, announced after every change: actors whose timers follow the
-    /// settings (sampler, evictor) re-arm at once.
-    pub(crate) settings_changed: tokio::sync::watch::Sender<u64>,
 }
 
 /// One decision in this many is timed for `brownout_decision_duration_seconds`: a second clock

@@ -12,7 +12,7 @@ use crate::control::{
     ControllerParams, InFlight, InFlightSource, PublishedPlan, RuntimeRegistry, RuntimeSource,
     ShedPlan, UtilizationSource,
 };
-use crate::engine::{Engine, Settings};
+use crate::engine::{Engine, Settings, SettingsCell};
 use crate::limiter::adaptive_concurrency::AdaptiveState;
 use crate::logging::LogGate;
 use crate::metrics::Metrics;
@@ -24,7 +24,6 @@ use crate::store::HybridStore;
 use crate::store::{MemoryStore, Store};
 use crate::tier::Tier;
 use actix_web::dev::ServiceRequest;
-use arc_swap::ArcSwap;
 use std::hash::BuildHasher;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -231,7 +230,7 @@ impl BrownoutBuilder {
         let admin_token_generated = explicit.is_none();
         let admin_token = explicit.unwrap_or_else(random_token);
         let engine = Arc::new(Engine {
-            settings: ArcSwap::from_pointee(settings),
+            settings: SettingsCell::new(settings),
             plan: PublishedPlan::new(&ShedPlan::idle(resting, clock.now())),
             metrics: Metrics::new(),
             in_flight,
@@ -246,7 +245,6 @@ impl BrownoutBuilder {
             rng_streams: AtomicU64::new(0),
             fail_open_log: LogGate::new(Duration::from_secs(10)),
             dark_log: LogGate::new(Duration::from_secs(10)),
-            settings_changed: tokio::sync::watch::Sender::new(1),
             clock,
         });
         engine

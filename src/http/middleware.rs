@@ -117,7 +117,7 @@ struct LiveSettings(Arc<crate::engine::Engine>);
 impl std::ops::Deref for LiveSettings {
     type Target = ArcSwap<Settings>;
     fn deref(&self) -> &ArcSwap<Settings> {
-        &self.0.settings
+        self.0.settings.swap()
     }
 }
 

@@ -375,21 +375,16 @@ impl Operator {
             }
         }
         let version = settings.version;
-        self.engine.settings.store(Arc::new(settings));
+        let engine = &self.engine;
+        // In force, its gauges published, and the actors whose timers follow it re-armed.
+        engine.settings.replace(settings, &engine.metrics);
         self.reverts = reverts;
         if let Some(base) = base {
             self.base = base;
         }
-        let engine = &self.engine;
-        let live = engine.settings.load();
-        engine
-            .metrics
-            .publish_settings(live.modes(), live.kill_switch, live.version);
         if source != fleet::SOURCE {
             engine.metrics.admin_change(action);
         }
-        // Actors whose timers follow the settings re-arm now.
-        engine.settings_changed.send_replace(version);
         tracing::info!(action, version, source, instance, after = %after, "admin change applied");
         self.audit
             .lock()

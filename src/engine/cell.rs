@@ -1,0 +1,57 @@
+//! The live settings as one part of the engine: read by every request without a lock, replaced
+//! as a whole by the operator, and announced to the actors whose timers follow them.
+
+use super::Settings;
+use crate::metrics::Metrics;
+use arc_swap::{ArcSwap, Guard};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// The settings every request reads, and who is told when they change.
+pub(crate) struct SettingsCell {
+    live: ArcSwap<Settings>,
+    /// The version of the settings, announced after every change: the sampler and the evictor
+    /// re-arm their timers at once.
+    changed: watch::Sender<u64>,
+}
+
+impl SettingsCell {
+    /// A cell holding `settings`.
+    pub(crate) fn new(settings: Settings) -> Self {
+        let version = settings.version;
+        Self {
+            live: ArcSwap::from_pointee(settings),
+            changed: watch::Sender::new(version),
+        }
+    }
+
+    /// The settings in force (a lock-free load, held for one decision).
+    pub(crate) fn load(&self) -> Guard<Arc<Settings>> {
+        self.live.load()
+    }
+
+    /// The settings in force, to keep.
+    pub(crate) fn load_full(&self) -> Arc<Settings> {
+        self.live.load_full()
+    }
+
+    /// The cell itself, for a per-worker [`arc_swap::cache::Cache`].
+    pub(crate) fn swap(&self) -> &ArcSwap<Settings> {
+        &self.live
+    }
+
+    /// Puts `settings` in force: every request after this reads them; the limiters' mode
+    /// gauges and the settings version are published to `metrics`, and the actors told.
+    pub(crate) fn replace(&self, settings: Settings, metrics: &Metrics) {
+        let (modes, kill_switch, version) =
+            (settings.modes(), settings.kill_switch, settings.version);
+        self.live.store(Arc::new(settings));
+        metrics.publish_settings(modes, kill_switch, version);
+        self.changed.send_replace(version);
+    }
+
+    /// Told of every change (the version in force).
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+}
