@@ -6,7 +6,6 @@
 use super::Problem;
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
 use crate::config::ConcurrentRequestsConfig;
-use crate::config::{LimitersConfig, Mode};
 use crate::store::StoreHandle;
 use crate::tier::Tier;
 
@@ -76,22 +75,6 @@ pub(crate) struct ConcurrentRequests;
 impl super::Limiter for ConcurrentRequests {
     const NAME: LimiterName = LimiterName::ConcurrentRequests;
     type Settings = ConcurrentRequestsConfig;
-
-    fn settings(l: &LimitersConfig) -> &ConcurrentRequestsConfig {
-        &l.concurrent_requests
-    }
-
-    fn settings_mut(l: &mut LimitersConfig) -> &mut ConcurrentRequestsConfig {
-        &mut l.concurrent_requests
-    }
-
-    fn mode(s: &ConcurrentRequestsConfig) -> Mode {
-        s.mode
-    }
-
-    fn set_mode(s: &mut ConcurrentRequestsConfig, mode: Mode) {
-        s.mode = mode;
-    }
 
     fn problem(_r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
         (

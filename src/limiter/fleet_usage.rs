@@ -5,7 +5,6 @@
 use super::Problem;
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
 use crate::config::FleetUsageConfig;
-use crate::config::{LimitersConfig, Mode};
 use crate::store::StoreHandle;
 use crate::tier::Tier;
 
@@ -66,22 +65,6 @@ pub(crate) struct FleetUsage;
 impl super::Limiter for FleetUsage {
     const NAME: LimiterName = LimiterName::FleetUsage;
     type Settings = FleetUsageConfig;
-
-    fn settings(l: &LimitersConfig) -> &FleetUsageConfig {
-        &l.fleet_usage
-    }
-
-    fn settings_mut(l: &mut LimitersConfig) -> &mut FleetUsageConfig {
-        &mut l.fleet_usage
-    }
-
-    fn mode(s: &FleetUsageConfig) -> Mode {
-        s.mode
-    }
-
-    fn set_mode(s: &mut FleetUsageConfig, mode: Mode) {
-        s.mode = mode;
-    }
 
     fn problem(r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
         (

@@ -15,25 +15,18 @@ use crate::tier::Tier;
 use serde::Serialize;
 use std::time::Duration;
 
-/// What makes a limiter one unit: its name, its section of `limiters:` (and so its mode), and
-/// the words of its refusals. Each limiter implements it in its own module; the list below
-/// ([`limiters!`]) is the one place that names them all, and everything that goes over every
-/// limiter (the operator's mode changes, the metrics arrays, `/v1/state`, the settings' modes,
-/// the answers' text) goes through [`LimiterName`]'s methods generated from it. How to add one:
-/// docs/ARCHITECTURE.md, "Adding a limiter".
+/// What makes a limiter one unit: its name, its section of `limiters:` (the field of
+/// [`LimitersConfig`] of the same name, with its `mode`), and the words of its refusals. Each
+/// limiter implements it in its own module; the list below ([`limiters!`]) is the one place that
+/// names them all, and everything that goes over every limiter (the operator's mode changes,
+/// the metrics arrays, `/v1/state`, the settings' modes, the answers' text) goes through
+/// [`LimiterName`]'s methods generated from it. How to add one: docs/ARCHITECTURE.md, "How to
+/// add a limiter".
 pub(crate) trait Limiter {
     /// Its name: the metrics' `limiter` label, the admin API's and the config's key.
     const NAME: LimiterName;
-    /// Its section of `limiters:`.
+    /// Its section of `limiters:` (the list checks that it is the field's type).
     type Settings;
-    /// Its section of `l`.
-    fn settings(l: &LimitersConfig) -> &Self::Settings;
-    /// Its section of `l`, to be changed.
-    fn settings_mut(l: &mut LimitersConfig) -> &mut Self::Settings;
-    /// Its mode in `s` (`off`, `dark` or `enforce`).
-    fn mode(s: &Self::Settings) -> Mode;
-    /// Sets its mode in `s` (the operator's mode changes).
-    fn set_mode(s: &mut Self::Settings, mode: Mode);
     /// The title and detail of its refusal `r` (`policy` names the request-rate policy other
     /// than the client's bucket; `wait` is when to retry, in words).
     fn problem(r: &Rejection, policy: Option<&str>, wait: &str) -> Problem;
@@ -53,10 +46,12 @@ pub(crate) fn critical_refused(wait: &str) -> Problem {
     )
 }
 
-/// The one list of limiters: `Variant = index, "name", unit;` in the order of their tables and
-/// metrics (the chain checks worker_utilization's plan before adaptive_concurrency).
+/// The one list of limiters: `Variant = index, name => unit;` in the order of their tables and
+/// metrics (the chain checks worker_utilization's plan before adaptive_concurrency). `name` is
+/// the label value, the admin API's name and the field of [`LimitersConfig`] that holds its
+/// settings (with a `mode`).
 macro_rules! limiters {
-    ($($(#[$doc:meta])* $variant:ident = $index:literal, $name:literal, $unit:ty;)*) => {
+    ($($(#[$doc:meta])* $variant:ident = $index:literal, $name:ident => $unit:ty;)*) => {
         /// The limiters, in the order of their tables and metrics.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
         #[serde(rename_all = "snake_case")]
@@ -74,21 +69,21 @@ macro_rules! limiters {
             /// The label value and admin API name.
             pub const fn as_str(self) -> &'static str {
                 match self {
-                    $(LimiterName::$variant => $name,)*
+                    $(LimiterName::$variant => stringify!($name),)*
                 }
             }
 
             /// Its mode in `l`.
             pub(crate) fn mode(self, l: &LimitersConfig) -> Mode {
                 match self {
-                    $(LimiterName::$variant => <$unit>::mode(<$unit>::settings(l)),)*
+                    $(LimiterName::$variant => l.$name.mode,)*
                 }
             }
 
             /// Sets its mode in `l`.
             pub(crate) fn set_mode(self, l: &mut LimitersConfig, mode: Mode) {
                 match self {
-                    $(LimiterName::$variant => <$unit>::set_mode(<$unit>::settings_mut(l), mode),)*
+                    $(LimiterName::$variant => l.$name.mode = mode,)*
                 }
             }
 
@@ -100,21 +95,25 @@ macro_rules! limiters {
             }
         }
 
-        $(const _: () = assert!(matches!(<$unit as Limiter>::NAME, LimiterName::$variant));)*
+        // Each unit is the one named, and its settings are the field of its name.
+        $(
+            const _: () = assert!(matches!(<$unit as Limiter>::NAME, LimiterName::$variant));
+            const _: fn(&LimitersConfig) -> &<$unit as Limiter>::Settings = |l| &l.$name;
+        )*
     };
 }
 
 limiters! {
     /// Per-key token bucket.
-    RequestRate = 0, "request_rate", request_rate::RequestRate;
+    RequestRate = 0, request_rate => request_rate::RequestRate;
     /// Per-key in-flight cap.
-    ConcurrentRequests = 1, "concurrent_requests", concurrent_requests::ConcurrentRequests;
+    ConcurrentRequests = 1, concurrent_requests => concurrent_requests::ConcurrentRequests;
     /// Capacity reserved for critical traffic.
-    FleetUsage = 2, "fleet_usage", fleet_usage::FleetUsage;
+    FleetUsage = 2, fleet_usage => fleet_usage::FleetUsage;
     /// The fast guard: a learned limit on non-critical requests in flight.
-    AdaptiveConcurrency = 3, "adaptive_concurrency", adaptive_concurrency::AdaptiveConcurrency;
+    AdaptiveConcurrency = 3, adaptive_concurrency => adaptive_concurrency::AdaptiveConcurrency;
     /// The derivative-controller shedder.
-    WorkerUtilization = 4, "worker_utilization", worker_utilization::WorkerUtilization;
+    WorkerUtilization = 4, worker_utilization => worker_utilization::WorkerUtilization;
 }
 
 impl LimiterName {

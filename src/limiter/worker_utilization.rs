@@ -3,7 +3,6 @@
 use super::Problem;
 use super::{Check, Checked, LimiterError, LimiterName, RejectStatus, Rejection};
 use crate::config::WorkerUtilizationConfig;
-use crate::config::{LimitersConfig, Mode};
 use crate::control::{should_drop, ShedPlan};
 use crate::rng::SplitMix64;
 use crate::tier::Tier;
@@ -53,22 +52,6 @@ pub(crate) struct WorkerUtilization;
 impl super::Limiter for WorkerUtilization {
     const NAME: LimiterName = LimiterName::WorkerUtilization;
     type Settings = WorkerUtilizationConfig;
-
-    fn settings(l: &LimitersConfig) -> &WorkerUtilizationConfig {
-        &l.worker_utilization
-    }
-
-    fn settings_mut(l: &mut LimitersConfig) -> &mut WorkerUtilizationConfig {
-        &mut l.worker_utilization
-    }
-
-    fn mode(s: &WorkerUtilizationConfig) -> Mode {
-        s.mode
-    }
-
-    fn set_mode(s: &mut WorkerUtilizationConfig, mode: Mode) {
-        s.mode = mode;
-    }
 
     fn problem(r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
         if r.tier == Tier::Critical {

@@ -27,7 +27,6 @@ pub use wait::{Slot, Wait};
 use super::{Check, Checked};
 use super::{LimiterName, Problem, Rejection};
 use crate::config::AdaptiveConcurrencyConfig;
-use crate::config::{LimitersConfig, Mode};
 use crate::control::{cohort_epoch, cohort_score};
 use crate::math::adaptive::LimitParams;
 use crate::tier::Tier;
@@ -144,22 +143,6 @@ pub(crate) struct AdaptiveConcurrency;
 impl super::Limiter for AdaptiveConcurrency {
     const NAME: LimiterName = LimiterName::AdaptiveConcurrency;
     type Settings = AdaptiveConcurrencyConfig;
-
-    fn settings(l: &LimitersConfig) -> &AdaptiveConcurrencyConfig {
-        &l.adaptive_concurrency
-    }
-
-    fn settings_mut(l: &mut LimitersConfig) -> &mut AdaptiveConcurrencyConfig {
-        &mut l.adaptive_concurrency
-    }
-
-    fn mode(s: &AdaptiveConcurrencyConfig) -> Mode {
-        s.mode
-    }
-
-    fn set_mode(s: &mut AdaptiveConcurrencyConfig, mode: Mode) {
-        s.mode = mode;
-    }
 
     fn problem(r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
         if r.tier == Tier::Critical {

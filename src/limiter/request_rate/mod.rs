@@ -7,7 +7,7 @@ pub use rules::{Quota, RateRules};
 
 use super::Problem;
 use super::{Check, LimiterName, RatePolicy, RejectStatus, Rejection, Request};
-use crate::config::{LimitersConfig, Mode, RequestRateConfig};
+use crate::config::RequestRateConfig;
 use crate::config::{QuotaCount, QuotaKey};
 use crate::math::gcra::{Bucket, Charge};
 use crate::math::window::WindowRule;
@@ -339,22 +339,6 @@ pub(crate) struct RequestRate;
 impl super::Limiter for RequestRate {
     const NAME: LimiterName = LimiterName::RequestRate;
     type Settings = RequestRateConfig;
-
-    fn settings(l: &LimitersConfig) -> &RequestRateConfig {
-        &l.request_rate
-    }
-
-    fn settings_mut(l: &mut LimitersConfig) -> &mut RequestRateConfig {
-        &mut l.request_rate
-    }
-
-    fn mode(s: &RequestRateConfig) -> Mode {
-        s.mode
-    }
-
-    fn set_mode(s: &mut RequestRateConfig, mode: Mode) {
-        s.mode = mode;
-    }
 
     fn problem(r: &Rejection, policy: Option<&str>, wait: &str) -> Problem {
         match policy {
