@@ -3,8 +3,6 @@
 
 use super::{Admission, Engine};
 #[cfg(feature = "redis")]
-use crate::store::redis::{SlotSet, Undo};
-#[cfg(feature = "redis")]
 use crate::store::Answered;
 use crate::store::{Store, StoreHandle};
 use crate::tier::Tier;
@@ -174,19 +172,7 @@ impl<P: EngineRef> RequestGuard<P> {
         let Some(shared) = engine.redis.as_ref().filter(|_| self.shared_member != 0) else {
             return false;
         };
-        let member = self.shared_member;
-        if let Some(key) = self.concurrency {
-            shared.undo(Undo::Release {
-                set: SlotSet::Client(key),
-                member,
-            });
-        }
-        if self.fleet {
-            shared.undo(Undo::Release {
-                set: SlotSet::Fleet,
-                member,
-            });
-        }
+        shared.release_request(self.shared_member, self.concurrency, self.fleet);
         true
     }
 

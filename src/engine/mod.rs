@@ -4,10 +4,14 @@
 //! up to date through published snapshots; the `Brownout` handle, the middleware and the admin
 //! server sit on top of it.
 
+#[cfg(feature = "redis")]
+mod asks;
 mod cell;
 mod chain;
 mod guard;
 
+#[cfg(feature = "redis")]
+pub(crate) use asks::asks;
 pub(crate) use cell::SettingsCell;
 #[cfg(feature = "redis")]
 pub(crate) use chain::elastic;

@@ -9,54 +9,19 @@ use super::body::TrackedBody;
 use super::ratelimit;
 use super::respond::respond;
 use crate::classify::Classified;
-use crate::config::Mode;
-use crate::engine::{elastic, judge, Settings, SharedOwner, WorkerEngine};
+use crate::engine::{judge, Settings, SharedOwner, WorkerEngine};
 use crate::limiter::request_rate::RateStatus;
-use crate::limiter::Request;
 use crate::rng::SplitMix64;
-use crate::store::redis::{ClientAsk, RedisStore, SharedError};
+use crate::store::redis::{RedisStore, SharedError};
 use crate::store::Answered;
+use crate::store::ClientAsk;
 use crate::store::StoreError;
-use crate::tier::Tier;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
 use actix_web::http::header::HeaderValue;
 use actix_web::Error;
 use std::rc::Rc;
 use std::sync::Arc;
-
-/// What the shared store is asked for `req`, or `None` when the limiters it serves have
-/// nothing to ask (kill switch, all off, a critical request with only fleet_usage on).
-pub(super) fn asks(
-    settings: &Settings,
-    req: &Request<'_>,
-    plan: &crate::control::ShedPlan,
-) -> Option<ClientAsk> {
-    if settings.kill_switch {
-        return None;
-    }
-    let l = &settings.limiters;
-    let mut client = ClientAsk::default();
-    // A CORS preflight spends no client's quota (Request::per_client).
-    let per_client = req.per_client(settings.classifier.charge_preflights);
-    if per_client && l.request_rate.mode != Mode::Off {
-        settings
-            .rules
-            .ask(req, elastic(settings, plan), &mut client);
-        client.rate_enforced = l.request_rate.mode == Mode::Enforce;
-    }
-    let cr = &l.concurrent_requests;
-    if per_client && cr.mode != Mode::Off {
-        client.in_flight = Some((req.key, u64::from(cr.max_in_flight)));
-        client.in_flight_enforced = cr.mode == Mode::Enforce;
-    }
-    let fu = &l.fleet_usage;
-    if fu.mode != Mode::Off && req.tier != Tier::Critical {
-        client.fleet = Some(fu.non_critical_limit());
-        client.fleet_enforced = fu.mode == Mode::Enforce;
-    }
-    (!client.is_empty()).then_some(client)
-}
 
 /// A request waiting for the shared store.
 pub(super) struct Pending<S> {

@@ -241,7 +241,7 @@ where
         if let Some(store) = per_request.filter(|s| s.ready()) {
             // The settings the request is asked and decided under, both.
             let live = engine.settings.load_full();
-            if let Some(asked) = fleet::asks(&live, &request, &engine.plan.load()) {
+            if let Some(asked) = crate::engine::asks(&live, &request, &engine.plan.load()) {
                 let plan = request.plan.map(str::to_owned);
                 let seed = self.rng.try_borrow_mut().map_or(0, |mut r| r.next_u64());
                 return ResponseFuture::Shared {

@@ -15,7 +15,7 @@ use crate::limiter::LimiterName;
 use crate::limiter::{RatePolicy, Rejection};
 use crate::metrics::Outcome;
 #[cfg(feature = "redis")]
-use crate::store::redis::{RedisStore, Undo};
+use crate::store::redis::RedisStore;
 use crate::tier::Tier;
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
@@ -112,7 +112,7 @@ impl AfterResponse {
                 #[cfg(feature = "redis")]
                 if let Some(shared) = &self.shared {
                     for (index, key, rule) in settings.rules.failure_quotas(ticket) {
-                        shared.undo(Undo::Failure { index, key, rule });
+                        shared.count_failure(index, key, rule);
                     }
                     return;
                 }

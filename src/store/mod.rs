@@ -3,6 +3,7 @@
 
 #[cfg(feature = "redis")]
 mod answered;
+mod ask;
 #[cfg(feature = "redis")]
 mod hybrid;
 mod memory;
@@ -12,26 +13,15 @@ pub(crate) mod table;
 
 #[cfg(feature = "redis")]
 pub(crate) use answered::Answered;
+pub use ask::BucketAsk;
+#[cfg(feature = "redis")]
+pub use ask::{ClientAsk, QuotaAsk};
 #[cfg(feature = "redis")]
 pub(crate) use hybrid::HybridStore;
 pub use memory::MemoryStore;
 
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
-
-/// A bucket to charge: the per-IP ceiling or the client's own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BucketAsk {
-    /// The key hash.
-    pub key: u64,
-    /// The hash tag it lives under: the client's (its own bucket) or the IP's (the per-IP
-    /// ceiling), so that in a Cluster each lives with the rest of that client's or IP's keys.
-    pub tag: u64,
-    /// µs the request moves the TAT.
-    pub increment: u64,
-    /// µs the TAT may run ahead of now.
-    pub tolerance: u64,
-}
 
 /// Why a store could not answer; the limiter fails open.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -11,9 +11,9 @@ use crate::config::RequestRateConfig;
 use crate::config::{QuotaCount, QuotaKey};
 use crate::math::gcra::{Bucket, Charge};
 use crate::math::window::WindowRule;
-#[cfg(feature = "redis")]
-use crate::store::redis::{ClientAsk, QuotaAsk};
 use crate::store::{BucketAsk, Store, StoreError};
+#[cfg(feature = "redis")]
+use crate::store::{ClientAsk, QuotaAsk};
 use std::time::Duration;
 
 /// Most quotas reported in one `RateLimit` field.

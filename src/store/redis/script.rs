@@ -5,7 +5,7 @@
 use crate::config::QuotaAlgorithm;
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
-pub use crate::store::BucketAsk;
+pub use crate::store::{BucketAsk, ClientAsk, QuotaAsk};
 use redis::{Cmd, Script, Value};
 
 /// One request's request_rate, concurrent_requests and fleet_usage in one atomic step.
@@ -30,49 +30,6 @@ impl Scripts {
     /// Every script with its source, for `SCRIPT LOAD`.
     pub(super) fn all(&self) -> [(&Script, &'static str); 2] {
         [(&self.decide, DECIDE), (&self.undo, UNDO)]
-    }
-}
-
-/// A quota to check (and count the request against, for a request-counting quota).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QuotaAsk {
-    /// Its index in `request_rate.quotas`.
-    pub index: usize,
-    /// The key hash (client or IP).
-    pub key: u64,
-    /// Its window.
-    pub rule: WindowRule,
-    /// Whether a request that fits is counted (request quotas; failure quotas only check).
-    pub count: bool,
-}
-
-/// What one request asks of the shared store, in the order the in-memory limiters would ask
-/// it: its client's buckets, quotas and permit, and a fleet slot.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClientAsk {
-    /// The buckets, the per-IP ceiling first.
-    pub buckets: Vec<BucketAsk>,
-    /// The quotas that apply, in config order.
-    pub quotas: Vec<QuotaAsk>,
-    /// The concurrency permit to take: (key, most in flight).
-    pub in_flight: Option<(u64, u64)>,
-    /// request_rate is enforced (a refusal stops the request; in dark mode it goes on).
-    pub rate_enforced: bool,
-    /// concurrent_requests is enforced.
-    pub in_flight_enforced: bool,
-    /// The fleet slot to take, under this limit (non-critical requests).
-    pub fleet: Option<u64>,
-    /// fleet_usage is enforced.
-    pub fleet_enforced: bool,
-}
-
-impl ClientAsk {
-    /// Whether there is anything to ask.
-    pub fn is_empty(&self) -> bool {
-        self.buckets.is_empty()
-            && self.quotas.is_empty()
-            && self.in_flight.is_none()
-            && self.fleet.is_none()
     }
 }
 

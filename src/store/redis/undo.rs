@@ -30,6 +30,33 @@ impl RedisStore {
         }
     }
 
+    /// Gives back, after its response, what a request decided here took as `member`: the
+    /// permit of client `key`, if it took one, and a fleet slot, if it took one.
+    pub(crate) fn release_request(&self, member: u64, key: Option<u64>, fleet: bool) {
+        if let Some(key) = key {
+            self.undo(Undo::Release {
+                set: SlotSet::Client(key),
+                member,
+            });
+        }
+        if fleet {
+            self.undo(Undo::Release {
+                set: SlotSet::Fleet,
+                member,
+            });
+        }
+    }
+
+    /// Counts a failed response of client `key` against failure quota `index` (its `rule`).
+    pub(crate) fn count_failure(
+        &self,
+        index: usize,
+        key: u64,
+        rule: crate::math::window::WindowRule,
+    ) {
+        self.undo(Undo::Failure { index, key, rule });
+    }
+
     /// Gives back the permit and fleet slot `ask` may have taken as `member`.
     pub(super) fn release_as(&self, ask: &ClientAsk, member: u64) {
         if let Some((key, _)) = ask.in_flight {
