@@ -28,13 +28,13 @@ impl EngineRef for Arc<Engine> {
 
 impl StoreHandle for Arc<Engine> {
     fn store(&self) -> &dyn Store {
-        &*self.store
+        self.keyed.local()
     }
 }
 
 impl StoreHandle for Rc<WorkerEngine> {
     fn store(&self) -> &dyn Store {
-        &*self.0.store
+        self.0.keyed.local()
     }
 }
 
@@ -169,7 +169,7 @@ impl<P: EngineRef> RequestGuard<P> {
     /// Gives the permits taken in the shared store back there; false when they were local.
     #[cfg(feature = "redis")]
     fn release_shared(&self, engine: &Engine) -> bool {
-        let Some(shared) = engine.redis.as_ref().filter(|_| self.shared_member != 0) else {
+        let Some(shared) = engine.keyed.shared().filter(|_| self.shared_member != 0) else {
             return false;
         };
         shared.release_request(self.shared_member, self.concurrency, self.fleet);

@@ -31,9 +31,7 @@ use crate::logging::LogGate;
 use crate::math::window::WindowRule;
 use crate::metrics::{Metrics, Outcome};
 use crate::rng::SplitMix64;
-#[cfg(feature = "redis")]
-use crate::store::redis::RedisStore;
-use crate::store::Store;
+use crate::store::Keyed;
 use crate::tier::Tier;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -93,15 +91,8 @@ pub(crate) struct Engine {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) metrics: Metrics,
     pub(crate) in_flight: Arc<InFlight>,
-    pub(crate) store: Arc<dyn Store>,
-    /// The shared store (fleet mode): request_rate, concurrent_requests and fleet_usage ask it
-    /// first, and use `store` (local) when it cannot answer.
-    #[cfg(feature = "redis")]
-    pub(crate) redis: Option<Arc<RedisStore>>,
-    /// With `store.sync: local_first`: `store` itself, whose buckets are reconciled with
-    /// `redis` in rounds (requests never ask `redis` then).
-    #[cfg(feature = "redis")]
-    pub(crate) hybrid: Option<Arc<crate::store::HybridStore>>,
+    /// The per-key limiters' state: the local store and, in fleet mode, the shared one.
+    pub(crate) keyed: Keyed,
     /// adaptive_concurrency's count, latencies and published limit (local to this process).
     pub(crate) adaptive: Arc<AdaptiveState>,
     /// Seeds every random stream.
@@ -188,7 +179,7 @@ impl Engine {
         let settings = self.settings.load();
         let rules: Vec<WindowRule> = settings.rules.quotas.iter().map(|q| q.rule).collect();
         let at = self.check_time(self.clock.now());
-        self.store.evict_idle(at.mono, at.unix, &rules);
+        self.keyed.evict_idle(at.mono, at.unix, &rules);
     }
 
     /// `now` (a reading of the clock) in µs, monotonic and since the Unix epoch.

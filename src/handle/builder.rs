@@ -21,7 +21,7 @@ use crate::ops::{limiters_from_json, patch, persist, AuditLog, PendingRevert};
 use crate::store::redis::RedisStore;
 #[cfg(feature = "redis")]
 use crate::store::HybridStore;
-use crate::store::{MemoryStore, Store};
+use crate::store::{Keyed, MemoryStore, Store};
 use crate::tier::Tier;
 use actix_web::dev::ServiceRequest;
 use std::hash::BuildHasher;
@@ -219,6 +219,13 @@ impl BrownoutBuilder {
             (None, Some(store)) => store,
             (None, None) => Arc::new(memory()),
         };
+        #[cfg(feature = "redis")]
+        let keyed = match shared.clone() {
+            Some(shared) => Keyed::fleet(store, shared, hybrid),
+            None => Keyed::local_only(store),
+        };
+        #[cfg(not(feature = "redis"))]
+        let keyed = Keyed::local_only(store);
         let resting = ControllerParams::from_config(wu).resting();
         let adaptive = Arc::new(AdaptiveState::new(f64::from(
             limits.adaptive_concurrency.initial_limit,
@@ -234,11 +241,7 @@ impl BrownoutBuilder {
             plan: PublishedPlan::new(&ShedPlan::idle(resting, clock.now())),
             metrics: Metrics::new(),
             in_flight,
-            store,
-            #[cfg(feature = "redis")]
-            redis: shared,
-            #[cfg(feature = "redis")]
-            hybrid,
+            keyed,
             adaptive,
             seed,
             key_seed,

@@ -219,7 +219,7 @@ impl Brownout {
         tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
         let inner = &self.inner;
         #[cfg(feature = "redis")]
-        if let Some(store) = &inner.engine.redis {
+        if let Some(store) = inner.engine.keyed.shared() {
             let engine = Arc::downgrade(&inner.engine);
             let on_error: Arc<dyn Fn(&'static str) + Send + Sync> = Arc::new(move |op| {
                 if let Some(engine) = engine.upgrade() {
@@ -227,7 +227,7 @@ impl Brownout {
                 }
             });
             store.start(on_error.clone());
-            if let Some(hybrid) = &inner.engine.hybrid {
+            if let Some(hybrid) = inner.engine.keyed.hybrid() {
                 let interval = inner.config.store.sync_interval.get();
                 hybrid.start(store, inner.engine.clock.clone(), interval, on_error);
             }
@@ -381,12 +381,12 @@ impl Brownout {
     /// Every metric in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
         #[cfg(feature = "redis")]
-        if let Some(store) = &self.inner.engine.redis {
+        if let Some(store) = self.inner.engine.keyed.shared() {
             let metrics = &self.inner.engine.metrics;
             metrics.publish_breaker("redis", store.breaker_state().as_gauge());
             metrics.publish_undo_dropped("redis", store.dropped());
         }
-        let (rate_keys, concurrency_keys) = self.inner.engine.store.tracked_keys();
+        let (rate_keys, concurrency_keys) = self.inner.engine.keyed.local().tracked_keys();
         self.inner
             .engine
             .metrics
@@ -402,7 +402,7 @@ impl Brownout {
     /// (shared limits are in use when connected and closed; otherwise limits are local).
     pub fn store_state(&self) -> (&'static str, bool, &'static str) {
         #[cfg(feature = "redis")]
-        if let Some(store) = &self.inner.engine.redis {
+        if let Some(store) = self.inner.engine.keyed.shared() {
             return ("redis", store.connected(), store.breaker_state().as_str());
         }
         ("memory", true, "closed")
@@ -420,7 +420,7 @@ impl Brownout {
 
     /// Keys tracked by the request-rate limiter (bucket and quotas) and the concurrency limiter.
     pub fn tracked_keys(&self) -> (usize, usize) {
-        self.inner.engine.store.tracked_keys()
+        self.inner.engine.keyed.local().tracked_keys()
     }
 
     /// Drops idle keyed state now (the evictor actor does this every `eviction_interval`).

@@ -72,7 +72,7 @@ impl Brownout {
     ) -> Result<ClientState, StoreError> {
         let engine = &self.inner.engine;
         #[cfg(feature = "redis")]
-        if engine.redis.is_some() && engine.hybrid.is_none() {
+        if engine.keyed.per_request().is_some() {
             return Err(StoreError::Failed(
                 "in fleet mode with store.sync: per_request a client's limits live in Redis: \
                  read them with Brownout::read_client"
@@ -81,7 +81,7 @@ impl Brownout {
         }
         let settings = engine.settings.load();
         let key = settings.classifier.classify(facts).key;
-        let reading = engine.store.peek(key)?;
+        let reading = engine.keyed.local().peek(key)?;
         let now = engine.check_time(engine.clock.now()).mono;
         Ok(state(&settings, plan, reading, now))
     }
@@ -99,7 +99,7 @@ impl Brownout {
         #[cfg(feature = "redis")]
         {
             let engine = &self.inner.engine;
-            if let Some(redis) = engine.redis.as_ref().filter(|_| engine.hybrid.is_none()) {
+            if let Some(redis) = engine.keyed.per_request() {
                 let settings = engine.settings.load_full();
                 let key = settings.classifier.classify(facts).key;
                 let (now, reading) = redis.read_client(key).await?;

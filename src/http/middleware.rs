@@ -236,7 +236,7 @@ where
         let request = request_of(&req, &classified, hooked.as_deref().or(header_plan));
         // (local_first: the store is reconciled in rounds, never asked per request.)
         #[cfg(feature = "redis")]
-        let per_request = engine.redis.as_ref().filter(|_| engine.hybrid.is_none());
+        let per_request = engine.keyed.per_request();
         #[cfg(feature = "redis")]
         if let Some(store) = per_request.filter(|s| s.ready()) {
             // The settings the request is asked and decided under, both.

@@ -120,7 +120,7 @@ impl AfterResponse {
                     let at = self.engine.check_time(self.engine.clock.now());
                     settings
                         .rules
-                        .record_failure(&*self.engine.store, ticket, at.unix);
+                        .record_failure(self.engine.keyed.local(), ticket, at.unix);
                 }
             }
         }
@@ -368,7 +368,7 @@ where
         .rejection(LimiterName::AdaptiveConcurrency, tier, false);
     engine.metrics.request(tier, Outcome::Rejected);
     if let Some(ticket) = refund {
-        settings.rules.refund(&*engine.store, &ticket, at);
+        settings.rules.refund(engine.keyed.local(), &ticket, at);
     }
     let mut response = rejection_response(&rejection, None);
     if let Some(status) = &refunded {

@@ -6,6 +6,7 @@ mod answered;
 mod ask;
 #[cfg(feature = "redis")]
 mod hybrid;
+mod keyed;
 mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
@@ -18,6 +19,7 @@ pub use ask::BucketAsk;
 pub use ask::{ClientAsk, QuotaAsk};
 #[cfg(feature = "redis")]
 pub(crate) use hybrid::HybridStore;
+pub(crate) use keyed::Keyed;
 pub use memory::MemoryStore;
 
 use crate::math::gcra::Charge;

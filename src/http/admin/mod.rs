@@ -293,14 +293,14 @@ fn adaptive_json(brownout: &Brownout) -> Value {
 /// Where keyed limiter state lives, and in fleet mode whether Redis is in use right now.
 fn store_json(brownout: &Brownout) -> Value {
     #[cfg(feature = "redis")]
-    if let Some(store) = &brownout.engine().redis {
+    if let Some(store) = brownout.engine().keyed.shared() {
         let breaker = store.breaker_state();
         let shared = store.connected() && breaker == crate::store::redis::BreakerState::Closed;
         return json!({
             "kind": "redis",
             "connected": store.connected(),
             "breaker": breaker.as_str(),
-            "limits": match (&brownout.engine().hybrid, shared) {
+            "limits": match (brownout.engine().keyed.hybrid(), shared) {
                 (Some(_), _) => "local_first",
                 (None, true) => "shared",
                 (None, false) => "local",

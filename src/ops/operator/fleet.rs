@@ -73,7 +73,7 @@ impl Link {
         inbox: &mpsc::Sender<OpsMsg>,
         shutdown: &watch::Receiver<bool>,
     ) -> Option<Self> {
-        let store = engine.redis.clone()?;
+        let store = engine.keyed.shared()?.clone();
         if config.admin_scope() != AdminScope::Fleet {
             return None;
         }
