@@ -26,16 +26,19 @@ impl SettingsCell {
     }
 
     /// The settings in force (a lock-free load, held for one decision).
+    #[inline]
     pub(crate) fn load(&self) -> Guard<Arc<Settings>> {
         self.live.load()
     }
 
     /// The settings in force, to keep.
+    #[inline]
     pub(crate) fn load_full(&self) -> Arc<Settings> {
         self.live.load_full()
     }
 
     /// The cell itself, for a per-worker [`arc_swap::cache::Cache`].
+    #[inline]
     pub(crate) fn swap(&self) -> &ArcSwap<Settings> {
         &self.live
     }

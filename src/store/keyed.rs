@@ -50,24 +50,28 @@ impl Keyed {
     }
 
     /// The store the chain decides on here.
+    #[inline]
     pub(crate) fn local(&self) -> &dyn Store {
         &*self.local
     }
 
     /// The shared store, in fleet mode.
     #[cfg(feature = "redis")]
+    #[inline]
     pub(crate) fn shared(&self) -> Option<&Arc<RedisStore>> {
         self.shared.as_ref()
     }
 
     /// The shared store every request asks first (fleet mode, `store.sync: per_request`).
     #[cfg(feature = "redis")]
+    #[inline]
     pub(crate) fn per_request(&self) -> Option<&Arc<RedisStore>> {
         self.shared.as_ref().filter(|_| self.hybrid.is_none())
     }
 
     /// The hybrid store (`store.sync: local_first`).
     #[cfg(feature = "redis")]
+    #[inline]
     pub(crate) fn hybrid(&self) -> Option<&Arc<HybridStore>> {
         self.hybrid.as_ref()
     }
