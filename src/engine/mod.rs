@@ -49,14 +49,14 @@ pub struct Settings {
     /// The compiled classifier.
     pub classifier: Classifier,
     /// The compiled request-rate rules.
-    pub rules: RateRules,
+    pub(crate) rules: RateRules,
     /// Whether `GET /metrics` needs the admin token (`admin.metrics_auth`, reloadable).
     pub metrics_auth: bool,
 }
 
 impl Settings {
     /// Compiles validated limiter settings.
-    pub fn new(
+    pub(crate) fn new(
         version: u64,
         kill_switch: bool,
         limiters: LimitersConfig,
