@@ -7,11 +7,12 @@
 --
 -- A client's own bucket and its permits share one hash (`{client}:client`; an IP's own
 -- bucket likewise, `{ip}:client`): field `t` is the bucket's TAT (0: full; present whenever
--- the hash is), every other field a permit, valued when it was taken. So a request reads the pair with HGET and HLEN and writes both with one
--- HSET. Permits older than the TTL (their server died) are swept when the client looks full;
--- the hash expires once both its bucket would be full again and its newest permit is past the
--- TTL (an expiry is only ever moved later). The fleet's slots are members of a sorted set
--- scored by when they were taken, swept the same way.
+-- the hash is), every other field a permit, valued when it was taken. So a request reads the
+-- pair with HGET and HLEN and writes both with one HSET. Permits older than the TTL (their
+-- server died) are swept when the client looks full; the hash expires once both its bucket
+-- would be full again and its newest permit is past the TTL (an expiry is only ever moved
+-- later). The fleet's slots are members of a sorted set scored by when they were taken,
+-- swept the same way.
 --
 -- KEYS: the buckets (nb; the client's own is its hash), the quota counters (nq), the client's
 --       hash if a permit is asked, the fleet's slot set if asked.
