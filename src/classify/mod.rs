@@ -1,7 +1,7 @@
 //! Classification: which tier a request belongs to and which key per-user limiters count it
 //! against. Pure: it sees plain strings and bytes, never actix types.
 
-pub use crate::config::{RoutePattern, MAX_FORWARDED_LINES};
+pub(crate) use crate::config::{RoutePattern, MAX_FORWARDED_LINES};
 
 use crate::config::ClassifierConfig;
 use crate::tier::Tier;
@@ -9,7 +9,7 @@ use std::hash::BuildHasher;
 use std::net::{IpAddr, SocketAddr};
 
 /// Header that marks a request as test-mode traffic.
-pub const TEST_MODE_HEADER: &str = "brownout-test-mode";
+pub(crate) const TEST_MODE_HEADER: &str = "brownout-test-mode";
 
 /// Seed of [`ClientKey`]'s hash: fixed, so one client has the same key in every process.
 const CLIENT_KEY_SEED: u64 = 0x6272_6f77_6e6f_7574; // "brownout"

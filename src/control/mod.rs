@@ -19,5 +19,6 @@ pub use plan::ShedPlan;
 pub(crate) use plan::{cohort_epoch, cohort_score, probabilities, should_drop, PublishedPlan};
 #[cfg(feature = "cpu")]
 pub(crate) use source::CpuSource;
+pub(crate) use source::InFlight;
 pub(crate) use source::{combine, RuntimeRegistry, RuntimeSource};
-pub use source::{source_fn, FnSource, InFlight, SourceError, UtilizationSource};
+pub use source::{source_fn, FnSource, SourceError, UtilizationSource};

@@ -11,8 +11,8 @@ mod request;
 mod respond;
 mod response;
 
-pub use admin::{AdminError, AdminServer, MAX_BODY, MIN_TOKEN_LEN};
+pub use admin::{AdminServer, MIN_TOKEN_LEN};
 pub use body::TrackedBody;
 pub use middleware::{BrownoutMiddleware, BrownoutService};
 pub use respond::ResponseFuture;
-pub use response::{problem, rejection_response, retry_after_secs};
+pub(crate) use response::problem;

@@ -130,7 +130,7 @@ impl LimiterName {
 
 /// The request as every limiter sees it: classified once, read by all four.
 #[derive(Debug, Clone, Copy)]
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// Its tier.
     pub tier: Tier,
     /// The hash of its client key.
@@ -159,7 +159,7 @@ impl Request<'_> {
 /// Every limiter's answer: allowed, holding `H` until the request is done (a permit, what was
 /// charged), or rejected, with `R` for the answer (the RateLimit fields' reading).
 #[derive(Debug, PartialEq)]
-pub enum Check<H = (), R = ()> {
+pub(crate) enum Check<H = (), R = ()> {
     /// Go on; keep `H` while the request runs (dropping it gives back what it holds).
     Allowed(H),
     /// Stop here.
@@ -168,7 +168,8 @@ pub enum Check<H = (), R = ()> {
 
 impl<H, R> Check<H, R> {
     /// The rejection, if this is one.
-    pub fn rejection(&self) -> Option<Rejection> {
+    #[cfg(test)]
+    pub(crate) fn rejection(&self) -> Option<Rejection> {
         match self {
             Check::Allowed(_) => None,
             Check::Rejected(r, _) => Some(*r),
@@ -177,7 +178,7 @@ impl<H, R> Check<H, R> {
 }
 
 /// A limiter's answer, or why it could not give one (the request then fails open).
-pub type Checked<H = (), R = ()> = Result<Check<H, R>, LimiterError>;
+pub(crate) type Checked<H = (), R = ()> = Result<Check<H, R>, LimiterError>;
 
 /// The status a rejection answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,7 +228,7 @@ pub enum RatePolicy {
 /// Why a limiter could not decide; the request is let through (fail open).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
-pub enum LimiterError {
+pub(crate) enum LimiterError {
     /// The controller has not published a plan for too long (it died, or its source fails).
     #[error("the shed plan is {age:?} old")]
     StalePlan {

@@ -14,7 +14,10 @@ pub(crate) mod table;
 
 #[cfg(feature = "redis")]
 pub(crate) use answered::Answered;
+#[cfg(feature = "redis")]
 pub use ask::BucketAsk;
+#[cfg(not(feature = "redis"))]
+pub(crate) use ask::BucketAsk;
 #[cfg(feature = "redis")]
 pub use ask::{ClientAsk, QuotaAsk};
 #[cfg(feature = "redis")]
@@ -53,7 +56,7 @@ impl StoreError {
 
 /// Something that owns (a share of) a store: what a permit keeps so that it can give itself
 /// back when it is dropped, whenever and wherever that is.
-pub trait StoreHandle: Clone {
+pub(crate) trait StoreHandle: Clone {
     /// The store.
     fn store(&self) -> &dyn Store;
 }
