@@ -2,9 +2,7 @@
 //! count and its limiter permits, all released when it is dropped.
 
 use super::{Admission, Engine};
-#[cfg(feature = "redis")]
-use crate::store::Answered;
-use crate::store::{Store, StoreHandle};
+use crate::store::{Held, Store, StoreHandle};
 use crate::tier::Tier;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -54,19 +52,19 @@ impl EngineRef for Rc<WorkerEngine> {
     }
 }
 
-/// The owner of a request decided on the shared store's answers: its permits, if a later
-/// limiter refuses the request, go back through those answers (to Redis).
+/// The owner of a request decided on the shared store's answer: its permits, if a later
+/// limiter refuses the request, go back through that answer (to the shared store).
 #[cfg(feature = "redis")]
 #[derive(Clone, Copy)]
 pub(crate) struct SharedOwner<'r> {
     pub(crate) engine: &'r Engine,
-    pub(crate) answered: &'r Answered<'r>,
+    pub(crate) answer: &'r dyn Store,
 }
 
 #[cfg(feature = "redis")]
 impl StoreHandle for SharedOwner<'_> {
     fn store(&self) -> &dyn Store {
-        self.answered
+        self.answer
     }
 }
 
@@ -92,11 +90,8 @@ pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     /// Whether it entered the in-flight count (a request waiting for adaptive_concurrency's
     /// room enters when it is let through).
     entered: bool,
-    /// The member that holds its permit and fleet slot when they were taken in the engine's
-    /// shared store; 0 when they are local (members are numbered from 1). Always 0 without
-    /// the `redis` feature.
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
-    shared_member: u64,
+    /// Where its permit and fleet slot are held.
+    held: Held,
 }
 
 impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
@@ -110,17 +105,17 @@ impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
 }
 
 impl<P: EngineRef> RequestGuard<P> {
-    /// Enters the in-flight count of `tier` and takes over the admission's permits: local
-    /// ones, or ones taken in the engine's shared store as `shared_member` (0: local).
+    /// Enters the in-flight count of `tier` and takes over the admission's permits, `held`
+    /// here or in the engine's shared store.
     /// (Inlined: the admission is then not copied once more on the way in.)
     #[inline]
     pub(crate) fn admit<Q: EngineRef>(
         engine: P,
         tier: Tier,
         admission: Admission<'_, Q>,
-        shared_member: u64,
+        held: Held,
     ) -> Self {
-        let mut guard = Self::waiting(engine, tier, admission, shared_member);
+        let mut guard = Self::waiting(engine, tier, admission, held);
         guard.engine.engine().in_flight.enter(tier);
         guard.entered = true;
         guard
@@ -133,7 +128,7 @@ impl<P: EngineRef> RequestGuard<P> {
         engine: P,
         tier: Tier,
         admission: Admission<'_, Q>,
-        shared_member: u64,
+        held: Held,
     ) -> Self {
         let concurrency = admission.concurrency.map(|p| p.keep());
         let fleet = admission.fleet.map(|p| p.keep()).is_some();
@@ -145,7 +140,7 @@ impl<P: EngineRef> RequestGuard<P> {
             fleet,
             adaptive,
             entered: false,
-            shared_member,
+            held,
         }
     }
 
@@ -165,39 +160,15 @@ impl<P: EngineRef> RequestGuard<P> {
     }
 }
 
-impl<P: EngineRef> RequestGuard<P> {
-    /// Gives the permits taken in the shared store back there; false when they were local.
-    #[cfg(feature = "redis")]
-    fn release_shared(&self, engine: &Engine) -> bool {
-        let Some(shared) = engine.keyed.shared().filter(|_| self.shared_member != 0) else {
-            return false;
-        };
-        shared.release_request(self.shared_member, self.concurrency, self.fleet);
-        true
-    }
-
-    /// Without fleet mode every permit is local.
-    #[cfg(not(feature = "redis"))]
-    fn release_shared(&self, _: &Engine) -> bool {
-        false
-    }
-}
-
 impl<P: EngineRef> Drop for RequestGuard<P> {
     fn drop(&mut self) {
         let engine = self.engine.engine();
         if self.entered {
             engine.in_flight.leave(self.tier);
         }
-        if !self.release_shared(engine) {
-            let store = self.engine.store();
-            if let Some(key) = self.concurrency {
-                store.concurrency_release(key);
-            }
-            if self.fleet {
-                store.fleet_release();
-            }
-        }
+        engine
+            .keyed
+            .release(self.held, self.concurrency, self.fleet);
         if let Some(admitted_at) = self.adaptive {
             let now = engine.clock.now();
             let latency = now.saturating_sub(admitted_at);

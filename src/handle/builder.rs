@@ -5,9 +5,8 @@ use crate::classify::Classifier;
 use crate::classify::ClientKey;
 use crate::clock::{Clock, SystemClock};
 use crate::config::LimitersConfig;
+use crate::config::StoreKind;
 use crate::config::{Config, ConfigError, Mode, SourceKind};
-#[cfg(feature = "redis")]
-use crate::config::{StoreKind, StoreSync};
 use crate::control::{
     ControllerParams, InFlight, InFlightSource, PublishedPlan, RuntimeRegistry, RuntimeSource,
     ShedPlan, UtilizationSource,
@@ -17,11 +16,7 @@ use crate::limiter::adaptive_concurrency::AdaptiveState;
 use crate::logging::LogGate;
 use crate::metrics::Metrics;
 use crate::ops::{limiters_from_json, patch, persist, AuditLog, PendingRevert};
-#[cfg(feature = "redis")]
-use crate::store::redis::RedisStore;
-#[cfg(feature = "redis")]
-use crate::store::HybridStore;
-use crate::store::{Keyed, MemoryStore, Store};
+use crate::store::{Keyed, Store};
 use crate::tier::Tier;
 use actix_web::dev::ServiceRequest;
 use std::hash::BuildHasher;
@@ -161,21 +156,10 @@ impl BrownoutBuilder {
         self.config.validate()?;
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let seed = self.seed.unwrap_or_else(crate::rng::os_seed);
-        #[cfg(feature = "redis")]
-        let shared = match self.config.store.kind {
-            StoreKind::Memory => None,
-            StoreKind::Redis => Some(Arc::new(RedisStore::new(
-                &self.config.store,
-                crate::rng::os_seed() ^ u64::from(std::process::id()),
-                clock.clone(),
-            )?)),
-        };
-        // Without the feature validation refused `store.kind: redis`.
-        #[cfg(not(feature = "redis"))]
-        let shared: Option<std::convert::Infallible> = None;
         // Shared limits need every server to hash a client to the same key: in fleet mode the
-        // key hash is seeded from the key prefix, not at random.
-        let key_seed = if shared.is_some() {
+        // key hash is seeded from the key prefix, not at random. (Without the `redis` feature
+        // validation refused `store.kind: redis`.)
+        let key_seed = if self.config.store.kind == StoreKind::Redis {
             crate::rng::mix(
                 foldhash::quality::FixedState::with_seed(0).hash_one(&self.config.store.key_prefix),
             )
@@ -199,33 +183,7 @@ impl BrownoutBuilder {
             self.config.admin.metrics_auth,
         )?;
         let limits = &settings.limiters;
-        let memory = || {
-            MemoryStore::new(
-                limits.request_rate.max_keys,
-                limits.request_rate.quotas.len(),
-                limits.concurrent_requests.max_keys,
-            )
-        };
-        // local_first: local decisions over buckets reconciled with Redis in rounds.
-        #[cfg(feature = "redis")]
-        let hybrid = (shared.is_some() && self.config.store.sync == StoreSync::LocalFirst)
-            .then(|| Arc::new(HybridStore::new(memory())));
-        #[cfg(feature = "redis")]
-        let local_first = hybrid.clone().map(|h| h as Arc<dyn Store>);
-        #[cfg(not(feature = "redis"))]
-        let local_first: Option<Arc<dyn Store>> = None;
-        let store = match (local_first, self.store) {
-            (Some(hybrid), _) => hybrid,
-            (None, Some(store)) => store,
-            (None, None) => Arc::new(memory()),
-        };
-        #[cfg(feature = "redis")]
-        let keyed = match shared.clone() {
-            Some(shared) => Keyed::fleet(store, shared, hybrid),
-            None => Keyed::local_only(store),
-        };
-        #[cfg(not(feature = "redis"))]
-        let keyed = Keyed::local_only(store);
+        let keyed = Keyed::build(&self.config.store, limits, self.store, clock.clone())?;
         let resting = ControllerParams::from_config(wu).resting();
         let adaptive = Arc::new(AdaptiveState::new(f64::from(
             limits.adaptive_concurrency.initial_limit,

@@ -19,6 +19,7 @@ use crate::limiter::{Rejection, Request};
 use crate::metrics::Outcome;
 use crate::ops::{AuditLog, PendingRevert};
 use crate::rng::{mix, SplitMix64};
+use crate::store::Held;
 use crate::tier::{PerTier, Tier};
 use actix_web::dev::ServiceRequest;
 use std::sync::atomic::Ordering;
@@ -219,18 +220,18 @@ impl Brownout {
         tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
         let inner = &self.inner;
         #[cfg(feature = "redis")]
-        if let Some(store) = inner.engine.keyed.shared() {
+        {
             let engine = Arc::downgrade(&inner.engine);
             let on_error: Arc<dyn Fn(&'static str) + Send + Sync> = Arc::new(move |op| {
                 if let Some(engine) = engine.upgrade() {
                     engine.metrics.shared_store_error("redis", op);
                 }
             });
-            store.start(on_error.clone());
-            if let Some(hybrid) = inner.engine.keyed.hybrid() {
-                let interval = inner.config.store.sync_interval.get();
-                hybrid.start(store, inner.engine.clock.clone(), interval, on_error);
-            }
+            inner.engine.keyed.start(
+                inner.engine.clock.clone(),
+                inner.config.store.sync_interval.get(),
+                on_error,
+            );
         }
         let taken = inner
             .pending_sources
@@ -336,7 +337,12 @@ impl Brownout {
             Verdict::Reject(rejection, _) => Decision::Rejected(rejection),
             Verdict::Allow(admission) => Decision::Allowed(Admitted {
                 outcome: admission.outcome,
-                _guard: RequestGuard::admit(shared.clone(), classified.tier, admission, 0),
+                _guard: RequestGuard::admit(
+                    shared.clone(),
+                    classified.tier,
+                    admission,
+                    Held::LOCAL,
+                ),
             }),
         }
     }
@@ -381,10 +387,10 @@ impl Brownout {
     /// Every metric in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
         #[cfg(feature = "redis")]
-        if let Some(store) = self.inner.engine.keyed.shared() {
+        if let Some(shared) = self.inner.engine.keyed.shared_status() {
             let metrics = &self.inner.engine.metrics;
-            metrics.publish_breaker("redis", store.breaker_state().as_gauge());
-            metrics.publish_undo_dropped("redis", store.dropped());
+            metrics.publish_breaker("redis", shared.breaker_gauge);
+            metrics.publish_undo_dropped("redis", shared.undo_dropped);
         }
         let (rate_keys, concurrency_keys) = self.inner.engine.keyed.local().tracked_keys();
         self.inner
@@ -401,9 +407,8 @@ impl Brownout {
     /// `("redis", connected, breaker)` with the breaker `closed`, `open` or `half_open`
     /// (shared limits are in use when connected and closed; otherwise limits are local).
     pub fn store_state(&self) -> (&'static str, bool, &'static str) {
-        #[cfg(feature = "redis")]
-        if let Some(store) = self.inner.engine.keyed.shared() {
-            return ("redis", store.connected(), store.breaker_state().as_str());
+        if let Some(shared) = self.inner.engine.keyed.shared_status() {
+            return ("redis", shared.connected, shared.breaker);
         }
         ("memory", true, "closed")
     }

@@ -71,8 +71,7 @@ impl Brownout {
         plan: Option<&str>,
     ) -> Result<ClientState, StoreError> {
         let engine = &self.inner.engine;
-        #[cfg(feature = "redis")]
-        if engine.keyed.per_request().is_some() {
+        if engine.keyed.reads_shared() {
             return Err(StoreError::Failed(
                 "in fleet mode with store.sync: per_request a client's limits live in Redis: \
                  read them with Brownout::read_client"
@@ -96,13 +95,12 @@ impl Brownout {
         facts: &RequestFacts<'_>,
         plan: Option<&str>,
     ) -> Result<ClientState, StoreError> {
-        #[cfg(feature = "redis")]
-        {
-            let engine = &self.inner.engine;
-            if let Some(redis) = engine.keyed.per_request() {
-                let settings = engine.settings.load_full();
-                let key = settings.classifier.classify(facts).key;
-                let (now, reading) = redis.read_client(key).await?;
+        let engine = &self.inner.engine;
+        if engine.keyed.reads_shared() {
+            let settings = engine.settings.load_full();
+            let key = settings.classifier.classify(facts).key;
+            if let Some(read) = engine.keyed.read_shared(key).await {
+                let (now, reading) = read?;
                 return Ok(state(&settings, plan, reading, now));
             }
         }

@@ -12,10 +12,7 @@ use crate::classify::Classified;
 use crate::engine::{judge, Settings, SharedOwner, WorkerEngine};
 use crate::limiter::request_rate::RateStatus;
 use crate::rng::SplitMix64;
-use crate::store::redis::{RedisStore, SharedError};
-use crate::store::Answered;
-use crate::store::ClientAsk;
-use crate::store::StoreError;
+use crate::store::{ClientAsk, Held};
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
 use actix_web::http::header::HeaderValue;
@@ -27,7 +24,6 @@ use std::sync::Arc;
 pub(super) struct Pending<S> {
     pub(super) service: Rc<S>,
     pub(super) engine: Rc<WorkerEngine>,
-    pub(super) store: Arc<RedisStore>,
     pub(super) settings: Arc<Settings>,
     pub(super) req: ServiceRequest,
     pub(super) classified: Classified,
@@ -47,7 +43,6 @@ where
     let Pending {
         service,
         engine,
-        store,
         settings,
         req,
         classified,
@@ -55,36 +50,16 @@ where
         asked,
         mut rng,
     } = p;
-    // The call runs to its end in a task of its own: if the client goes away meanwhile (this
-    // future is dropped), what the script took is given back rather than held until the TTL.
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let caller = store.clone();
-    tokio::spawn(async move {
-        let answer = caller.decide(&asked).await;
-        if let Err((asked, Ok(answer))) = tx.send((asked, answer)) {
-            caller.give_back(&asked, &answer.reply, answer.member);
-        }
-    });
-    let answer = match rx.await {
-        Ok((asked, Ok(answer))) => Ok((asked, answer)),
-        Ok((_, Err(failed))) => Err(failed),
-        Err(_) => Err(SharedError {
-            op: "decide",
-            error: StoreError::Failed("the call's task failed".into()),
-            skipped: None,
-        }),
-    };
+    let answer = engine.keyed.decide_shared(asked).await;
     let policy = |status: &RateStatus| policy(&settings, status);
-    let request = super::request::request_of(&req, &classified, plan.as_deref());
     let response = match &answer {
-        Ok((asked, answer)) => {
-            let answered = Answered::new(&store, asked, answer);
+        Ok(decision) => decision.decide(|answer| {
+            let request = super::request::request_of(&req, &classified, plan.as_deref());
             let owner = SharedOwner {
                 engine: &engine,
-                answered: &answered,
+                answer,
             };
             let verdict = judge(&owner, &settings, &request, &mut rng, false);
-            answered.give_back_unused();
             respond(
                 &service,
                 &engine,
@@ -93,9 +68,9 @@ where
                 classified.tier,
                 verdict,
                 &policy,
-                Some((&store, answer.member)),
+                decision.held(),
             )
-        }
+        }),
         Err(failed) => {
             // A call that failed is counted; one not made (the breaker opened meanwhile) is
             // what the breaker's gauge shows.
@@ -108,6 +83,7 @@ where
                     )
                 });
             }
+            let request = super::request::request_of(&req, &classified, plan.as_deref());
             let verdict = judge(&engine, &settings, &request, &mut rng, false);
             respond(
                 &service,
@@ -117,7 +93,7 @@ where
                 classified.tier,
                 verdict,
                 &policy,
-                None,
+                Held::LOCAL,
             )
         }
     };

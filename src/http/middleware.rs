@@ -15,6 +15,7 @@ use crate::engine::{judge, Admission, Settings, Verdict, WorkerEngine};
 use crate::handle::Brownout;
 use crate::limiter::request_rate::RateStatus;
 use crate::rng::{mix, SplitMix64};
+use crate::store::Held;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::header::{HeaderName, HeaderValue, AUTHORIZATION};
@@ -234,11 +235,10 @@ where
             .then(|| req.headers().get(PLAN).and_then(|v| v.to_str().ok()))
             .flatten();
         let request = request_of(&req, &classified, hooked.as_deref().or(header_plan));
-        // (local_first: the store is reconciled in rounds, never asked per request.)
+        // Fleet mode asks the shared store first (local_first: the store is reconciled in
+        // rounds, never asked per request).
         #[cfg(feature = "redis")]
-        let per_request = engine.keyed.per_request();
-        #[cfg(feature = "redis")]
-        if let Some(store) = per_request.filter(|s| s.ready()) {
+        if engine.keyed.asks_first() {
             // The settings the request is asked and decided under, both.
             let live = engine.settings.load_full();
             if let Some(asked) = crate::engine::asks(&live, &request, &engine.plan.load()) {
@@ -248,7 +248,6 @@ where
                     fut: Box::pin(fleet::decide(fleet::Pending {
                         service: self.service.clone(),
                         engine: self.engine.clone(),
-                        store: store.clone(),
                         settings: live,
                         req,
                         classified,
@@ -272,7 +271,7 @@ where
             classified.tier,
             verdict,
             &|status| self.policy(settings, status),
-            None,
+            Held::LOCAL,
         )
     }
 }

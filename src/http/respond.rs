@@ -14,8 +14,7 @@ use crate::limiter::request_rate::{RateStatus, RateTicket};
 use crate::limiter::LimiterName;
 use crate::limiter::{RatePolicy, Rejection};
 use crate::metrics::Outcome;
-#[cfg(feature = "redis")]
-use crate::store::redis::RedisStore;
+use crate::store::Held;
 use crate::tier::Tier;
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
@@ -25,17 +24,7 @@ use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-#[cfg(feature = "redis")]
-use std::sync::Arc;
 use std::task::{Context, Poll};
-
-/// The shared store a request was decided on and the member its permits are held as, in
-/// fleet mode; `None`: decided locally.
-#[cfg(feature = "redis")]
-pub(super) type DecidedOn<'a> = Option<(&'a Arc<RedisStore>, u64)>;
-/// Without fleet mode every request is decided locally (the type has no value but `None`).
-#[cfg(not(feature = "redis"))]
-pub(super) type DecidedOn<'a> = Option<(&'a std::convert::Infallible, u64)>;
 
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
@@ -74,9 +63,8 @@ pub(super) fn insert_rate_fields(
 /// time, from what the limiter saw) and failure quotas.
 pub(super) struct AfterResponse {
     engine: Rc<WorkerEngine>,
-    /// Where failures are counted when the request was decided on the shared store.
-    #[cfg(feature = "redis")]
-    shared: Option<Arc<RedisStore>>,
+    /// Where the request was decided (its failures are counted there).
+    held: Held,
     /// `RateLimit-Policy` and `RateLimit`.
     fields: [Option<HeaderValue>; 2],
     failures: Option<RateTicket>,
@@ -88,14 +76,11 @@ impl AfterResponse {
         settings: &Settings,
         admission: &Admission<'_, Q>,
         policy: &dyn Fn(&RateStatus) -> Option<HeaderValue>,
-        shared: DecidedOn<'_>,
+        held: Held,
     ) -> Option<Self> {
-        #[cfg(not(feature = "redis"))]
-        let _ = shared;
         (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
             engine: engine.clone(),
-            #[cfg(feature = "redis")]
-            shared: shared.map(|(store, _)| store.clone()),
+            held,
             fields: admission.rate.map_or([None, None], |status| {
                 rate_fields(settings, policy(&status), &status, None)
             }),
@@ -109,18 +94,12 @@ impl AfterResponse {
             let failed = response.status().is_client_error() || response.status().is_server_error();
             if failed {
                 let settings = self.engine.settings.load();
-                #[cfg(feature = "redis")]
-                if let Some(shared) = &self.shared {
-                    for (index, key, rule) in settings.rules.failure_quotas(ticket) {
-                        shared.count_failure(index, key, rule);
-                    }
-                    return;
-                }
-                {
+                let keyed = &self.engine.keyed;
+                if !keyed.count_failures_shared(self.held, settings.rules.failure_quotas(ticket)) {
                     let at = self.engine.check_time(self.engine.clock.now());
                     settings
                         .rules
-                        .record_failure(self.engine.keyed.local(), ticket, at.unix);
+                        .record_failure(keyed.local(), ticket, at.unix);
                 }
             }
         }
@@ -128,8 +107,8 @@ impl AfterResponse {
 }
 
 /// The response to a verdict: the rejection (with its RateLimit fields), or the app's
-/// response to an admitted request, which holds its guard until the body ends. `shared`: the
-/// request was decided on the shared store, which holds its permits as this member.
+/// response to an admitted request, which holds its guard until the body ends. `held`: where
+/// the request's permits were taken (here, or in the shared store it was decided on).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn respond<S, B, Q>(
     service: &Rc<S>,
@@ -139,7 +118,7 @@ pub(super) fn respond<S, B, Q>(
     tier: Tier,
     verdict: Verdict<'_, Q>,
     policy: &dyn Fn(&RateStatus) -> Option<HeaderValue>,
-    shared: DecidedOn<'_>,
+    held: Held,
 ) -> ResponseFuture<S::Future, B>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
@@ -169,8 +148,7 @@ where
             }
         }
         Verdict::Allow(mut admission) => {
-            let after = AfterResponse::new(engine, settings, &admission, policy, shared);
-            let member = shared.map_or(0, |(_, member)| member);
+            let after = AfterResponse::new(engine, settings, &admission, policy, held);
             let deadline = &settings.limiters.deadline;
             let expiry = Expiry::new(deadline.after.get(), deadline.cancel);
             if let Some(queued) = admission.queued.take() {
@@ -182,7 +160,7 @@ where
                     tier,
                     outcome: admission.outcome,
                     policy: queued.refunded.as_ref().and_then(policy),
-                    guard: RequestGuard::waiting(engine.clone(), tier, admission, member),
+                    guard: RequestGuard::waiting(engine.clone(), tier, admission, held),
                     after,
                     expiry,
                 };
@@ -190,7 +168,7 @@ where
                     fut: Box::pin(wait(waiting, queued)),
                 };
             }
-            let guard = RequestGuard::admit(engine.clone(), tier, admission, member);
+            let guard = RequestGuard::admit(engine.clone(), tier, admission, held);
             ResponseFuture::allowed(service.call(req), guard, after, expiry, tier)
         }
     }

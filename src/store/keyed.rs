@@ -1,13 +1,33 @@
 //! The engine's keyed state as one part: the store the per-key limiters decide on here, and,
 //! in fleet mode, the shared store behind it and how the two work together (`store.sync`).
+//! Above it, nothing names the shared store's types: a request asks it through
+//! [`Keyed::decide_shared`], and its permits are [`Held`] wherever they were taken.
 
 #[cfg(feature = "redis")]
-use super::redis::RedisStore;
+use super::redis::{RedisStore, SharedDecision};
 #[cfg(feature = "redis")]
-use super::HybridStore;
-use super::Store;
+use super::{ClientAsk, HybridStore, Unanswered};
+use super::{ClientReading, MemoryStore, Store, StoreError};
+use crate::clock::Clock;
+use crate::config::{ConfigError, LimitersConfig, StoreConfig};
 use crate::math::window::WindowRule;
 use std::sync::Arc;
+
+/// Where an admitted request's per-key permits (its concurrency permit, its fleet slot) are
+/// held: in this process's store, or in the shared store as a numbered member.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Held(u64);
+
+impl Held {
+    /// In this process's store.
+    pub(crate) const LOCAL: Held = Held(0);
+
+    /// In the shared store, as `member` (members are numbered from 1).
+    #[cfg(feature = "redis")]
+    pub(crate) fn shared(member: u64) -> Self {
+        Held(member)
+    }
+}
 
 /// Where the per-key limiters keep their state.
 pub(crate) struct Keyed {
@@ -22,7 +42,120 @@ pub(crate) struct Keyed {
     hybrid: Option<Arc<HybridStore>>,
 }
 
+/// The shared store's state, for the metrics and the admin API.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct SharedStatus {
+    /// Connected, with its scripts loaded.
+    pub(crate) connected: bool,
+    /// The circuit breaker: `closed`, `open` or `half_open`.
+    pub(crate) breaker: &'static str,
+    /// The breaker as a gauge (0 closed, 1 open, 0.5 half open).
+    pub(crate) breaker_gauge: f64,
+    /// Undo operations dropped because their queue was full.
+    pub(crate) undo_dropped: u64,
+    /// Shared limits are in use: connected, and the breaker closed.
+    pub(crate) in_use: bool,
+    /// `store.sync: local_first` (requests decide locally; rounds reconcile).
+    pub(crate) local_first: bool,
+}
+
 impl Keyed {
+    /// The keyed state `config` (`store:`) asks for: `app`'s store if the app brought one,
+    /// else an in-memory one sized by `limits`; with `store.kind: redis`, the shared store
+    /// behind it (connected by [`start`](Self::start)), and with `sync: local_first` a hybrid
+    /// store that decides locally. Validation has refused `redis` without the feature.
+    pub(crate) fn build(
+        config: &StoreConfig,
+        limits: &LimitersConfig,
+        app: Option<Arc<dyn Store>>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, ConfigError> {
+        let memory = || {
+            MemoryStore::new(
+                limits.request_rate.max_keys,
+                limits.request_rate.quotas.len(),
+                limits.concurrent_requests.max_keys,
+            )
+        };
+        #[cfg(feature = "redis")]
+        if config.kind == crate::config::StoreKind::Redis {
+            let instance = crate::rng::os_seed() ^ u64::from(std::process::id());
+            let shared = Arc::new(RedisStore::new(config, instance, clock)?);
+            // local_first: local decisions over buckets reconciled with Redis in rounds.
+            let hybrid = (config.sync == crate::config::StoreSync::LocalFirst)
+                .then(|| Arc::new(HybridStore::new(memory())));
+            let local = match (&hybrid, app) {
+                (Some(hybrid), _) => hybrid.clone() as Arc<dyn Store>,
+                (None, Some(app)) => app,
+                (None, None) => Arc::new(memory()),
+            };
+            return Ok(Self::fleet(local, shared, hybrid));
+        }
+        let _ = (config, clock);
+        Ok(Self::local_only(app.unwrap_or_else(|| Arc::new(memory()))))
+    }
+
+    /// Connects the shared store and starts its tasks (the undo queue, and with local_first
+    /// the reconciling rounds every `sync_interval`); `on_error` counts a failed call by its
+    /// `op`. Nothing to do without a shared store.
+    #[cfg(feature = "redis")]
+    pub(crate) fn start(
+        &self,
+        clock: Arc<dyn Clock>,
+        sync_interval: std::time::Duration,
+        on_error: Arc<dyn Fn(&'static str) + Send + Sync>,
+    ) {
+        if let Some(shared) = &self.shared {
+            shared.start(on_error.clone());
+            if let Some(hybrid) = &self.hybrid {
+                hybrid.start(shared, clock, sync_interval, on_error);
+            }
+        }
+    }
+
+    /// The shared store's state, in fleet mode.
+    pub(crate) fn shared_status(&self) -> Option<SharedStatus> {
+        #[cfg(feature = "redis")]
+        if let Some(shared) = &self.shared {
+            let breaker = shared.breaker_state();
+            let connected = shared.connected();
+            return Some(SharedStatus {
+                connected,
+                in_use: connected && breaker == super::redis::BreakerState::Closed,
+                breaker: breaker.as_str(),
+                breaker_gauge: breaker.as_gauge(),
+                undo_dropped: shared.dropped(),
+                local_first: self.hybrid.is_some(),
+            });
+        }
+        None
+    }
+
+    /// Whether a client's state lives in the shared store, read only by a round trip
+    /// ([`read_shared`](Self::read_shared)): fleet mode with `store.sync: per_request`.
+    pub(crate) fn reads_shared(&self) -> bool {
+        #[cfg(feature = "redis")]
+        if self.per_request().is_some() {
+            return true;
+        }
+        false
+    }
+
+    /// Reads `key`'s bucket and permits from the shared store without spending anything
+    /// (one round trip): `(now µs on the store's clock, reading)`. `None` when the client's
+    /// state is local.
+    pub(crate) async fn read_shared(
+        &self,
+        key: u64,
+    ) -> Option<Result<(u64, ClientReading), StoreError>> {
+        #[cfg(feature = "redis")]
+        if let Some(shared) = self.per_request() {
+            return Some(shared.read_client(key).await);
+        }
+        let _ = key;
+        None
+    }
+
     /// Keyed state kept in `local` alone.
     pub(crate) fn local_only(local: Arc<dyn Store>) -> Self {
         Self {
@@ -55,7 +188,8 @@ impl Keyed {
         &*self.local
     }
 
-    /// The shared store, in fleet mode.
+    /// The shared store, in fleet mode (the operator's link to the fleet's settings uses
+    /// its connection).
     #[cfg(feature = "redis")]
     #[inline]
     pub(crate) fn shared(&self) -> Option<&Arc<RedisStore>> {
@@ -69,11 +203,63 @@ impl Keyed {
         self.shared.as_ref().filter(|_| self.hybrid.is_none())
     }
 
-    /// The hybrid store (`store.sync: local_first`).
+    /// Whether requests ask the shared store before they are decided (fleet mode,
+    /// `store.sync: per_request`, and the store is ready to be asked).
     #[cfg(feature = "redis")]
     #[inline]
-    pub(crate) fn hybrid(&self) -> Option<&Arc<HybridStore>> {
-        self.hybrid.as_ref()
+    pub(crate) fn asks_first(&self) -> bool {
+        self.per_request().is_some_and(|shared| shared.ready())
+    }
+
+    /// Asks the shared store what `ask` needs, in one round trip; `Err`: decide on the local
+    /// store instead.
+    #[cfg(feature = "redis")]
+    pub(crate) async fn decide_shared(&self, ask: ClientAsk) -> Result<SharedDecision, Unanswered> {
+        match &self.shared {
+            Some(shared) => shared.decide_detached(ask).await,
+            None => Err(Unanswered {
+                op: "decide",
+                error: super::StoreError::Failed("no shared store".into()),
+                skipped: Some("not_connected"),
+            }),
+        }
+    }
+
+    /// Gives back, once its request is done, the permit of `key` (if it kept one) and the
+    /// fleet slot (if it kept one) held as `held`: in the shared store, or here.
+    #[inline]
+    pub(crate) fn release(&self, held: Held, key: Option<u64>, fleet: bool) {
+        #[cfg(feature = "redis")]
+        if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
+            shared.release_request(held.0, key, fleet);
+            return;
+        }
+        let _ = held;
+        if let Some(key) = key {
+            self.local.concurrency_release(key);
+        }
+        if fleet {
+            self.local.fleet_release();
+        }
+    }
+
+    /// Counts a failed response against failure quotas `quotas` (index, key, rule) in the
+    /// shared store, when its request was decided there (`held`); false when it was decided
+    /// here (the caller counts it in the local store, as of its own clock).
+    pub(crate) fn count_failures_shared(
+        &self,
+        held: Held,
+        quotas: impl Iterator<Item = (usize, u64, WindowRule)>,
+    ) -> bool {
+        #[cfg(feature = "redis")]
+        if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
+            for (index, key, rule) in quotas {
+                shared.count_failure(index, key, rule);
+            }
+            return true;
+        }
+        let _ = (held, quotas);
+        false
     }
 
     /// Drops idle local state at `now` µs (and `unix_now` µs since the epoch).

@@ -1,8 +1,6 @@
 //! Where the per-key limiters keep their state, behind one trait so a shared store (Redis)
 //! can replace the in-memory one. Every operation is one atomic step on the store's side.
 
-#[cfg(feature = "redis")]
-mod answered;
 mod ask;
 #[cfg(feature = "redis")]
 mod hybrid;
@@ -13,8 +11,6 @@ pub mod redis;
 pub(crate) mod table;
 
 #[cfg(feature = "redis")]
-pub(crate) use answered::Answered;
-#[cfg(feature = "redis")]
 pub use ask::BucketAsk;
 #[cfg(not(feature = "redis"))]
 pub(crate) use ask::BucketAsk;
@@ -22,7 +18,7 @@ pub(crate) use ask::BucketAsk;
 pub use ask::{ClientAsk, QuotaAsk};
 #[cfg(feature = "redis")]
 pub(crate) use hybrid::HybridStore;
-pub(crate) use keyed::Keyed;
+pub(crate) use keyed::{Held, Keyed};
 pub use memory::MemoryStore;
 
 use crate::math::gcra::Charge;
@@ -51,6 +47,37 @@ impl StoreError {
             StoreError::Timeout => "store_timeout",
             StoreError::Failed(_) => "store_error",
         }
+    }
+}
+
+/// Why the shared store did not answer a request, with the `op` label a failed call is counted
+/// under: the request is then decided on this process's store.
+#[cfg(feature = "redis")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Unanswered {
+    /// decide, fleet.
+    pub op: &'static str,
+    /// What went wrong.
+    pub error: StoreError,
+    /// No call was made: not connected yet, or the breaker is open (`reason` says which).
+    pub skipped: Option<&'static str>,
+}
+
+#[cfg(feature = "redis")]
+impl Unanswered {
+    /// A decide call that failed with `error`.
+    pub(crate) fn failed(error: StoreError) -> Self {
+        Self {
+            op: "decide",
+            error,
+            skipped: None,
+        }
+    }
+
+    /// The `reason` label of `brownout_fail_open_total`.
+    pub fn reason(&self) -> &'static str {
+        self.skipped.unwrap_or_else(|| self.error.reason())
     }
 }
 

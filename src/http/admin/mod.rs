@@ -292,23 +292,18 @@ fn adaptive_json(brownout: &Brownout) -> Value {
 
 /// Where keyed limiter state lives, and in fleet mode whether Redis is in use right now.
 fn store_json(brownout: &Brownout) -> Value {
-    #[cfg(feature = "redis")]
-    if let Some(store) = brownout.engine().keyed.shared() {
-        let breaker = store.breaker_state();
-        let shared = store.connected() && breaker == crate::store::redis::BreakerState::Closed;
+    if let Some(store) = brownout.engine().keyed.shared_status() {
         return json!({
             "kind": "redis",
-            "connected": store.connected(),
-            "breaker": breaker.as_str(),
-            "limits": match (brownout.engine().keyed.hybrid(), shared) {
-                (Some(_), _) => "local_first",
-                (None, true) => "shared",
-                (None, false) => "local",
+            "connected": store.connected,
+            "breaker": store.breaker,
+            "limits": match (store.local_first, store.in_use) {
+                (true, _) => "local_first",
+                (false, true) => "shared",
+                (false, false) => "local",
             },
         });
     }
-    #[cfg(not(feature = "redis"))]
-    let _ = brownout;
     json!({"kind": "memory"})
 }
 

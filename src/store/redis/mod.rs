@@ -6,6 +6,7 @@
 //! a backoff. What is given back later (permits, refunds, failure counts) goes through a
 //! bounded queue to a task that sends it in batches, off the request path.
 
+mod answered;
 mod breaker;
 mod conn;
 mod reconcile;
@@ -14,12 +15,13 @@ mod settings;
 mod split;
 mod undo;
 
+pub(crate) use answered::SharedDecision;
 pub(crate) use breaker::{Breaker, BreakerParams, BreakerState};
 pub use script::{BucketAsk, ClientAsk, QuotaAsk, SlotSet, Undo};
 pub(crate) use script::{ClientReply, Keys};
 pub(crate) use settings::Cas;
 
-use super::StoreError;
+use super::{StoreError, Unanswered};
 use crate::clock::Clock;
 use crate::config::{ConfigError, StoreConfig};
 use arc_swap::ArcSwapOption;
@@ -71,33 +73,6 @@ impl std::fmt::Debug for RedisStore {
         f.debug_struct("RedisStore")
             .field("connected", &self.connected())
             .finish_non_exhaustive()
-    }
-}
-
-/// Why the shared store did not answer, with the `op` label a failed call is counted under.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SharedError {
-    /// decide, fleet.
-    pub op: &'static str,
-    /// What went wrong.
-    pub error: StoreError,
-    /// No call was made: not connected yet, or the breaker is open (`reason` says which).
-    pub skipped: Option<&'static str>,
-}
-
-impl SharedError {
-    /// A decide call that failed with `error`.
-    fn failed(error: StoreError) -> Self {
-        Self {
-            op: "decide",
-            error,
-            skipped: None,
-        }
-    }
-
-    /// The `reason` label of `brownout_fail_open_total`.
-    pub fn reason(&self) -> &'static str {
-        self.skipped.unwrap_or_else(|| self.error.reason())
     }
 }
 
@@ -219,7 +194,7 @@ impl RedisStore {
 
     /// Asks Redis for one request's shared limiters, in one round trip. `Err` means: decide
     /// locally.
-    pub async fn decide(self: &Arc<Self>, ask: &ClientAsk) -> Result<SharedAnswer, SharedError> {
+    pub async fn decide(self: &Arc<Self>, ask: &ClientAsk) -> Result<SharedAnswer, Unanswered> {
         self.decide_at(ask, 0).await
     }
 
@@ -229,8 +204,8 @@ impl RedisStore {
         self: &Arc<Self>,
         ask: &ClientAsk,
         at_us: u64,
-    ) -> Result<SharedAnswer, SharedError> {
-        let skip = |why: &'static str| SharedError {
+    ) -> Result<SharedAnswer, Unanswered> {
+        let skip = |why: &'static str| Unanswered {
             op: "decide",
             error: StoreError::Failed(why.replace('_', " ")),
             skipped: Some(why),
@@ -258,7 +233,7 @@ impl RedisStore {
         ask: &ClientAsk,
         n: u64,
         at_us: u64,
-    ) -> Result<ClientReply, SharedError> {
+    ) -> Result<ClientReply, Unanswered> {
         let member = script::member(self.instance, n);
         let cmd = script::decide_cmd(
             &self.scripts.decide,
@@ -279,7 +254,7 @@ impl RedisStore {
             }
         };
         script::decide_reply(ask, &value)
-            .map_err(|e| SharedError::failed(StoreError::Failed(e.to_string())))
+            .map_err(|e| Unanswered::failed(StoreError::Failed(e.to_string())))
     }
 
     /// Cluster: one script per hash tag, all sent at once, merged into one answer.
@@ -289,7 +264,7 @@ impl RedisStore {
         ask: &ClientAsk,
         n: u64,
         at_us: u64,
-    ) -> Result<ClientReply, SharedError> {
+    ) -> Result<ClientReply, Unanswered> {
         let parts = split::split(ask);
         let calls: Vec<_> = parts
             .iter()
@@ -302,7 +277,7 @@ impl RedisStore {
         let mut failed = None;
         for call in calls {
             let reply = call.await.unwrap_or_else(|e| {
-                Err(SharedError::failed(StoreError::Failed(format!(
+                Err(Unanswered::failed(StoreError::Failed(format!(
                     "the call's task failed: {e}"
                 ))))
             });
@@ -339,7 +314,7 @@ impl RedisStore {
         self: &Arc<Self>,
         conn: &Conn,
         cmd: &redis::Cmd,
-    ) -> Result<T, SharedError> {
+    ) -> Result<T, Unanswered> {
         let mut c = conn.clone();
         let result = tokio::time::timeout(self.timeout, cmd.query_async::<T>(&mut c)).await;
         let error = match result {
@@ -353,7 +328,7 @@ impl RedisStore {
             }
         };
         self.breaker.failure(self.now_us());
-        Err(SharedError::failed(error))
+        Err(Unanswered::failed(error))
     }
 
     /// `key`'s bucket TAT and its live permits, read without spending or taking anything (a

@@ -1,17 +1,74 @@
-//! The shared store's answers for one request, as a [`Store`]: the limiter chain runs over
-//! it exactly as over the in-memory store, so request_rate, concurrent_requests and
-//! fleet_usage make the same decisions with the same code, on answers Redis gave in one round
-//! trip. What the chain gives back (a later limiter refused the request) goes to Redis through
+//! One request's decision on the shared store: Redis answers what the request asks in one
+//! round trip ([`RedisStore::decide_detached`]), and the limiter chain decides on that answer
+//! through the same per-key operations it uses on the in-memory store ([`Answered`]), so
+//! request_rate, concurrent_requests and fleet_usage make the same decisions with the same
+//! code. What the chain gives back (a later limiter refused the request) goes to Redis through
 //! the store's undo queue; only what the script wrote is given back.
 
-use super::redis::{ClientAsk, RedisStore, SharedAnswer, SlotSet, Undo};
-use super::{Store, StoreError};
+use super::script::{ClientAsk, SlotSet, Undo};
+use super::{RedisStore, SharedAnswer};
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
+use crate::store::{Held, Store, StoreError, Unanswered};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-/// One request's shared answers.
-pub struct Answered<'r> {
+/// Redis's answer to what one request asked: the chain decides on it with
+/// [`decide`](Self::decide), and the request's permits are [`held`](Self::held) as its member.
+pub(crate) struct SharedDecision {
+    store: Arc<RedisStore>,
+    ask: ClientAsk,
+    answer: SharedAnswer,
+}
+
+impl SharedDecision {
+    /// Where the request's permits are held.
+    pub(crate) fn held(&self) -> Held {
+        Held::shared(self.answer.member)
+    }
+
+    /// Runs `decide` (the limiter chain, and what follows from its verdict) over the answer,
+    /// then gives back a fleet slot the script took that the chain never reached.
+    pub(crate) fn decide<R>(&self, decide: impl FnOnce(&dyn Store) -> R) -> R {
+        let answered = Answered::new(&self.store, &self.ask, &self.answer);
+        let decided = decide(&answered);
+        answered.give_back_unused();
+        decided
+    }
+}
+
+impl RedisStore {
+    /// Asks Redis what `ask` needs, in one round trip. The call runs to its end in a task of
+    /// its own: if the caller goes away meanwhile (its future is dropped), what the script
+    /// took is given back rather than held until the TTL. `Err`: decide locally.
+    pub(crate) async fn decide_detached(
+        self: &Arc<Self>,
+        ask: ClientAsk,
+    ) -> Result<SharedDecision, Unanswered> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let caller = self.clone();
+        tokio::spawn(async move {
+            let answer = caller.decide(&ask).await;
+            if let Err((ask, Ok(answer))) = tx.send((ask, answer)) {
+                caller.give_back(&ask, &answer.reply, answer.member);
+            }
+        });
+        match rx.await {
+            Ok((ask, Ok(answer))) => Ok(SharedDecision {
+                store: self.clone(),
+                ask,
+                answer,
+            }),
+            Ok((_, Err(failed))) => Err(failed),
+            Err(_) => Err(Unanswered::failed(StoreError::Failed(
+                "the call's task failed".into(),
+            ))),
+        }
+    }
+}
+
+/// One request's shared answers, as the per-key operations the chain asks for.
+struct Answered<'r> {
     store: &'r RedisStore,
     ask: &'r ClientAsk,
     answer: &'r SharedAnswer,
@@ -22,7 +79,7 @@ pub struct Answered<'r> {
 
 impl<'r> Answered<'r> {
     /// `answer`, the shared store's reply to `ask`.
-    pub fn new(store: &'r RedisStore, ask: &'r ClientAsk, answer: &'r SharedAnswer) -> Self {
+    fn new(store: &'r RedisStore, ask: &'r ClientAsk, answer: &'r SharedAnswer) -> Self {
         Self {
             store,
             ask,
@@ -33,7 +90,7 @@ impl<'r> Answered<'r> {
 
     /// Gives back a fleet slot that was taken but that the chain never reached (it cannot
     /// happen while the chain and the script agree; never leak a slot if they do not).
-    pub fn give_back_unused(&self) {
+    fn give_back_unused(&self) {
         if self.answer.reply.fleet_written && !self.fleet_used.load(Ordering::Relaxed) {
             self.store.undo(Undo::Release {
                 set: SlotSet::Fleet,
