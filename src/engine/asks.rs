@@ -1,12 +1,12 @@
 //! What a request asks of a store that answers the per-key limiters in one step (fleet mode):
-//! planned here, from the settings and the request, with each limiter's mode; the store answers
-//! and the chain ([`super::chain`]) decides on the answer as on any store's.
+//! planned here, from the settings and the request, under the modes the chain decides under
+//! ([`Settings::modes_for`]); the store answers and the chain ([`super::chain`]) decides on the
+//! answer as on any store's.
 
 use super::{elastic, Settings};
 use crate::config::Mode;
-use crate::limiter::Request;
+use crate::limiter::{LimiterName, Request};
 use crate::store::ClientAsk;
-use crate::tier::Tier;
 
 /// What the shared store is asked for `req`, or `None` when the limiters it serves have
 /// nothing to ask (kill switch, all off, a critical request with only fleet_usage on).
@@ -15,28 +15,27 @@ pub(crate) fn asks(
     req: &Request<'_>,
     plan: &crate::control::ShedPlan,
 ) -> Option<ClientAsk> {
-    if settings.kill_switch {
-        return None;
-    }
+    let modes = settings.modes_for(req);
+    let mode = |limiter: LimiterName| modes[limiter as usize];
     let l = &settings.limiters;
     let mut client = ClientAsk::default();
-    // A CORS preflight spends no client's quota (Request::per_client).
-    let per_client = req.per_client(settings.classifier.charge_preflights);
-    if per_client && l.request_rate.mode != Mode::Off {
+    let rate = mode(LimiterName::RequestRate);
+    if rate != Mode::Off {
         settings
             .rules
             .ask(req, elastic(settings, plan), &mut client);
-        client.rate_enforced = l.request_rate.mode == Mode::Enforce;
+        client.rate_enforced = rate == Mode::Enforce;
     }
-    let cr = &l.concurrent_requests;
-    if per_client && cr.mode != Mode::Off {
-        client.in_flight = Some((req.key, u64::from(cr.max_in_flight)));
-        client.in_flight_enforced = cr.mode == Mode::Enforce;
+    let in_flight = mode(LimiterName::ConcurrentRequests);
+    if in_flight != Mode::Off {
+        let max = l.concurrent_requests.max_in_flight;
+        client.in_flight = Some((req.key, u64::from(max)));
+        client.in_flight_enforced = in_flight == Mode::Enforce;
     }
-    let fu = &l.fleet_usage;
-    if fu.mode != Mode::Off && req.tier != Tier::Critical {
-        client.fleet = Some(fu.non_critical_limit());
-        client.fleet_enforced = fu.mode == Mode::Enforce;
+    let fleet = mode(LimiterName::FleetUsage);
+    if fleet != Mode::Off {
+        client.fleet = Some(l.fleet_usage.non_critical_limit());
+        client.fleet_enforced = fleet == Mode::Enforce;
     }
     (!client.is_empty()).then_some(client)
 }

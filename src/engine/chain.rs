@@ -123,16 +123,20 @@ fn run<'a, P: EngineRef>(
         running,
     };
 
-    let rr = &limiters.request_rate;
-    // A CORS preflight spends no client's quota (Request::per_client).
-    let counted = req.per_client(settings.classifier.charge_preflights);
-    let per_client = |mode: Mode| if counted { mode } else { Mode::Off };
-    let headers = per_client(rr.mode) == Mode::Enforce && settings.rules.headers;
-    let admitted = match eval.evaluate(LimiterName::RequestRate, per_client(rr.mode), || {
-        Ok(settings
-            .rules
-            .check(store, req, at, elastic(settings, &plan))?)
-    }) {
+    // What applies to this request, under which mode (Settings::modes_for: a CORS preflight
+    // spends no client's quota, a critical request no fleet slot).
+    let modes = settings.modes_for(req);
+    let mode = |limiter: LimiterName| modes[limiter as usize];
+    let headers = mode(LimiterName::RequestRate) == Mode::Enforce && settings.rules.headers;
+    let admitted = match eval.evaluate(
+        LimiterName::RequestRate,
+        mode(LimiterName::RequestRate),
+        || {
+            Ok(settings
+                .rules
+                .check(store, req, at, elastic(settings, &plan))?)
+        },
+    ) {
         Step::Pass(admitted) => admitted,
         Step::Stop(rejection, status) => {
             return Verdict::Reject(rejection, headers.then_some(status))
@@ -151,17 +155,20 @@ fn run<'a, P: EngineRef>(
     };
 
     let cr = &limiters.concurrent_requests;
-    let concurrency =
-        match eval.evaluate(LimiterName::ConcurrentRequests, per_client(cr.mode), || {
-            concurrent_requests::acquire(cr, owner, req.key, req.tier)
-        }) {
-            Step::Pass(permit) => permit,
-            Step::Stop(rejection, ()) => return reject(rejection),
-        };
+    let concurrency = match eval.evaluate(
+        LimiterName::ConcurrentRequests,
+        mode(LimiterName::ConcurrentRequests),
+        || concurrent_requests::acquire(cr, owner, req.key, req.tier),
+    ) {
+        Step::Pass(permit) => permit,
+        Step::Stop(rejection, ()) => return reject(rejection),
+    };
     let fu = &limiters.fleet_usage;
-    let fleet = match eval.evaluate(LimiterName::FleetUsage, fu.mode, || {
-        fleet_usage::acquire(fu, owner, req.tier)
-    }) {
+    let fleet = match eval.evaluate(
+        LimiterName::FleetUsage,
+        mode(LimiterName::FleetUsage),
+        || fleet_usage::acquire(fu, owner, req.tier),
+    ) {
         Step::Pass(permit) => permit.flatten(),
         Step::Stop(rejection, ()) => return reject(rejection),
     };
@@ -170,16 +177,19 @@ fn run<'a, P: EngineRef>(
     // lets through. A request the plan sheds takes no slot and holds no tier off, and gets
     // the controller's answer.
     let wu = &limiters.worker_utilization;
-    let shed = eval.evaluate(LimiterName::WorkerUtilization, wu.mode, || {
-        worker_utilization::check(wu, &plan, req.tier, req.key, now, rng)
-    });
+    let shed = eval.evaluate(
+        LimiterName::WorkerUtilization,
+        mode(LimiterName::WorkerUtilization),
+        || worker_utilization::check(wu, &plan, req.tier, req.key, now, rng),
+    );
     if let Step::Stop(rejection, ()) = shed {
         return reject(rejection);
     }
     let ac = &limiters.adaptive_concurrency;
     // Only an enforced limit makes a request wait (a dark one never delays traffic).
-    let may_wait = may_wait && ac.mode == Mode::Enforce;
-    let (adaptive, wait) = match eval.evaluate(LimiterName::AdaptiveConcurrency, ac.mode, || {
+    let ac_mode = mode(LimiterName::AdaptiveConcurrency);
+    let may_wait = may_wait && ac_mode == Mode::Enforce;
+    let (adaptive, wait) = match eval.evaluate(LimiterName::AdaptiveConcurrency, ac_mode, || {
         adaptive_concurrency::acquire(ac, &shared.adaptive, (req.tier, req.key), now, may_wait)
     }) {
         Step::Pass(Some(Slot::Held(permit))) => (Some(permit), None),

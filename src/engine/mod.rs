@@ -81,6 +81,28 @@ impl Settings {
     pub fn modes(&self) -> [Mode; LimiterName::COUNT] {
         LimiterName::ALL.map(|l| l.mode(&self.limiters))
     }
+
+    /// The mode each limiter runs under for `req`: the configured one, but `Off` for every
+    /// limiter under the kill switch, for the per-client limiters (request_rate,
+    /// concurrent_requests) on a CORS preflight unless `classifier.charge_preflights`, and for
+    /// fleet_usage on a critical request (its reserve is what critical requests use). The one
+    /// rule for what applies to a request: the chain decides under it, and fleet mode asks the
+    /// shared store for what it says applies.
+    #[inline]
+    pub(crate) fn modes_for(&self, req: &Request<'_>) -> [Mode; LimiterName::COUNT] {
+        if self.kill_switch {
+            return [Mode::Off; LimiterName::COUNT];
+        }
+        let mut modes = self.modes();
+        if !req.per_client(self.classifier.charge_preflights) {
+            modes[LimiterName::RequestRate as usize] = Mode::Off;
+            modes[LimiterName::ConcurrentRequests as usize] = Mode::Off;
+        }
+        if req.tier == Tier::Critical {
+            modes[LimiterName::FleetUsage as usize] = Mode::Off;
+        }
+        modes
+    }
 }
 
 /// The per-request decision's state: read by every middleware instance without locks, written
