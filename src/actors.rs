@@ -105,7 +105,7 @@ pub(crate) fn spawn(
 
 fn interval_of(shared: &Engine) -> Duration {
     shared
-        .settings
+        .settings()
         .load()
         .limiters
         .worker_utilization
@@ -132,8 +132,8 @@ async fn sampler(
     // Between samples the sources take readings to average over the interval, and
     // adaptive_concurrency learns its limit window by window.
     let mut observe = ticker(OBSERVE_EVERY);
-    let mut changes = shared.settings.subscribe();
-    let mut traffic = shared.metrics.traffic();
+    let mut changes = shared.settings().subscribe();
+    let mut traffic = shared.metrics().traffic();
     loop {
         let reply = tokio::select! {
             _ = observe.tick() => {
@@ -153,9 +153,9 @@ async fn sampler(
             }
             _ = shutdown.changed() => break,
         };
-        let at = shared.clock.now();
+        let at = shared.clock().now();
         let input = sample_all(&shared, &mut sources, at);
-        let counts = shared.metrics.traffic();
+        let counts = shared.metrics().traffic();
         let interval = counts.since(std::mem::replace(&mut traffic, counts));
         let reading = input.map(|u| (u, with_shed(u, interval)));
         let sample = Sample { reading, at, reply };
@@ -183,25 +183,25 @@ struct Adaptive {
 
 impl Adaptive {
     fn new(shared: &Engine) -> Self {
-        let c = &shared.settings.load().limiters.adaptive_concurrency;
-        let now = shared.clock.now();
+        let c = &shared.settings().load().limiters.adaptive_concurrency;
+        let now = shared.clock().now();
         let params = adaptive_concurrency::params(c);
         Self {
-            limit: AdaptiveLimit::new(params, shared.adaptive.limit(), micros(now)),
+            limit: AdaptiveLimit::new(params, shared.adaptive().limit(), micros(now)),
             window_end: now + c.window.get(),
         }
     }
 
     /// Closes the window if it is over: learns from it and publishes the new limit.
     fn tick(&mut self, shared: &Engine) {
-        let now = shared.clock.now();
+        let now = shared.clock().now();
         if now < self.window_end {
             return;
         }
-        let settings = shared.settings.load();
+        let settings = shared.settings().load();
         let c = &settings.limiters.adaptive_concurrency;
         self.window_end = now + c.window.get();
-        let window = shared.adaptive.take_window(micros(now));
+        let window = shared.adaptive().take_window(micros(now));
         if c.mode == Mode::Off {
             return;
         }
@@ -211,23 +211,23 @@ impl Adaptive {
         }
         // While the controller sheds, the windows are quiet because it carries the overload:
         // the limit keeps what the overload taught it (math::adaptive).
-        self.limit.set_hold(shared.plan.load().amount > 0.0);
+        self.limit.set_hold(shared.plan().load().amount > 0.0);
         let limit = self.limit.update(window);
         let floor = self.limit.floor().map(Duration::from_micros);
-        shared.adaptive.publish(limit, floor);
+        shared.adaptive().publish(limit, floor);
         // A limit grown lets waiting requests in now, not at the next slot given back.
-        shared.adaptive.dispatch(now);
-        let waiting = shared.adaptive.waiting();
-        let critical_share = shared.adaptive.settle_critical();
+        shared.adaptive().dispatch(now);
+        let waiting = shared.adaptive().waiting();
+        let critical_share = shared.adaptive().settle_critical();
         shared
-            .metrics
+            .metrics()
             .publish_concurrency_limit(limit, waiting, critical_share);
     }
 }
 
 /// Lets every source take a reading between samples; one that panics is counted and logged.
 fn observe_all(shared: &Engine, sources: &mut [Box<dyn UtilizationSource>]) {
-    let at = shared.clock.now();
+    let at = shared.clock().now();
     for source in sources {
         if catch_unwind(AssertUnwindSafe(|| source.observe(at))).is_err() {
             shared.fail_open(
@@ -267,8 +267,9 @@ fn sample_all(
 }
 
 fn new_controller(shared: &Engine) -> Controller {
-    let params = ControllerParams::from_config(&shared.settings.load().limiters.worker_utilization);
-    Controller::new(params, shared.clock.now())
+    let params =
+        ControllerParams::from_config(&shared.settings().load().limiters.worker_utilization);
+    Controller::new(params, shared.clock().now())
 }
 
 async fn controller(shared: Arc<Engine>, mut state: Controller, mut inbox: mpsc::Receiver<Sample>) {
@@ -289,13 +290,13 @@ fn step(
     reading: Option<(f64, f64)>,
     at: Duration,
 ) -> ShedPlan {
-    let settings = shared.settings.load();
+    let settings = shared.settings().load();
     let config = &settings.limiters.worker_utilization;
     let params = ControllerParams::from_config(config);
     if params != state.params() {
         state.set_params(params);
     }
-    let previous = shared.plan.load();
+    let previous = shared.plan().load();
     let Some((input, demand)) = reading else {
         return previous;
     };
@@ -320,14 +321,14 @@ fn step(
             "shed plan changed"
         );
     }
-    shared.plan.store(&plan);
-    shared.metrics.publish_plan(&plan);
+    shared.plan().store(&plan);
+    shared.metrics().publish_plan(&plan);
     plan
 }
 
 fn eviction_interval_of(shared: &Engine) -> Duration {
     shared
-        .settings
+        .settings()
         .load()
         .limiters
         .request_rate
@@ -340,7 +341,7 @@ fn eviction_interval_of(shared: &Engine) -> Duration {
 async fn evictor(shared: Arc<Engine>, mut shutdown: watch::Receiver<bool>) {
     let mut period = eviction_interval_of(&shared);
     let mut tick = ticker(period);
-    let mut changes = shared.settings.subscribe();
+    let mut changes = shared.settings().subscribe();
     loop {
         tokio::select! {
             _ = tick.tick() => shared.evict_idle(),

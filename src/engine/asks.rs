@@ -16,7 +16,7 @@ pub(crate) fn asks(
     plan: &crate::control::ShedPlan,
 ) -> Option<ClientAsk> {
     let modes = settings.modes_for(req);
-    let mode = |limiter: LimiterName| modes[limiter as usize];
+    let mode = |limiter: LimiterName| modes.of(limiter);
     let l = &settings.limiters;
     let mut client = ClientAsk::default();
     let rate = mode(LimiterName::RequestRate);

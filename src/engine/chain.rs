@@ -126,7 +126,7 @@ fn run<'a, P: EngineRef>(
     // What applies to this request, under which mode (Settings::modes_for: a CORS preflight
     // spends no client's quota, a critical request no fleet slot).
     let modes = settings.modes_for(req);
-    let mode = |limiter: LimiterName| modes[limiter as usize];
+    let mode = |limiter: LimiterName| modes.of(limiter);
     let headers = mode(LimiterName::RequestRate) == Mode::Enforce && settings.rules.headers;
     let admitted = match eval.evaluate(
         LimiterName::RequestRate,

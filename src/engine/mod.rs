@@ -78,6 +78,7 @@ impl Settings {
     }
 
     /// Each limiter's configured mode, in check order.
+    #[inline]
     pub fn modes(&self) -> [Mode; LimiterName::COUNT] {
         LimiterName::ALL.map(|l| l.mode(&self.limiters))
     }
@@ -89,43 +90,148 @@ impl Settings {
     /// rule for what applies to a request: the chain decides under it, and fleet mode asks the
     /// shared store for what it says applies.
     #[inline]
-    pub(crate) fn modes_for(&self, req: &Request<'_>) -> [Mode; LimiterName::COUNT] {
-        if self.kill_switch {
-            return [Mode::Off; LimiterName::COUNT];
+    pub(crate) fn modes_for(&self, req: &Request<'_>) -> RequestModes<'_> {
+        RequestModes {
+            limiters: &self.limiters,
+            killed: self.kill_switch,
+            per_client: req.per_client(self.classifier.charge_preflights),
+            critical: req.tier == Tier::Critical,
         }
-        let mut modes = self.modes();
-        if !req.per_client(self.classifier.charge_preflights) {
-            modes[LimiterName::RequestRate as usize] = Mode::Off;
-            modes[LimiterName::ConcurrentRequests as usize] = Mode::Off;
+    }
+}
+
+/// Each limiter's mode for one request ([`Settings::modes_for`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestModes<'s> {
+    limiters: &'s LimitersConfig,
+    killed: bool,
+    per_client: bool,
+    critical: bool,
+}
+
+impl RequestModes<'_> {
+    /// `limiter`'s mode for the request.
+    #[inline]
+    pub(crate) fn of(&self, limiter: LimiterName) -> Mode {
+        match limiter {
+            _ if self.killed => Mode::Off,
+            LimiterName::RequestRate | LimiterName::ConcurrentRequests if !self.per_client => {
+                Mode::Off
+            }
+            LimiterName::FleetUsage if self.critical => Mode::Off,
+            _ => limiter.mode(self.limiters),
         }
-        if req.tier == Tier::Critical {
-            modes[LimiterName::FleetUsage as usize] = Mode::Off;
-        }
-        modes
     }
 }
 
 /// The per-request decision's state: read by every middleware instance without locks, written
 /// by the actors (plan, settings) and by each request's own guard (counts, permits).
 pub(crate) struct Engine {
-    pub(crate) settings: SettingsCell,
-    pub(crate) plan: PublishedPlan,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) metrics: Metrics,
-    pub(crate) in_flight: Arc<InFlight>,
+    settings: SettingsCell,
+    plan: PublishedPlan,
+    clock: Arc<dyn Clock>,
+    metrics: Metrics,
+    in_flight: Arc<InFlight>,
     /// The per-key limiters' state: the local store and, in fleet mode, the shared one.
-    pub(crate) keyed: Keyed,
+    keyed: Keyed,
     /// adaptive_concurrency's count, latencies and published limit (local to this process).
-    pub(crate) adaptive: Arc<AdaptiveState>,
+    adaptive: Arc<AdaptiveState>,
     /// Seeds every random stream.
-    pub(crate) seed: u64,
+    seed: u64,
     /// Seeds the hash of client keys and IPs (`seed`, or in fleet mode one every server
     /// shares).
-    pub(crate) key_seed: u64,
+    key_seed: u64,
     /// Hands each middleware instance (and each `check`) its own random stream.
-    pub(crate) rng_streams: AtomicU64,
-    pub(crate) fail_open_log: LogGate,
-    pub(crate) dark_log: LogGate,
+    rng_streams: AtomicU64,
+    fail_open_log: LogGate,
+    dark_log: LogGate,
+}
+
+/// The engine's parts, each a type with its own methods; reached through these (inlined: the
+/// middleware is generic, so it is compiled in the embedder's crate, where a plain call to a
+/// crate-private accessor would not be inlined).
+impl Engine {
+    /// An engine over `settings`, with `plan` published and the counters at zero; `seeds` are
+    /// the random streams' seed and the key hash's.
+    pub(crate) fn new(
+        settings: Settings,
+        plan: &crate::control::ShedPlan,
+        clock: Arc<dyn Clock>,
+        in_flight: Arc<InFlight>,
+        keyed: Keyed,
+        adaptive: Arc<AdaptiveState>,
+        (seed, key_seed): (u64, u64),
+    ) -> Self {
+        Self {
+            settings: SettingsCell::new(settings),
+            plan: PublishedPlan::new(plan),
+            metrics: Metrics::new(),
+            in_flight,
+            keyed,
+            adaptive,
+            seed,
+            key_seed,
+            rng_streams: AtomicU64::new(0),
+            fail_open_log: LogGate::new(Duration::from_secs(10)),
+            dark_log: LogGate::new(Duration::from_secs(10)),
+            clock,
+        }
+    }
+
+    /// The live settings.
+    #[inline]
+    pub(crate) fn settings(&self) -> &SettingsCell {
+        &self.settings
+    }
+
+    /// The controller's published shed plan.
+    #[inline]
+    pub(crate) fn plan(&self) -> &PublishedPlan {
+        &self.plan
+    }
+
+    /// The clock every decision reads.
+    #[inline]
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The metrics.
+    #[inline]
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Requests in progress, by tier.
+    #[inline]
+    pub(crate) fn in_flight(&self) -> &Arc<InFlight> {
+        &self.in_flight
+    }
+
+    /// The per-key limiters' state.
+    #[inline]
+    pub(crate) fn keyed(&self) -> &Keyed {
+        &self.keyed
+    }
+
+    /// adaptive_concurrency's state.
+    #[inline]
+    pub(crate) fn adaptive(&self) -> &Arc<AdaptiveState> {
+        &self.adaptive
+    }
+
+    /// The seed of the client key and IP hash.
+    pub(crate) fn key_seed(&self) -> u64 {
+        self.key_seed
+    }
+
+    /// A random stream of its own, for one middleware instance or one thread's `check`s.
+    pub(crate) fn random_stream(&self) -> SplitMix64 {
+        let instance = self
+            .rng_streams
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        SplitMix64::new(self.seed ^ crate::rng::mix(instance + 1))
+    }
 }
 
 /// One decision in this many is timed for `brownout_decision_duration_seconds`: a second clock

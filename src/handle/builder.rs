@@ -8,21 +8,17 @@ use crate::config::LimitersConfig;
 use crate::config::StoreKind;
 use crate::config::{Config, ConfigError, Mode, SourceKind};
 use crate::control::{
-    ControllerParams, InFlight, InFlightSource, PublishedPlan, RuntimeRegistry, RuntimeSource,
-    ShedPlan, UtilizationSource,
+    ControllerParams, InFlight, InFlightSource, RuntimeRegistry, RuntimeSource, ShedPlan,
+    UtilizationSource,
 };
-use crate::engine::{Engine, Settings, SettingsCell};
+use crate::engine::{Engine, Settings};
 use crate::limiter::adaptive_concurrency::AdaptiveState;
-use crate::logging::LogGate;
-use crate::metrics::Metrics;
 use crate::ops::{limiters_from_json, patch, persist, AuditLog, PendingRevert};
 use crate::store::{Keyed, Store};
 use crate::tier::Tier;
 use actix_web::dev::ServiceRequest;
 use std::hash::BuildHasher;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Builds a [`Brownout`] from a [`Config`] and optional injections.
 ///
@@ -194,23 +190,18 @@ impl BrownoutBuilder {
             .filter(|t| !t.is_empty());
         let admin_token_generated = explicit.is_none();
         let admin_token = explicit.unwrap_or_else(random_token);
-        let engine = Arc::new(Engine {
-            settings: SettingsCell::new(settings),
-            plan: PublishedPlan::new(&ShedPlan::idle(resting, clock.now())),
-            metrics: Metrics::new(),
+        let engine = Arc::new(Engine::new(
+            settings,
+            &ShedPlan::idle(resting, clock.now()),
+            clock,
             in_flight,
             keyed,
             adaptive,
-            seed,
-            key_seed,
-            rng_streams: AtomicU64::new(0),
-            fail_open_log: LogGate::new(Duration::from_secs(10)),
-            dark_log: LogGate::new(Duration::from_secs(10)),
-            clock,
-        });
+            (seed, key_seed),
+        ));
         engine
-            .metrics
-            .publish_concurrency_limit(engine.adaptive.limit(), 0, 1.0);
+            .metrics()
+            .publish_concurrency_limit(engine.adaptive().limit(), 0, 1.0);
         let sources = build_sources(&engine, &runtimes, &self.config, self.custom)?;
         let fleet_status = Arc::new(Mutex::new(crate::ops::FleetStatus::new(&self.config)));
         let config_file = self.config_path.map(|path| crate::ops::ConfigFile {
@@ -344,19 +335,19 @@ fn build_sources(
             SourceKind::InFlight => {
                 let weak = Arc::downgrade(shared);
                 let (counts, service) = (weak.clone(), weak.clone());
-                let source = InFlightSource::new(shared.in_flight.clone(), move || {
+                let source = InFlightSource::new(shared.in_flight().clone(), move || {
                     weak.upgrade().map_or(1, |s| {
-                        s.settings.load().limiters.worker_utilization.capacity
+                        s.settings().load().limiters.worker_utilization.capacity
                     })
                 });
                 Box::new(source.with_traffic(
-                    move || counts.upgrade().map_or_else(Default::default, |s| s.metrics.traffic()),
+                    move || counts.upgrade().map_or_else(Default::default, |s| s.metrics().traffic()),
                     // adaptive_concurrency's floor: the app's time per request, measured
                     // without a queue (while it runs; else the mean time in the app).
                     move || {
                         let s = service.upgrade()?;
-                        let on = s.settings.load().limiters.adaptive_concurrency.mode != Mode::Off;
-                        on.then(|| s.adaptive.floor()).flatten()
+                        let on = s.settings().load().limiters.adaptive_concurrency.mode != Mode::Off;
+                        on.then(|| s.adaptive().floor()).flatten()
                     },
                 ))
             }

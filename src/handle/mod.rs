@@ -18,11 +18,10 @@ use crate::engine::{judge, Engine, RequestGuard, Verdict};
 use crate::limiter::{Rejection, Request};
 use crate::metrics::Outcome;
 use crate::ops::{AuditLog, PendingRevert};
-use crate::rng::{mix, SplitMix64};
+use crate::rng::SplitMix64;
 use crate::store::Held;
 use crate::tier::{PerTier, Tier};
 use actix_web::dev::ServiceRequest;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// A user hook that overrides the tier of a request (`None` keeps the built-in rules).
@@ -224,11 +223,11 @@ impl Brownout {
             let engine = Arc::downgrade(&inner.engine);
             let on_error: Arc<dyn Fn(&'static str) + Send + Sync> = Arc::new(move |op| {
                 if let Some(engine) = engine.upgrade() {
-                    engine.metrics.shared_store_error("redis", op);
+                    engine.metrics().shared_store_error("redis", op);
                 }
             });
-            inner.engine.keyed.start(
-                inner.engine.clock.clone(),
+            inner.engine.keyed().start(
+                inner.engine.clock().clone(),
                 inner.config.store.sync_interval.get(),
                 on_error,
             );
@@ -313,7 +312,7 @@ impl Brownout {
     /// ```
     pub fn check(&self, facts: &RequestFacts<'_>, plan: Option<&str>) -> Decision {
         let shared = &self.inner.engine;
-        let settings = shared.settings.load();
+        let settings = shared.settings().load();
         let classified = settings.classifier.classify(facts);
         let request = Request {
             tier: classified.tier,
@@ -325,10 +324,7 @@ impl Brownout {
         };
         let verdict = CHECK_RNG.with(|cell| {
             // Each thread draws from its own stream: no shared counter on this path.
-            let mut rng = cell.take().unwrap_or_else(|| {
-                let stream = shared.rng_streams.fetch_add(1, Ordering::Relaxed);
-                SplitMix64::new(shared.seed ^ mix(stream + 1))
-            });
+            let mut rng = cell.take().unwrap_or_else(|| shared.random_stream());
             let verdict = judge(shared, &settings, &request, &mut rng, false);
             cell.set(Some(rng));
             verdict
@@ -362,12 +358,12 @@ impl Brownout {
 
     /// The plan the middleware currently applies.
     pub fn plan(&self) -> ShedPlan {
-        self.inner.engine.plan.load()
+        self.inner.engine.plan().load()
     }
 
     /// The live settings.
     pub fn settings(&self) -> Arc<Settings> {
-        self.inner.engine.settings.load_full()
+        self.inner.engine.settings().load_full()
     }
 
     /// The configuration this handle was built from.
@@ -381,33 +377,33 @@ impl Brownout {
 
     /// Requests in progress through the middleware, per tier.
     pub fn in_flight(&self) -> PerTier<i64> {
-        self.inner.engine.in_flight.per_tier()
+        self.inner.engine.in_flight().per_tier()
     }
 
     /// Every metric in the Prometheus text format.
     pub fn render_metrics(&self) -> String {
         #[cfg(feature = "redis")]
-        if let Some(shared) = self.inner.engine.keyed.shared_status() {
-            let metrics = &self.inner.engine.metrics;
+        if let Some(shared) = self.inner.engine.keyed().shared_status() {
+            let metrics = &self.inner.engine.metrics();
             metrics.publish_breaker("redis", shared.breaker_gauge);
             metrics.publish_undo_dropped("redis", shared.undo_dropped);
         }
-        let (rate_keys, concurrency_keys) = self.inner.engine.keyed.local().tracked_keys();
+        let (rate_keys, concurrency_keys) = self.inner.engine.keyed().local().tracked_keys();
         self.inner
             .engine
-            .metrics
+            .metrics()
             .publish_tracked_keys(rate_keys, concurrency_keys);
         self.inner
             .engine
-            .metrics
-            .render(&self.inner.engine.in_flight)
+            .metrics()
+            .render(self.inner.engine.in_flight())
     }
 
     /// Where keyed limiter state lives: `("memory", true, "closed")`, or in fleet mode
     /// `("redis", connected, breaker)` with the breaker `closed`, `open` or `half_open`
     /// (shared limits are in use when connected and closed; otherwise limits are local).
     pub fn store_state(&self) -> (&'static str, bool, &'static str) {
-        if let Some(shared) = self.inner.engine.keyed.shared_status() {
+        if let Some(shared) = self.inner.engine.keyed().shared_status() {
             return ("redis", shared.connected, shared.breaker);
         }
         ("memory", true, "closed")
@@ -425,7 +421,7 @@ impl Brownout {
 
     /// Keys tracked by the request-rate limiter (bucket and quotas) and the concurrency limiter.
     pub fn tracked_keys(&self) -> (usize, usize) {
-        self.inner.engine.keyed.local().tracked_keys()
+        self.inner.engine.keyed().local().tracked_keys()
     }
 
     /// Drops idle keyed state now (the evictor actor does this every `eviction_interval`).
@@ -434,14 +430,14 @@ impl Brownout {
     }
 
     fn publish_settings(&self) {
-        let s = self.inner.engine.settings.load();
+        let s = self.inner.engine.settings().load();
         self.inner
             .engine
-            .metrics
+            .metrics()
             .publish_settings(s.modes(), s.kill_switch, s.version);
         // 1 with admin.scope local (an instance runs its own settings); in the fleet, 0 until
         // the fleet's settings are read.
         let in_sync = self.fleet_status().in_sync();
-        self.inner.engine.metrics.publish_fleet_in_sync(in_sync);
+        self.inner.engine.metrics().publish_fleet_in_sync(in_sync);
     }
 }

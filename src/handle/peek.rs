@@ -71,17 +71,17 @@ impl Brownout {
         plan: Option<&str>,
     ) -> Result<ClientState, StoreError> {
         let engine = &self.inner.engine;
-        if engine.keyed.reads_shared() {
+        if engine.keyed().reads_shared() {
             return Err(StoreError::Failed(
                 "in fleet mode with store.sync: per_request a client's limits live in Redis: \
                  read them with Brownout::read_client"
                     .into(),
             ));
         }
-        let settings = engine.settings.load();
+        let settings = engine.settings().load();
         let key = settings.classifier.classify(facts).key;
-        let reading = engine.keyed.local().peek(key)?;
-        let now = engine.check_time(engine.clock.now()).mono;
+        let reading = engine.keyed().local().peek(key)?;
+        let now = engine.check_time(engine.clock().now()).mono;
         Ok(state(&settings, plan, reading, now))
     }
 
@@ -96,10 +96,10 @@ impl Brownout {
         plan: Option<&str>,
     ) -> Result<ClientState, StoreError> {
         let engine = &self.inner.engine;
-        if engine.keyed.reads_shared() {
-            let settings = engine.settings.load_full();
+        if engine.keyed().reads_shared() {
+            let settings = engine.settings().load_full();
             let key = settings.classifier.classify(facts).key;
-            if let Some(read) = engine.keyed.read_shared(key).await {
+            if let Some(read) = engine.keyed().read_shared(key).await {
                 let (now, reading) = read?;
                 return Ok(state(&settings, plan, reading, now));
             }

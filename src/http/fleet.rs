@@ -50,7 +50,7 @@ where
         asked,
         mut rng,
     } = p;
-    let answer = engine.keyed.decide_shared(asked).await;
+    let answer = engine.keyed().decide_shared(asked).await;
     let policy = |status: &RateStatus| policy(&settings, status);
     let response = match &answer {
         Ok(decision) => decision.decide(|answer| {
@@ -75,7 +75,7 @@ where
             // A call that failed is counted; one not made (the breaker opened meanwhile) is
             // what the breaker's gauge shows.
             if failed.skipped.is_none() {
-                engine.metrics.shared_store_error("redis", failed.op);
+                engine.metrics().shared_store_error("redis", failed.op);
                 engine.fail_open("store", failed.reason(), || {
                     format!(
                         "redis {}: {}; deciding on local limits",

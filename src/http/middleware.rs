@@ -14,7 +14,7 @@ use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
 use crate::engine::{judge, Admission, Settings, Verdict, WorkerEngine};
 use crate::handle::Brownout;
 use crate::limiter::request_rate::RateStatus;
-use crate::rng::{mix, SplitMix64};
+use crate::rng::SplitMix64;
 use crate::store::Held;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
@@ -26,7 +26,6 @@ use std::cell::RefCell;
 use std::future::{ready, Ready};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 const TEST_MODE: HeaderName = HeaderName::from_static(crate::classify::TEST_MODE_HEADER);
@@ -84,10 +83,9 @@ where
         // Runs once per worker, on the worker's runtime: the `runtime` source reads it.
         self.brownout.inner.runtimes.register_current();
         let engine = self.brownout.engine().clone();
-        let instance = engine.rng_streams.fetch_add(1, Ordering::Relaxed);
         ready(Ok(BrownoutService {
             service: Rc::new(service),
-            rng: RefCell::new(SplitMix64::new(engine.seed ^ mix(instance + 1))),
+            rng: RefCell::new(engine.random_stream()),
             settings: RefCell::new(Cache::new(LiveSettings(engine.clone()))),
             engine: Rc::new(WorkerEngine(engine)),
             brownout: self.brownout.clone(),
@@ -118,7 +116,7 @@ struct LiveSettings(Arc<crate::engine::Engine>);
 impl std::ops::Deref for LiveSettings {
     type Target = ArcSwap<Settings>;
     fn deref(&self) -> &ArcSwap<Settings> {
-        self.0.settings.swap()
+        self.0.settings().swap()
     }
 }
 
@@ -223,7 +221,7 @@ where
                 cached.load()
             }
             Err(_) => {
-                loaded = engine.settings.load_full();
+                loaded = engine.settings().load_full();
                 &loaded
             }
         };
@@ -238,10 +236,10 @@ where
         // Fleet mode asks the shared store first (local_first: the store is reconciled in
         // rounds, never asked per request).
         #[cfg(feature = "redis")]
-        if engine.keyed.asks_first() {
+        if engine.keyed().asks_first() {
             // The settings the request is asked and decided under, both.
-            let live = engine.settings.load_full();
-            if let Some(asked) = crate::engine::asks(&live, &request, &engine.plan.load()) {
+            let live = engine.settings().load_full();
+            if let Some(asked) = crate::engine::asks(&live, &request, &engine.plan().load()) {
                 let plan = request.plan.map(str::to_owned);
                 let seed = self.rng.try_borrow_mut().map_or(0, |mut r| r.next_u64());
                 return ResponseFuture::Shared {

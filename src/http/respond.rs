@@ -93,10 +93,10 @@ impl AfterResponse {
         if let Some(ticket) = &self.failures {
             let failed = response.status().is_client_error() || response.status().is_server_error();
             if failed {
-                let settings = self.engine.settings.load();
-                let keyed = &self.engine.keyed;
+                let settings = self.engine.settings().load();
+                let keyed = self.engine.keyed();
                 if !keyed.count_failures_shared(self.held, settings.rules.failure_quotas(ticket)) {
-                    let at = self.engine.check_time(self.engine.clock.now());
+                    let at = self.engine.check_time(self.engine.clock().now());
                     settings
                         .rules
                         .record_failure(keyed.local(), ticket, at.unix);
@@ -318,7 +318,7 @@ where
         policy,
     } = waiting;
     let max_wait = engine
-        .settings
+        .settings()
         .load()
         .limiters
         .adaptive_concurrency
@@ -331,22 +331,22 @@ where
     } = *queued;
     if let Ok(Ok(admitted_at)) = tokio::time::timeout(max_wait, wait).await {
         guard.granted(admitted_at);
-        engine.metrics.request(tier, outcome);
+        engine.metrics().request(tier, outcome);
         return ResponseFuture::allowed(service.call(req), guard, after, expiry, tier).await;
     }
     // Timed out, or turned away for a higher tier: refused as if at once (the wait has left
     // the room; the guard gives the other limiters' permits back).
     drop(guard);
-    let settings = engine.settings.load_full();
+    let settings = engine.settings().load_full();
     let ac = &settings.limiters.adaptive_concurrency;
-    let now = engine.clock.now();
-    let rejection = engine.adaptive.refuse(ac, tier, micros(now));
+    let now = engine.clock().now();
+    let rejection = engine.adaptive().refuse(ac, tier, micros(now));
     engine
-        .metrics
+        .metrics()
         .rejection(LimiterName::AdaptiveConcurrency, tier, false);
-    engine.metrics.request(tier, Outcome::Rejected);
+    engine.metrics().request(tier, Outcome::Rejected);
     if let Some(ticket) = refund {
-        settings.rules.refund(engine.keyed.local(), &ticket, at);
+        settings.rules.refund(engine.keyed().local(), &ticket, at);
     }
     let mut response = rejection_response(&rejection, None);
     if let Some(status) = &refunded {

@@ -74,6 +74,7 @@ macro_rules! limiters {
             }
 
             /// Its mode in `l`.
+            #[inline]
             pub(crate) fn mode(self, l: &LimitersConfig) -> Mode {
                 match self {
                     $(LimiterName::$variant => l.$name.mode,)*

@@ -280,7 +280,7 @@ fn controller_effect(kill_switch: bool, mode: Mode) -> (bool, Option<&'static st
 
 /// adaptive_concurrency's learned state: the limit it admits under and what it holds.
 fn adaptive_json(brownout: &Brownout) -> Value {
-    let state = &brownout.engine().adaptive;
+    let state = &brownout.engine().adaptive();
     json!({
         "limit": state.limit(),
         "in_flight": state.in_flight(),
@@ -292,7 +292,7 @@ fn adaptive_json(brownout: &Brownout) -> Value {
 
 /// Where keyed limiter state lives, and in fleet mode whether Redis is in use right now.
 fn store_json(brownout: &Brownout) -> Value {
-    if let Some(store) = brownout.engine().keyed.shared_status() {
+    if let Some(store) = brownout.engine().keyed().shared_status() {
         return json!({
             "kind": "redis",
             "connected": store.connected,
@@ -333,11 +333,11 @@ pub(crate) fn state_json(brownout: &Brownout) -> Value {
             .get_mut(limiter.as_str())
             .and_then(Value::as_object_mut)
         {
-            let counts = brownout.engine().metrics.counts(limiter);
+            let counts = brownout.engine().metrics().counts(limiter);
             block.insert("counters".into(), json!(counts));
         }
     }
-    let now = brownout.engine().clock.now();
+    let now = brownout.engine().clock().now();
     let (enforced, note) = controller_effect(settings.kill_switch, wu.mode);
     json!({
         "version": settings.version,

@@ -73,7 +73,7 @@ impl Link {
         inbox: &mpsc::Sender<OpsMsg>,
         shutdown: &watch::Receiver<bool>,
     ) -> Option<Self> {
-        let store = engine.keyed.shared()?.clone();
+        let store = engine.keyed().shared()?.clone();
         if config.admin_scope() != AdminScope::Fleet {
             return None;
         }
@@ -134,7 +134,9 @@ impl Operator {
     fn set_status(&self, update: impl FnOnce(&mut FleetStatus)) {
         let mut status = self.lock_status();
         update(&mut status);
-        self.engine.metrics.publish_fleet_in_sync(status.in_sync());
+        self.engine
+            .metrics()
+            .publish_fleet_in_sync(status.in_sync());
     }
 
     /// Makes a prepared change: locally, or as the fleet's next version. `Ok(None)`: another
@@ -148,7 +150,7 @@ impl Operator {
         let Some((store, seen)) = self.fleet.as_ref().map(|l| (l.store.clone(), l.seen)) else {
             return self.make_local(p, source, durability).map(Some);
         };
-        let current = self.engine.settings.load_full();
+        let current = self.engine.settings().load_full();
         let instance = self.instance();
         let running = self.lock_status().fleet_version;
         let version = running.max(current.version).max(seen) + 1;
@@ -243,7 +245,7 @@ impl Operator {
 
     /// Applies the fleet's version `version`, or refuses it (reported; settings kept).
     fn adopt(&mut self, version: u64, text: &str) {
-        let current = self.engine.settings.load_full();
+        let current = self.engine.settings().load_full();
         let parsed = serde_json::from_str::<FleetDoc>(text)
             .map_err(|e| format!("not a settings document: {e}"))
             .and_then(|doc| {
@@ -259,7 +261,7 @@ impl Operator {
             Ok(ok) => ok,
             Err(error) => {
                 tracing::error!(version, "fleet settings: this instance cannot apply the fleet's version {version} and keeps its settings: {error}");
-                self.engine.metrics.fleet_settings("rejected");
+                self.engine.metrics().fleet_settings("rejected");
                 return self.set_status(|s| s.refused = Some((version, error)));
             }
         };
@@ -273,7 +275,7 @@ impl Operator {
             Durability::BestEffort,
         );
         if installed.is_ok() {
-            self.engine.metrics.fleet_settings("applied");
+            self.engine.metrics().fleet_settings("applied");
             self.set_status(|s| {
                 s.fleet_version = version;
                 s.local_changes = false;
@@ -285,7 +287,7 @@ impl Operator {
     /// Writes this instance's settings as the fleet's next version over `stored`; `false`
     /// when another instance wrote first (read theirs).
     async fn publish_local(&mut self, store: &RedisStore, stored: u64) -> bool {
-        let current = self.engine.settings.load_full();
+        let current = self.engine.settings().load_full();
         let version = current
             .version
             .max(self.lock_status().fleet_version)
@@ -337,8 +339,8 @@ impl Operator {
 
     /// The operator's reverts for the fleet's `reverts` (timers on the brownout clock).
     fn reverts_of(&self, reverts: &[FleetRevert]) -> Vec<Revert> {
-        let now = self.engine.clock.now();
-        let now_wall = self.engine.clock.unix_origin() + now;
+        let now = self.engine.clock().now();
+        let now_wall = self.engine.clock().unix_origin() + now;
         reverts
             .iter()
             .filter_map(|r| {

@@ -142,15 +142,15 @@ pub(crate) fn spawn(
     } = setup;
     let (tx, rx) = mpsc::channel(16);
     let fleet = fleet::Link::new(&engine, &config, &tx, &shutdown);
-    let now = engine.clock.now();
-    let now_wall = engine.clock.unix_origin() + now;
+    let now = engine.clock().now();
+    let now_wall = engine.clock().unix_origin() + now;
     let reverts = pending
         .into_iter()
         .filter_map(|p| {
             let limiter = LimiterName::parse(&p.limiter)?;
             let wall = Duration::from_millis(p.at_unix_ms);
             let left = wall.saturating_sub(now_wall);
-            let set = limiter.mode(&engine.settings.load().limiters);
+            let set = limiter.mode(&engine.settings().load().limiters);
             Some(Revert {
                 deadline: now + left,
                 wall,
@@ -221,7 +221,7 @@ impl Operator {
             // Deadlines are on the brownout clock; the wait for the next one is in real time
             // (the same thing with the system clock; tests with a manual clock ask instead).
             let next = self.reverts.iter().map(|r| r.deadline).min();
-            let now = self.engine.clock.now();
+            let now = self.engine.clock().now();
             let due = async {
                 match next {
                     Some(at) => tokio::time::sleep(at.saturating_sub(now)).await,
@@ -250,7 +250,7 @@ impl Operator {
         // In the fleet, every instance's timer fires: the first to write the revert makes it,
         // the others find it done when they read the fleet's settings (at most a few rounds).
         for _ in 0..3 {
-            let now = self.engine.clock.now();
+            let now = self.engine.clock().now();
             if !self.reverts.iter().any(|r| r.deadline <= now) {
                 return;
             }
@@ -259,7 +259,7 @@ impl Operator {
                 .iter()
                 .cloned()
                 .partition(|r| r.deadline <= now);
-            let live = self.engine.settings.load_full();
+            let live = self.engine.settings().load_full();
             let mut draft = Draft::of(&live);
             let (mut before, mut after) = (Vec::new(), Vec::new());
             for r in due {
@@ -324,7 +324,7 @@ impl Operator {
         source: &str,
         durability: Durability,
     ) -> Result<Applied, ChangeError> {
-        let current = self.engine.settings.load_full();
+        let current = self.engine.settings().load_full();
         let instance = self.instance();
         let settings = self.settle(p.draft, current.version + 1)?;
         let change = (p.before, p.after, source, instance.as_str());
@@ -344,7 +344,7 @@ impl Operator {
 
     /// Validates `draft` as settings of `version`; nothing changes.
     fn settle(&self, draft: Draft, version: u64) -> Result<Settings, ChangeError> {
-        let current = self.engine.settings.load_full();
+        let current = self.engine.settings().load_full();
         check_restart_only(&current.limiters, &draft.limiters)?;
         draft.limiters.validate()?;
         Ok(Settings::new(
@@ -377,20 +377,20 @@ impl Operator {
         let version = settings.version;
         let engine = &self.engine;
         // In force, its gauges published, and the actors whose timers follow it re-armed.
-        engine.settings.replace(settings, &engine.metrics);
+        engine.settings().replace(settings, engine.metrics());
         self.reverts = reverts;
         if let Some(base) = base {
             self.base = base;
         }
         if source != fleet::SOURCE {
-            engine.metrics.admin_change(action);
+            engine.metrics().admin_change(action);
         }
         tracing::info!(action, version, source, instance, after = %after, "admin change applied");
         self.audit
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(AuditEntry {
-                time: rfc3339(UNIX_EPOCH + engine.clock.unix_origin() + engine.clock.now()),
+                time: rfc3339(UNIX_EPOCH + engine.clock().unix_origin() + engine.clock().now()),
                 action,
                 before,
                 after,

@@ -11,7 +11,7 @@ use serde_json::json;
 impl Operator {
     /// The settings, reverts and base `change` would leave, and its audit summary.
     pub(super) fn prepare(&self, change: Change) -> Result<Prepared, ChangeError> {
-        let current = self.engine.settings.load_full();
+        let current = self.engine.settings().load_full();
         let mut draft = Draft::of(&current);
         let mut reverts = self.reverts.clone();
         let mut base = None;
@@ -25,10 +25,10 @@ impl Operator {
                 let first = reverts.iter().find(|r| r.limiter == limiter).map(|r| r.to);
                 reverts.retain(|r| r.limiter != limiter);
                 if let Some(ttl) = ttl {
-                    let now = self.engine.clock.now();
+                    let now = self.engine.clock().now();
                     reverts.push(Revert {
                         deadline: now + ttl,
-                        wall: self.engine.clock.unix_origin() + now + ttl,
+                        wall: self.engine.clock().unix_origin() + now + ttl,
                         limiter,
                         to: first.unwrap_or(was),
                         set: mode,
@@ -77,7 +77,7 @@ impl Operator {
                     merge(&mut doc, &overrides);
                 }
                 draft.limiters = limiters_from_json(doc)?;
-                draft.classifier = Classifier::new(&config.classifier, self.engine.key_seed)
+                draft.classifier = Classifier::new(&config.classifier, self.engine.key_seed())
                     .map_err(|m| ConfigError::invalid("classifier.critical", m))?;
                 draft.metrics_auth = config.admin.metrics_auth;
                 base = Some(config.limiters);
