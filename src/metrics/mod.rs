@@ -21,11 +21,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Every admin action's name: the `action` of an audit entry and of
 /// `brownout_admin_changes_total`, in [`Action`] order. The names are written only here.
-pub const ACTIONS: [&str; 5] = ["mode", "kill_switch", "patch", "revert", "reload"];
+pub(crate) const ACTIONS: [&str; 5] = ["mode", "kill_switch", "patch", "revert", "reload"];
 
 /// What an admin change did (its name is [`ACTIONS`] at its position).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// A limiter's mode was set.
     Mode,
     /// The global kill switch was set.

@@ -13,7 +13,7 @@ pub(crate) mod patch;
 pub(crate) mod persist;
 mod reload;
 
-pub use crate::metrics::{Action, ACTIONS};
+pub(crate) use crate::metrics::Action;
 pub use audit::AuditEntry;
 pub(crate) use audit::AuditLog;
 pub(crate) use operator::{spawn, FleetStatus, OperatorSetup, OpsMsg};
