@@ -256,33 +256,64 @@ impl Default for ClassifierConfig {
     }
 }
 
-/// `limiters:` — one block per limiter, checked in this order.
-///
-/// # Examples
-/// ```
-/// use brownout::{Config, Mode};
-///
-/// // Every limiter at its default: the per-client ones off, the overload protection on.
-/// let limiters = Config::default().limiters;
-/// assert_eq!(limiters.request_rate.mode, Mode::Off);
-/// assert_eq!(limiters.worker_utilization.mode, Mode::Enforce);
-/// limiters.validate()?;
-/// # Ok::<(), brownout::Report>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-#[non_exhaustive]
-pub struct LimitersConfig {
-    /// Per-key token bucket with weighted costs.
-    pub request_rate: RequestRateConfig,
-    /// Per-key in-flight cap.
-    pub concurrent_requests: ConcurrentRequestsConfig,
-    /// Capacity reserved for critical traffic.
-    pub fleet_usage: FleetUsageConfig,
-    /// The fast guard: a learned limit on non-critical requests in flight.
-    pub adaptive_concurrency: AdaptiveConcurrencyConfig,
-    /// The derivative controller that sheds by tier.
-    pub worker_utilization: WorkerUtilizationConfig,
-    /// When an admitted request that is still running stops counting.
-    pub deadline: DeadlineConfig,
+/// The one list of limiters, `Variant = index, name: Settings;` in the order of their tables,
+/// metrics and `limiters:` blocks: `name` is the metrics' label, the admin API's name and the
+/// key of its block, whose type `Settings` (with a `mode`) is also the limiter's unit (it
+/// implements `crate::limiter::Limiter` in the limiter's own module). Everything that goes
+/// over every limiter is generated from it: here [`LimitersConfig`] and its validation, in
+/// `crate::limiter` the limiters' modules, `LimiterName` and its dispatch. How to add a limiter:
+/// docs/ARCHITECTURE.md, "How to add a limiter".
+macro_rules! limiter_list {
+    ($then:ident) => {
+        $then! {
+            /// Per-key token bucket with weighted costs.
+            RequestRate = 0, request_rate: RequestRateConfig;
+            /// Per-key in-flight cap.
+            ConcurrentRequests = 1, concurrent_requests: ConcurrentRequestsConfig;
+            /// Capacity reserved for critical traffic.
+            FleetUsage = 2, fleet_usage: FleetUsageConfig;
+            /// The fast guard: a learned limit on non-critical requests in flight.
+            AdaptiveConcurrency = 3, adaptive_concurrency: AdaptiveConcurrencyConfig;
+            /// The derivative controller that sheds by tier.
+            WorkerUtilization = 4, worker_utilization: WorkerUtilizationConfig;
+        }
+    };
 }
+pub(crate) use limiter_list;
+
+/// `limiters:`, one block per limiter in the list's order, then `deadline:`.
+macro_rules! limiters_config {
+    ($($(#[$doc:meta])* $variant:ident = $index:literal, $name:ident: $settings:ty;)*) => {
+        /// `limiters:` — one block per limiter, checked in this order.
+        ///
+        /// # Examples
+        /// ```
+        /// use brownout::{Config, Mode};
+        ///
+        /// // Every limiter at its default: the per-client ones off, the overload protection on.
+        /// let limiters = Config::default().limiters;
+        /// assert_eq!(limiters.request_rate.mode, Mode::Off);
+        /// assert_eq!(limiters.worker_utilization.mode, Mode::Enforce);
+        /// limiters.validate()?;
+        /// # Ok::<(), brownout::Report>(())
+        /// ```
+        #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        #[non_exhaustive]
+        pub struct LimitersConfig {
+            $($(#[$doc])* pub $name: $settings,)*
+            /// When an admitted request that is still running stops counting.
+            pub deadline: DeadlineConfig,
+        }
+
+        impl LimitersConfig {
+            /// Checks every limiter block, in order, then the deadline (also used for live
+            /// updates).
+            pub fn validate(&self) -> Result<(), ConfigError> {
+                $(self.$name.validate()?;)*
+                self.deadline.validate()
+            }
+        }
+    };
+}
+limiter_list!(limiters_config);

@@ -155,15 +155,10 @@ const WU: &str = "limiters.worker_utilization";
 /// Longest `sample_interval`: the controller moves once per interval.
 pub(super) const MAX_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(300);
 
-impl super::LimitersConfig {
-    /// Checks every limiter block (also used for live updates).
+impl WorkerUtilizationConfig {
+    /// Checks the worker-utilization block.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.request_rate.validate()?;
-        self.concurrent_requests.validate()?;
-        self.fleet_usage.validate()?;
-        self.adaptive_concurrency.validate()?;
-        self.deadline.validate()?;
-        validate_worker_utilization(&self.worker_utilization)
+        validate_worker_utilization(self)
     }
 }
 

@@ -69,12 +69,9 @@ pub fn acquire<'a, S: StoreHandle>(
     Ok(Check::Rejected(rejection, ()))
 }
 
-/// concurrent_requests as a [`Limiter`](super::Limiter).
-pub(crate) struct ConcurrentRequests;
-
-impl super::Limiter for ConcurrentRequests {
+/// concurrent_requests as a [`Limiter`](super::Limiter): its settings are its unit.
+impl super::Limiter for ConcurrentRequestsConfig {
     const NAME: LimiterName = LimiterName::ConcurrentRequests;
-    type Settings = ConcurrentRequestsConfig;
 
     fn problem(_r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
         (

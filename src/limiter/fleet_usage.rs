@@ -59,12 +59,9 @@ pub fn acquire<'a, S: StoreHandle>(
     Ok(Check::Rejected(rejection, ()))
 }
 
-/// fleet_usage as a [`Limiter`](super::Limiter).
-pub(crate) struct FleetUsage;
-
-impl super::Limiter for FleetUsage {
+/// fleet_usage as a [`Limiter`](super::Limiter): its settings are its unit.
+impl super::Limiter for FleetUsageConfig {
     const NAME: LimiterName = LimiterName::FleetUsage;
-    type Settings = FleetUsageConfig;
 
     fn problem(r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
         (

@@ -1,32 +1,28 @@
 //! The limiters, checked in the order of the README's "How a request is decided", and the
 //! chain that applies their modes and fails open on any error or panic.
 
-pub(crate) mod adaptive_concurrency;
-pub(crate) mod concurrent_requests;
-pub(crate) mod fleet_usage;
-pub(crate) mod request_rate;
-pub(crate) mod worker_utilization;
-
 /// The arithmetic lives in [`crate::math`]; these paths are kept for existing users.
 pub use crate::math::{gcra, window};
 
+use crate::config::{
+    AdaptiveConcurrencyConfig, ConcurrentRequestsConfig, FleetUsageConfig, RequestRateConfig,
+    WorkerUtilizationConfig,
+};
 use crate::config::{LimitersConfig, Mode};
 use crate::tier::Tier;
 use serde::Serialize;
 use std::time::Duration;
 
-/// What makes a limiter one unit: its name, its section of `limiters:` (the field of
-/// [`LimitersConfig`] of the same name, with its `mode`), and the words of its refusals. Each
-/// limiter implements it in its own module; the list below ([`limiters!`]) is the one place that
-/// names them all, and everything that goes over every limiter (the operator's mode changes,
-/// the metrics arrays, `/v1/state`, the settings' modes, the answers' text) goes through
-/// [`LimiterName`]'s methods generated from it. How to add one: docs/ARCHITECTURE.md, "How to
-/// add a limiter".
+/// What makes a limiter one unit: its name and the words of its refusals, implemented in the
+/// limiter's own module for its settings type (its section of `limiters:`, with a `mode`).
+/// The one list of limiters (`crate::config::limiter_list!`) names each with its settings
+/// type; from it come [`LimitersConfig`], the limiters' modules here and [`LimiterName`] with
+/// its methods, through which everything that goes over every limiter works (the operator's
+/// mode changes, the metrics arrays, `/v1/state`, the settings' modes, the answers' text). How
+/// to add one: docs/ARCHITECTURE.md, "How to add a limiter".
 pub(crate) trait Limiter {
     /// Its name: the metrics' `limiter` label, the admin API's and the config's key.
     const NAME: LimiterName;
-    /// Its section of `limiters:` (the list checks that it is the field's type).
-    type Settings;
     /// The title and detail of its refusal `r` (`policy` names the request-rate policy other
     /// than the client's bucket; `wait` is when to retry, in words).
     fn problem(r: &Rejection, policy: Option<&str>, wait: &str) -> Problem;
@@ -46,12 +42,13 @@ pub(crate) fn critical_refused(wait: &str) -> Problem {
     )
 }
 
-/// The one list of limiters: `Variant = index, name => unit;` in the order of their tables and
-/// metrics (the chain checks worker_utilization's plan before adaptive_concurrency). `name` is
-/// the label value, the admin API's name and the field of [`LimitersConfig`] that holds its
-/// settings (with a `mode`).
+/// The limiters' modules and [`LimiterName`], from the one list (`crate::config::limiter_list!`,
+/// in the order of their tables and metrics; the chain checks worker_utilization's plan before
+/// adaptive_concurrency).
 macro_rules! limiters {
-    ($($(#[$doc:meta])* $variant:ident = $index:literal, $name:ident => $unit:ty;)*) => {
+    ($($(#[$doc:meta])* $variant:ident = $index:literal, $name:ident: $unit:ty;)*) => {
+        $(pub(crate) mod $name;)*
+
         /// The limiters, in the order of their tables and metrics.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
         #[serde(rename_all = "snake_case")]
@@ -96,26 +93,14 @@ macro_rules! limiters {
             }
         }
 
-        // Each unit is the one named, and its settings are the field of its name.
+        // Each unit names itself as the list does.
         $(
             const _: () = assert!(matches!(<$unit as Limiter>::NAME, LimiterName::$variant));
-            const _: fn(&LimitersConfig) -> &<$unit as Limiter>::Settings = |l| &l.$name;
         )*
     };
 }
 
-limiters! {
-    /// Per-key token bucket.
-    RequestRate = 0, request_rate => request_rate::RequestRate;
-    /// Per-key in-flight cap.
-    ConcurrentRequests = 1, concurrent_requests => concurrent_requests::ConcurrentRequests;
-    /// Capacity reserved for critical traffic.
-    FleetUsage = 2, fleet_usage => fleet_usage::FleetUsage;
-    /// The fast guard: a learned limit on non-critical requests in flight.
-    AdaptiveConcurrency = 3, adaptive_concurrency => adaptive_concurrency::AdaptiveConcurrency;
-    /// The derivative-controller shedder.
-    WorkerUtilization = 4, worker_utilization => worker_utilization::WorkerUtilization;
-}
+crate::config::limiter_list!(limiters);
 
 impl LimiterName {
     /// Looks a limiter up by its name.

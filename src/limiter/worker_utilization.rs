@@ -46,12 +46,9 @@ pub fn check(
     Ok(Check::Rejected(rejection, ()))
 }
 
-/// worker_utilization as a [`Limiter`](super::Limiter).
-pub(crate) struct WorkerUtilization;
-
-impl super::Limiter for WorkerUtilization {
+/// worker_utilization as a [`Limiter`](super::Limiter): its settings are its unit.
+impl super::Limiter for WorkerUtilizationConfig {
     const NAME: LimiterName = LimiterName::WorkerUtilization;
-    type Settings = WorkerUtilizationConfig;
 
     fn problem(r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
         if r.tier == Tier::Critical {

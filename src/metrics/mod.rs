@@ -62,15 +62,11 @@ pub enum Outcome {
     FailedOpen = 3,
 }
 
-/// The `limiter` label values that `brownout_fail_open_total` starts with, and their reasons.
-const FAIL_OPEN_SERIES: [(&str, &str); 10] = [
-    ("request_rate", "panic"),
+/// The `brownout_fail_open_total` series it starts with besides every limiter's `panic`: the
+/// other `limiter` label values and reasons.
+const FAIL_OPEN_SERIES: [(&str, &str); 5] = [
     ("request_rate", "store_full"),
     ("concurrent_requests", "store_full"),
-    ("concurrent_requests", "panic"),
-    ("fleet_usage", "panic"),
-    ("adaptive_concurrency", "panic"),
-    ("worker_utilization", "panic"),
     ("worker_utilization", "stale_plan"),
     ("worker_utilization", "source_error"),
     ("classifier", "panic"),
@@ -169,7 +165,8 @@ impl Metrics {
                 })
             })
         });
-        for (limiter, reason) in FAIL_OPEN_SERIES {
+        let panics = LimiterName::ALL.map(|l| (l.as_str(), "panic"));
+        for (limiter, reason) in panics.into_iter().chain(FAIL_OPEN_SERIES) {
             // Registered at zero, so alerts on rate() see the series before the first failure.
             counter(
                 "brownout_fail_open_total",

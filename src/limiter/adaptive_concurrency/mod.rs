@@ -137,12 +137,9 @@ impl AdaptiveState {
     }
 }
 
-/// adaptive_concurrency as a [`Limiter`](super::Limiter).
-pub(crate) struct AdaptiveConcurrency;
-
-impl super::Limiter for AdaptiveConcurrency {
+/// adaptive_concurrency as a [`Limiter`](super::Limiter): its settings are its unit.
+impl super::Limiter for AdaptiveConcurrencyConfig {
     const NAME: LimiterName = LimiterName::AdaptiveConcurrency;
-    type Settings = AdaptiveConcurrencyConfig;
 
     fn problem(r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
         if r.tier == Tier::Critical {

@@ -333,12 +333,9 @@ impl RateRules {
     }
 }
 
-/// request_rate as a [`Limiter`](super::Limiter).
-pub(crate) struct RequestRate;
-
-impl super::Limiter for RequestRate {
+/// request_rate as a [`Limiter`](super::Limiter): its settings are its unit.
+impl super::Limiter for RequestRateConfig {
     const NAME: LimiterName = LimiterName::RequestRate;
-    type Settings = RequestRateConfig;
 
     fn problem(r: &Rejection, policy: Option<&str>, wait: &str) -> Problem {
         match policy {
