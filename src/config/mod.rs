@@ -267,15 +267,15 @@ macro_rules! limiter_list {
     ($then:ident) => {
         $then! {
             /// Per-key token bucket with weighted costs.
-            RequestRate = 0, request_rate: RequestRateConfig;
+            RequestRate = 0, request_rate: $crate::config::RequestRateConfig;
             /// Per-key in-flight cap.
-            ConcurrentRequests = 1, concurrent_requests: ConcurrentRequestsConfig;
+            ConcurrentRequests = 1, concurrent_requests: $crate::config::ConcurrentRequestsConfig;
             /// Capacity reserved for critical traffic.
-            FleetUsage = 2, fleet_usage: FleetUsageConfig;
+            FleetUsage = 2, fleet_usage: $crate::config::FleetUsageConfig;
             /// The fast guard: a learned limit on non-critical requests in flight.
-            AdaptiveConcurrency = 3, adaptive_concurrency: AdaptiveConcurrencyConfig;
+            AdaptiveConcurrency = 3, adaptive_concurrency: $crate::config::AdaptiveConcurrencyConfig;
             /// The derivative controller that sheds by tier.
-            WorkerUtilization = 4, worker_utilization: WorkerUtilizationConfig;
+            WorkerUtilization = 4, worker_utilization: $crate::config::WorkerUtilizationConfig;
         }
     };
 }

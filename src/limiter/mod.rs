@@ -4,10 +4,6 @@
 /// The arithmetic lives in [`crate::math`]; these paths are kept for existing users.
 pub use crate::math::{gcra, window};
 
-use crate::config::{
-    AdaptiveConcurrencyConfig, ConcurrentRequestsConfig, FleetUsageConfig, RequestRateConfig,
-    WorkerUtilizationConfig,
-};
 use crate::config::{LimitersConfig, Mode};
 use crate::tier::Tier;
 use serde::Serialize;
