@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 /// Which backing store keyed limiter state uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StoreKind {
     /// In this process.
     #[default]
@@ -56,6 +57,7 @@ pub struct StoreConfig {
 /// `store.sync:` — when a request's limits meet Redis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StoreSync {
     /// Every request asks Redis (one round trip), failing open to local limits.
     #[default]

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 /// Where the worker-utilization controller reads utilization from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SourceKind {
     /// Requests in progress through the middleware divided by `capacity`.
     InFlight,
@@ -23,6 +24,7 @@ pub enum SourceKind {
 /// How a tier's drop probability picks the requests to drop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Selection {
     /// A fresh draw for every request.
     Random,

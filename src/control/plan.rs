@@ -10,6 +10,7 @@ use std::time::Duration;
 
 /// What the controller publishes for the middleware after every sample.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ShedPlan {
     /// The utilization the controller last saw, in `[0, 1]`: the sources' reading, capped.
     pub utilization: f64,

@@ -48,6 +48,7 @@ macro_rules! limiters {
         /// The limiters, in the order of their tables and metrics.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
         #[serde(rename_all = "snake_case")]
+        #[non_exhaustive]
         pub enum LimiterName {
             $($(#[$doc])* $variant = $index,)*
         }
@@ -164,6 +165,7 @@ pub(crate) type Checked<H = (), R = ()> = Result<Check<H, R>, LimiterError>;
 
 /// The status a rejection answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RejectStatus {
     /// 429: this client is over one of its limits.
     TooManyRequests,
@@ -200,6 +202,7 @@ pub struct Rejection {
 
 /// A request-rate policy other than the client's own bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RatePolicy {
     /// The per-IP ceiling (`request_rate.per_ip`).
     PerIp,

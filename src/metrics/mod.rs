@@ -50,6 +50,7 @@ const OUTCOMES: [&str; 4] = ["allowed", "rejected", "dark_rejected", "failed_ope
 
 /// What happened to a request, for `brownout_requests_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+#[non_exhaustive]
 pub enum Outcome {
     /// Every limiter said yes (or was off).
     #[default]

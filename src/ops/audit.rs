@@ -10,6 +10,7 @@ pub const CAPACITY: usize = 256;
 
 /// One accepted change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct AuditEntry {
     /// When, as RFC 3339 UTC.
     pub time: String,

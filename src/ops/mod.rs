@@ -106,6 +106,7 @@ pub enum ChangeError {
 
 /// An accepted change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Applied {
     /// The new settings version.
     pub version: u64,
