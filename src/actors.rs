@@ -57,7 +57,7 @@ impl Actors {
 /// Spawns the sampler, the controller, the evictor, the operator and (with `reload`: the file
 /// to read again) the SIGHUP listener on the current tokio runtime.
 pub(crate) fn spawn(
-    shared: Arc<Engine>,
+    engine: Arc<Engine>,
     sources: Vec<Box<dyn UtilizationSource>>,
     ops: OperatorSetup,
     reload: Option<Option<crate::ops::ConfigFile>>,
@@ -70,18 +70,18 @@ pub(crate) fn spawn(
         operator_task,
         // Like the controller's, the first window starts now.
         tokio::spawn(sampler(
-            shared.clone(),
+            engine.clone(),
             sources,
-            Adaptive::new(&shared),
+            Adaptive::new(&engine),
             sampler_rx,
             controller_tx,
             shutdown_rx.clone(),
         )),
-        tokio::spawn(evictor(shared.clone(), shutdown_rx.clone())),
+        tokio::spawn(evictor(engine.clone(), shutdown_rx.clone())),
         // The controller's clock starts now, not whenever its task is first polled.
         tokio::spawn(controller(
-            shared.clone(),
-            new_controller(&shared),
+            engine.clone(),
+            new_controller(&engine),
             controller_rx,
         )),
     ];
@@ -103,8 +103,8 @@ pub(crate) fn spawn(
     }
 }
 
-fn interval_of(shared: &Engine) -> Duration {
-    shared
+fn interval_of(engine: &Engine) -> Duration {
+    engine
         .settings()
         .load()
         .limiters
@@ -120,25 +120,25 @@ fn ticker(period: Duration) -> tokio::time::Interval {
 }
 
 async fn sampler(
-    shared: Arc<Engine>,
+    engine: Arc<Engine>,
     mut sources: Vec<Box<dyn UtilizationSource>>,
     mut adaptive: Adaptive,
     mut mailbox: mpsc::Receiver<SamplerMsg>,
     controller: mpsc::Sender<Sample>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut period = interval_of(&shared);
+    let mut period = interval_of(&engine);
     let mut tick = ticker(period);
     // Between samples the sources take readings to average over the interval, and
     // adaptive_concurrency learns its limit window by window.
     let mut observe = ticker(OBSERVE_EVERY);
-    let mut changes = shared.settings().subscribe();
-    let mut traffic = shared.metrics().traffic();
+    let mut changes = engine.settings().subscribe();
+    let mut traffic = engine.metrics().traffic();
     loop {
         let reply = tokio::select! {
             _ = observe.tick() => {
-                observe_all(&shared, &mut sources);
-                adaptive.tick(&shared);
+                observe_all(&engine, &mut sources);
+                adaptive.tick(&engine);
                 continue;
             }
             _ = tick.tick() => None,
@@ -148,14 +148,14 @@ async fn sampler(
             },
             // A new interval counts from the moment it is applied, not from the last tick.
             _ = changes.changed() => {
-                rearm(&mut period, &mut tick, interval_of(&shared));
+                rearm(&mut period, &mut tick, interval_of(&engine));
                 continue;
             }
             _ = shutdown.changed() => break,
         };
-        let at = shared.clock().now();
-        let input = sample_all(&shared, &mut sources, at);
-        let counts = shared.metrics().traffic();
+        let at = engine.clock().now();
+        let input = sample_all(&engine, &mut sources, at);
+        let counts = engine.metrics().traffic();
         let interval = counts.since(std::mem::replace(&mut traffic, counts));
         let reading = input.map(|u| (u, with_shed(u, interval)));
         let sample = Sample { reading, at, reply };
@@ -163,7 +163,7 @@ async fn sampler(
             break;
         }
         // The interval is a live setting.
-        rearm(&mut period, &mut tick, interval_of(&shared));
+        rearm(&mut period, &mut tick, interval_of(&engine));
     }
 }
 
@@ -182,26 +182,26 @@ struct Adaptive {
 }
 
 impl Adaptive {
-    fn new(shared: &Engine) -> Self {
-        let c = &shared.settings().load().limiters.adaptive_concurrency;
-        let now = shared.clock().now();
+    fn new(engine: &Engine) -> Self {
+        let c = &engine.settings().load().limiters.adaptive_concurrency;
+        let now = engine.clock().now();
         let params = adaptive_concurrency::params(c);
         Self {
-            limit: AdaptiveLimit::new(params, shared.adaptive().limit(), micros(now)),
+            limit: AdaptiveLimit::new(params, engine.adaptive().limit(), micros(now)),
             window_end: now + c.window.get(),
         }
     }
 
     /// Closes the window if it is over: learns from it and publishes the new limit.
-    fn tick(&mut self, shared: &Engine) {
-        let now = shared.clock().now();
+    fn tick(&mut self, engine: &Engine) {
+        let now = engine.clock().now();
         if now < self.window_end {
             return;
         }
-        let settings = shared.settings().load();
+        let settings = engine.settings().load();
         let c = &settings.limiters.adaptive_concurrency;
         self.window_end = now + c.window.get();
-        let window = shared.adaptive().take_window(micros(now));
+        let window = engine.adaptive().take_window(micros(now));
         if c.mode == Mode::Off {
             return;
         }
@@ -211,26 +211,26 @@ impl Adaptive {
         }
         // While the controller sheds, the windows are quiet because it carries the overload:
         // the limit keeps what the overload taught it (math::adaptive).
-        self.limit.set_hold(shared.plan().load().amount > 0.0);
+        self.limit.set_hold(engine.plan().load().amount > 0.0);
         let limit = self.limit.update(window);
         let floor = self.limit.floor().map(Duration::from_micros);
-        shared.adaptive().publish(limit, floor);
+        engine.adaptive().publish(limit, floor);
         // A limit grown lets waiting requests in now, not at the next slot given back.
-        shared.adaptive().dispatch(now);
-        let waiting = shared.adaptive().waiting();
-        let critical_share = shared.adaptive().settle_critical();
-        shared
+        engine.adaptive().dispatch(now);
+        let waiting = engine.adaptive().waiting();
+        let critical_share = engine.adaptive().settle_critical();
+        engine
             .metrics()
             .publish_concurrency_limit(limit, waiting, critical_share);
     }
 }
 
 /// Lets every source take a reading between samples; one that panics is counted and logged.
-fn observe_all(shared: &Engine, sources: &mut [Box<dyn UtilizationSource>]) {
-    let at = shared.clock().now();
+fn observe_all(engine: &Engine, sources: &mut [Box<dyn UtilizationSource>]) {
+    let at = engine.clock().now();
     for source in sources {
         if catch_unwind(AssertUnwindSafe(|| source.observe(at))).is_err() {
-            shared.fail_open(
+            engine.fail_open(
                 LimiterName::WorkerUtilization.as_str(),
                 "source_panic",
                 || {
@@ -246,7 +246,7 @@ fn observe_all(shared: &Engine, sources: &mut [Box<dyn UtilizationSource>]) {
 
 /// Reads every source; a source that errors or panics is counted, logged and skipped.
 fn sample_all(
-    shared: &Engine,
+    engine: &Engine,
     sources: &mut [Box<dyn UtilizationSource>],
     at: Duration,
 ) -> Option<f64> {
@@ -258,7 +258,7 @@ fn sample_all(
             Ok(Err(e)) => ("source_error", e.to_string()),
             Err(_) => ("source_panic", "panicked".to_owned()),
         };
-        shared.fail_open(LimiterName::WorkerUtilization.as_str(), problem.0, || {
+        engine.fail_open(LimiterName::WorkerUtilization.as_str(), problem.0, || {
             format!("utilization source {} {}", source.name(), problem.1)
         });
         None
@@ -266,15 +266,15 @@ fn sample_all(
     combine(answers.collect::<Vec<_>>())
 }
 
-fn new_controller(shared: &Engine) -> Controller {
+fn new_controller(engine: &Engine) -> Controller {
     let params =
-        ControllerParams::from_config(&shared.settings().load().limiters.worker_utilization);
-    Controller::new(params, shared.clock().now())
+        ControllerParams::from_config(&engine.settings().load().limiters.worker_utilization);
+    Controller::new(params, engine.clock().now())
 }
 
-async fn controller(shared: Arc<Engine>, mut state: Controller, mut inbox: mpsc::Receiver<Sample>) {
+async fn controller(engine: Arc<Engine>, mut state: Controller, mut inbox: mpsc::Receiver<Sample>) {
     while let Some(sample) = inbox.recv().await {
-        let plan = step(&shared, &mut state, sample.reading, sample.at);
+        let plan = step(&engine, &mut state, sample.reading, sample.at);
         if let Some(reply) = sample.reply {
             let _ = reply.send(plan);
         }
@@ -285,18 +285,18 @@ async fn controller(shared: Arc<Engine>, mut state: Controller, mut inbox: mpsc:
 /// The controller reads the sources' reading capped at 1, as Stripe's does; the plan keeps it
 /// and the whole demand (with what the controller shed added back).
 fn step(
-    shared: &Engine,
+    engine: &Engine,
     state: &mut Controller,
     reading: Option<(f64, f64)>,
     at: Duration,
 ) -> ShedPlan {
-    let settings = shared.settings().load();
+    let settings = engine.settings().load();
     let config = &settings.limiters.worker_utilization;
     let params = ControllerParams::from_config(config);
     if params != state.params() {
         state.set_params(params);
     }
-    let previous = shared.plan().load();
+    let previous = engine.plan().load();
     let Some((input, demand)) = reading else {
         return previous;
     };
@@ -321,13 +321,13 @@ fn step(
             "shed plan changed"
         );
     }
-    shared.plan().store(&plan);
-    shared.metrics().publish_plan(&plan);
+    engine.plan().store(&plan);
+    engine.metrics().publish_plan(&plan);
     plan
 }
 
-fn eviction_interval_of(shared: &Engine) -> Duration {
-    shared
+fn eviction_interval_of(engine: &Engine) -> Duration {
+    engine
         .settings()
         .load()
         .limiters
@@ -338,16 +338,16 @@ fn eviction_interval_of(shared: &Engine) -> Duration {
 
 /// Drops idle keyed state every `eviction_interval`: a full bucket is the same as no bucket,
 /// so memory follows the keys that are actually limited, not every key ever seen.
-async fn evictor(shared: Arc<Engine>, mut shutdown: watch::Receiver<bool>) {
-    let mut period = eviction_interval_of(&shared);
+async fn evictor(engine: Arc<Engine>, mut shutdown: watch::Receiver<bool>) {
+    let mut period = eviction_interval_of(&engine);
     let mut tick = ticker(period);
-    let mut changes = shared.settings().subscribe();
+    let mut changes = engine.settings().subscribe();
     loop {
         tokio::select! {
-            _ = tick.tick() => shared.evict_idle(),
+            _ = tick.tick() => engine.evict_idle(),
             _ = changes.changed() => {}
             _ = shutdown.changed() => break,
         }
-        rearm(&mut period, &mut tick, eviction_interval_of(&shared));
+        rearm(&mut period, &mut tick, eviction_interval_of(&engine));
     }
 }

@@ -107,14 +107,14 @@ fn run<'a, P: EngineRef>(
     rng: &mut SplitMix64,
     running: &mut Option<LimiterName>,
 ) -> Verdict<'a, P> {
-    let shared = owner.engine();
+    let engine = owner.engine();
     if settings.kill_switch {
         return Verdict::Allow(Admission::new(Outcome::Allowed));
     }
     let limiters = &settings.limiters;
     let store = owner.store();
-    let at = shared.check_time(now);
-    let plan = shared.plan.load();
+    let at = engine.check_time(now);
+    let plan = engine.plan.load();
     let mut outcome = Outcome::Allowed;
     let mut eval = Evaluation {
         owner,
@@ -190,7 +190,7 @@ fn run<'a, P: EngineRef>(
     let ac_mode = mode(LimiterName::AdaptiveConcurrency);
     let may_wait = may_wait && ac_mode == Mode::Enforce;
     let (adaptive, wait) = match eval.evaluate(LimiterName::AdaptiveConcurrency, ac_mode, || {
-        adaptive_concurrency::acquire(ac, &shared.adaptive, (req.tier, req.key), now, may_wait)
+        adaptive_concurrency::acquire(ac, &engine.adaptive, (req.tier, req.key), now, may_wait)
     }) {
         Step::Pass(Some(Slot::Held(permit))) => (Some(permit), None),
         Step::Pass(Some(Slot::Waiting(wait))) => (None, Some(wait)),
@@ -249,26 +249,26 @@ impl<P: EngineRef> Evaluation<'_, P> {
         if mode == Mode::Off {
             return Step::Pass(None);
         }
-        let shared = self.owner.engine();
+        let engine = self.owner.engine();
         *self.running = Some(limiter);
         match check() {
             Ok(Check::Allowed(held)) => Step::Pass(Some(held)),
             Ok(Check::Rejected(rejection, reading)) => {
                 let dark = mode == Mode::Dark;
-                shared.metrics.rejection(limiter, self.tier, dark);
+                engine.metrics.rejection(limiter, self.tier, dark);
                 if !dark {
                     return Step::Stop(rejection, reading);
                 }
                 // A dark rejection outranks a fail-open in the request's outcome.
                 *self.outcome = Outcome::DarkRejected;
-                shared.dark_rejected(limiter.as_str(), self.tier);
+                engine.dark_rejected(limiter.as_str(), self.tier);
                 Step::Pass(None)
             }
             Err(error) => {
                 if matches!(error, LimiterError::Store(_)) {
-                    shared.metrics.store_error(limiter);
+                    engine.metrics.store_error(limiter);
                 }
-                shared.fail_open(limiter.as_str(), error.reason(), || {
+                engine.fail_open(limiter.as_str(), error.reason(), || {
                     format!("{}: {error}", limiter.as_str())
                 });
                 if *self.outcome == Outcome::Allowed {

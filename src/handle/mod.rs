@@ -311,8 +311,8 @@ impl Brownout {
     /// # Ok::<(), brownout::Report>(())
     /// ```
     pub fn check(&self, facts: &RequestFacts<'_>, plan: Option<&str>) -> Decision {
-        let shared = &self.inner.engine;
-        let settings = shared.settings().load();
+        let engine = &self.inner.engine;
+        let settings = engine.settings().load();
         let classified = settings.classifier.classify(facts);
         let request = Request {
             tier: classified.tier,
@@ -324,8 +324,8 @@ impl Brownout {
         };
         let verdict = CHECK_RNG.with(|cell| {
             // Each thread draws from its own stream: no shared counter on this path.
-            let mut rng = cell.take().unwrap_or_else(|| shared.random_stream());
-            let verdict = judge(shared, &settings, &request, &mut rng, false);
+            let mut rng = cell.take().unwrap_or_else(|| engine.random_stream());
+            let verdict = judge(engine, &settings, &request, &mut rng, false);
             cell.set(Some(rng));
             verdict
         });
@@ -334,7 +334,7 @@ impl Brownout {
             Verdict::Allow(admission) => Decision::Allowed(Admitted {
                 outcome: admission.outcome,
                 _guard: RequestGuard::admit(
-                    shared.clone(),
+                    engine.clone(),
                     classified.tier,
                     admission,
                     Held::LOCAL,

@@ -119,10 +119,10 @@ impl Brownout {
 impl Brownout {
     /// Refuses a token that is not safe on `bind`, and hands a generated one to the operator.
     fn check_admin_token(&self, bind: SocketAddr) -> Result<(), Error> {
-        let shared = &self.inner;
+        let inner = &self.inner;
         let admin = &self.config().admin;
         let env = &admin.token_env;
-        if shared.admin_token_generated {
+        if inner.admin_token_generated {
             if !bind.ip().is_loopback() {
                 return Err(Error::Admin(format!(
                     "refusing to listen on {bind} with a generated token: set {env} (admin.token_env)"
@@ -130,10 +130,10 @@ impl Brownout {
             }
             return self.hand_out_token();
         }
-        if shared.admin_token.len() < MIN_TOKEN_LEN {
+        if inner.admin_token.len() < MIN_TOKEN_LEN {
             let problem = format!(
                 "the admin token (from {env}, admin.token_env) has {} characters; use at least {MIN_TOKEN_LEN}",
-                shared.admin_token.len()
+                inner.admin_token.len()
             );
             if !bind.ip().is_loopback() {
                 return Err(Error::Admin(format!(
