@@ -384,7 +384,7 @@ impl Brownout {
     pub fn render_metrics(&self) -> String {
         #[cfg(feature = "redis")]
         if let Some(shared) = self.inner.engine.keyed().shared_status() {
-            let metrics = &self.inner.engine.metrics();
+            let metrics = self.inner.engine.metrics();
             metrics.publish_breaker("redis", shared.breaker_gauge);
             metrics.publish_undo_dropped("redis", shared.undo_dropped);
         }

@@ -99,10 +99,8 @@ impl Brownout {
         if engine.keyed().reads_shared() {
             let settings = engine.settings().load_full();
             let key = settings.classifier.classify(facts).key;
-            if let Some(read) = engine.keyed().read_shared(key).await {
-                let (now, reading) = read?;
-                return Ok(state(&settings, plan, reading, now));
-            }
+            let (now, reading) = engine.keyed().read_shared(key).await?;
+            return Ok(state(&settings, plan, reading, now));
         }
         self.peek(facts, plan)
     }

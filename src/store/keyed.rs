@@ -142,22 +142,19 @@ impl Keyed {
     }
 
     /// Reads `key`'s bucket and permits from the shared store without spending anything
-    /// (one round trip): `(now µs on the store's clock, reading)`. `None` when the client's
-    /// state is local.
-    pub(crate) async fn read_shared(
-        &self,
-        key: u64,
-    ) -> Option<Result<(u64, ClientReading), StoreError>> {
+    /// (one round trip): `(now µs on the store's clock, reading)`. An error when the client's
+    /// state is local ([`reads_shared`](Self::reads_shared) says which).
+    pub(crate) async fn read_shared(&self, key: u64) -> Result<(u64, ClientReading), StoreError> {
         #[cfg(feature = "redis")]
         if let Some(shared) = self.per_request() {
-            return Some(shared.read_client(key).await);
+            return shared.read_client(key).await;
         }
         let _ = key;
-        None
+        Err(StoreError::Failed("a client's state is local here".into()))
     }
 
     /// Keyed state kept in `local` alone.
-    pub(crate) fn local_only(local: Arc<dyn Store>) -> Self {
+    fn local_only(local: Arc<dyn Store>) -> Self {
         Self {
             local,
             #[cfg(feature = "redis")]
@@ -170,7 +167,7 @@ impl Keyed {
     /// Fleet mode: `local` decides when `shared` cannot answer; with `hybrid` (local_first),
     /// requests never ask `shared` and `hybrid` is reconciled with it in rounds.
     #[cfg(feature = "redis")]
-    pub(crate) fn fleet(
+    fn fleet(
         local: Arc<dyn Store>,
         shared: Arc<RedisStore>,
         hybrid: Option<Arc<HybridStore>>,
