@@ -71,7 +71,7 @@ pub use classify::ClientKey;
 pub use config::{Config, ConfigBuilder, Mode};
 pub use control::{ShedPlan, UtilizationSource};
 pub use handle::{
-    Admitted, Brownout, BrownoutBuilder, BucketState, ClientState, Decision, Error, InFlightState,
-    KeyHook, PlanHook, Report, Settings, TierHook,
+    AdminServer, Admitted, Brownout, BrownoutBuilder, BucketState, ClientState, Decision, Error,
+    InFlightState, KeyHook, PlanHook, Report, Settings, TierHook,
 };
 pub use tier::Tier;

@@ -1,6 +1,6 @@
 //! [`BrownoutBuilder`]: validation, injections (clock, seed, sources, hooks) and assembly.
 
-use super::{Brownout, Error, Inner, KeyHook, PlanHook, TierHook};
+use super::{Brownout, Error, Inner};
 use crate::classify::Classifier;
 use crate::classify::ClientKey;
 use crate::clock::{Clock, SystemClock};
@@ -12,6 +12,7 @@ use crate::control::{
     UtilizationSource,
 };
 use crate::engine::{Engine, Settings};
+use crate::http::Hooks;
 use crate::limiter::adaptive_concurrency::AdaptiveState;
 use crate::ops::{limiters_from_json, patch, persist, AuditLog, PendingRevert};
 use crate::store::{Keyed, Store};
@@ -47,9 +48,7 @@ pub struct BrownoutBuilder {
     pub(super) clock: Option<Arc<dyn Clock>>,
     pub(super) seed: Option<u64>,
     pub(super) custom: Option<Box<dyn UtilizationSource>>,
-    pub(super) tier_hook: Option<TierHook>,
-    pub(super) key_hook: Option<KeyHook>,
-    pub(super) plan_hook: Option<PlanHook>,
+    pub(super) hooks: Hooks,
     pub(super) admin_token: Option<String>,
     pub(super) store: Option<Arc<dyn Store>>,
     pub(super) config_path: Option<std::path::PathBuf>,
@@ -80,7 +79,7 @@ impl BrownoutBuilder {
         mut self,
         hook: impl Fn(&ServiceRequest) -> Option<Tier> + Send + Sync + 'static,
     ) -> Self {
-        self.tier_hook = Some(Arc::new(hook));
+        self.hooks.tier = Some(Arc::new(hook));
         self
     }
 
@@ -108,7 +107,7 @@ impl BrownoutBuilder {
         mut self,
         hook: impl Fn(&ServiceRequest) -> Option<ClientKey> + Send + Sync + 'static,
     ) -> Self {
-        self.key_hook = Some(Arc::new(hook));
+        self.hooks.key = Some(Arc::new(hook));
         self
     }
 
@@ -118,7 +117,7 @@ impl BrownoutBuilder {
         mut self,
         hook: impl Fn(&ServiceRequest) -> Option<Arc<str>> + Send + Sync + 'static,
     ) -> Self {
-        self.plan_hook = Some(Arc::new(hook));
+        self.hooks.plan = Some(Arc::new(hook));
         self
     }
 
@@ -218,9 +217,7 @@ impl BrownoutBuilder {
             engine,
             fleet_status,
             config: Arc::new(self.config),
-            tier_hook: self.tier_hook,
-            key_hook: self.key_hook,
-            plan_hook: self.plan_hook,
+            hooks: self.hooks,
             runtimes,
             admin_token,
             admin_token_generated,

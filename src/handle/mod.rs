@@ -2,37 +2,30 @@
 //! is how the middleware, the admin server and the app reach both. Cheap to clone; every clone
 //! shares the same state.
 
+mod admin;
 mod builder;
 mod operate;
 mod peek;
 
 pub use crate::engine::Settings;
+pub use crate::http::{KeyHook, PlanHook, TierHook};
+pub use admin::AdminServer;
 pub use builder::BrownoutBuilder;
 pub use peek::{BucketState, ClientState, InFlightState};
 
 use crate::actors::{self, Actors, SamplerMsg};
-use crate::classify::{ClientKey, RequestFacts};
+use crate::classify::RequestFacts;
 use crate::config::{Config, ConfigError};
 use crate::control::{RuntimeRegistry, ShedPlan, SourceError, UtilizationSource};
 use crate::engine::{judge, Engine, RequestGuard, Verdict};
+use crate::http::{BrownoutMiddleware, Hooks};
 use crate::limiter::{Rejection, Request};
 use crate::metrics::Outcome;
 use crate::ops::{AuditLog, PendingRevert};
 use crate::rng::SplitMix64;
 use crate::store::Held;
-use crate::tier::{PerTier, Tier};
-use actix_web::dev::ServiceRequest;
+use crate::tier::PerTier;
 use std::sync::{Arc, Mutex, PoisonError};
-
-/// A user hook that overrides the tier of a request (`None` keeps the built-in rules).
-pub type TierHook = Arc<dyn Fn(&ServiceRequest) -> Option<Tier> + Send + Sync>;
-
-/// A user hook that names the client a request's per-user limits count against (`None`: the
-/// bearer API key, else the client IP).
-pub type KeyHook = Arc<dyn Fn(&ServiceRequest) -> Option<ClientKey> + Send + Sync>;
-
-/// A user hook that names the request-rate plan of a request (`None`: the default plan).
-pub type PlanHook = Arc<dyn Fn(&ServiceRequest) -> Option<Arc<str>> + Send + Sync>;
 
 thread_local! {
     /// The random stream of [`Brownout::check`] on this thread.
@@ -146,9 +139,8 @@ pub struct Brownout {
 pub(crate) struct Inner {
     pub(crate) engine: Arc<Engine>,
     pub(crate) config: Arc<Config>,
-    pub(crate) tier_hook: Option<TierHook>,
-    pub(crate) key_hook: Option<KeyHook>,
-    pub(crate) plan_hook: Option<PlanHook>,
+    /// The app's hooks, which the middleware runs on each request.
+    pub(crate) hooks: Hooks,
     /// The actix worker runtimes, registered by the middleware for the `runtime` source.
     pub(crate) runtimes: Arc<RuntimeRegistry>,
     pub(crate) admin_token: String,
@@ -183,9 +175,7 @@ impl Brownout {
             clock: None,
             seed: None,
             custom: None,
-            tier_hook: None,
-            key_hook: None,
-            plan_hook: None,
+            hooks: Hooks::default(),
             admin_token: None,
             store: None,
             config_path: None,
@@ -439,5 +429,37 @@ impl Brownout {
         // the fleet's settings are read.
         let in_sync = self.fleet_status().in_sync();
         self.inner.engine.metrics().publish_fleet_in_sync(in_sync);
+    }
+}
+
+impl Brownout {
+    /// The actix middleware; wrap your `App` with it (each worker's `App` gets its own, all
+    /// sharing this handle's state).
+    ///
+    /// # Examples
+    /// ```
+    /// use actix_web::{test, web, App};
+    /// use brownout::{Brownout, Config};
+    ///
+    /// # actix_web::rt::System::new().block_on(async {
+    /// let brownout = Brownout::builder(Config::builder().rate_limit(0.001, 1).build()?).build()?;
+    /// let app = test::init_service(
+    ///     App::new()
+    ///         .wrap(brownout.middleware())
+    ///         .route("/", web::get().to(|| async { "hi" })),
+    /// )
+    /// .await;
+    /// let get = || test::TestRequest::get().uri("/").to_request();
+    /// assert_eq!(test::call_service(&app, get()).await.status(), 200);
+    /// assert_eq!(test::call_service(&app, get()).await.status(), 429);
+    /// # Ok::<(), brownout::Report>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn middleware(&self) -> BrownoutMiddleware {
+        BrownoutMiddleware::new(
+            self.engine().clone(),
+            self.inner.hooks.clone(),
+            self.inner.runtimes.clone(),
+        )
     }
 }

@@ -11,11 +11,12 @@ use super::ratelimit;
 use super::request::request_of;
 use super::respond::{respond, ResponseFuture};
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
-use crate::engine::{judge, Admission, Settings, Verdict, WorkerEngine};
-use crate::handle::Brownout;
+use crate::control::RuntimeRegistry;
+use crate::engine::{judge, Admission, Engine, Settings, Verdict, WorkerEngine};
 use crate::limiter::request_rate::RateStatus;
 use crate::rng::SplitMix64;
 use crate::store::Held;
+use crate::tier::Tier;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::header::{HeaderName, HeaderValue, AUTHORIZATION};
@@ -32,38 +33,39 @@ const TEST_MODE: HeaderName = HeaderName::from_static(crate::classify::TEST_MODE
 const FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const PLAN: HeaderName = HeaderName::from_static("brownout-plan");
 
-/// The middleware factory; made by [`Brownout::middleware`].
-#[derive(Clone)]
-pub struct BrownoutMiddleware {
-    brownout: Brownout,
+/// A user hook that overrides the tier of a request (`None` keeps the built-in rules).
+pub type TierHook = Arc<dyn Fn(&ServiceRequest) -> Option<Tier> + Send + Sync>;
+
+/// A user hook that names the client a request's per-user limits count against (`None`: the
+/// bearer API key, else the client IP).
+pub type KeyHook = Arc<dyn Fn(&ServiceRequest) -> Option<ClientKey> + Send + Sync>;
+
+/// A user hook that names the request-rate plan of a request (`None`: the default plan).
+pub type PlanHook = Arc<dyn Fn(&ServiceRequest) -> Option<Arc<str>> + Send + Sync>;
+
+/// The app's hooks, run by the middleware on each request (set on the builder).
+#[derive(Clone, Default)]
+pub(crate) struct Hooks {
+    pub(crate) tier: Option<TierHook>,
+    pub(crate) key: Option<KeyHook>,
+    pub(crate) plan: Option<PlanHook>,
 }
 
-impl Brownout {
-    /// The actix middleware; wrap your `App` with it (each worker's `App` gets its own, all
-    /// sharing this handle's state).
-    ///
-    /// # Examples
-    /// ```
-    /// use actix_web::{test, web, App};
-    /// use brownout::{Brownout, Config};
-    ///
-    /// # actix_web::rt::System::new().block_on(async {
-    /// let brownout = Brownout::builder(Config::builder().rate_limit(0.001, 1).build()?).build()?;
-    /// let app = test::init_service(
-    ///     App::new()
-    ///         .wrap(brownout.middleware())
-    ///         .route("/", web::get().to(|| async { "hi" })),
-    /// )
-    /// .await;
-    /// let get = || test::TestRequest::get().uri("/").to_request();
-    /// assert_eq!(test::call_service(&app, get()).await.status(), 200);
-    /// assert_eq!(test::call_service(&app, get()).await.status(), 429);
-    /// # Ok::<(), brownout::Report>(())
-    /// # }).unwrap();
-    /// ```
-    pub fn middleware(&self) -> BrownoutMiddleware {
-        BrownoutMiddleware {
-            brownout: self.clone(),
+/// The middleware factory; made by [`Brownout::middleware`](crate::Brownout::middleware).
+#[derive(Clone)]
+pub struct BrownoutMiddleware {
+    engine: Arc<Engine>,
+    hooks: Hooks,
+    /// The actix worker runtimes, where each worker registers its own (the `runtime` source).
+    runtimes: Arc<RuntimeRegistry>,
+}
+
+impl BrownoutMiddleware {
+    pub(crate) fn new(engine: Arc<Engine>, hooks: Hooks, runtimes: Arc<RuntimeRegistry>) -> Self {
+        Self {
+            engine,
+            hooks,
+            runtimes,
         }
     }
 }
@@ -81,14 +83,14 @@ where
 
     fn new_transform(&self, service: S) -> Self::Future {
         // Runs once per worker, on the worker's runtime: the `runtime` source reads it.
-        self.brownout.inner.runtimes.register_current();
-        let engine = self.brownout.engine().clone();
+        self.runtimes.register_current();
+        let engine = self.engine.clone();
         ready(Ok(BrownoutService {
             service: Rc::new(service),
             rng: RefCell::new(engine.random_stream()),
             settings: RefCell::new(Cache::new(LiveSettings(engine.clone()))),
             engine: Rc::new(WorkerEngine(engine)),
-            brownout: self.brownout.clone(),
+            hooks: self.hooks.clone(),
             policies: RefCell::new((0, Vec::new())),
         }))
     }
@@ -100,7 +102,7 @@ pub struct BrownoutService<S> {
     /// This worker's handle on the engine: requests clone the `Rc`, not the `Arc`.
     engine: Rc<WorkerEngine>,
     /// The app's hooks.
-    brownout: Brownout,
+    hooks: Hooks,
     rng: RefCell<SplitMix64>,
     /// This worker's copy of the live settings, checked against the shared one with a plain
     /// load per request (an `ArcSwap` load takes two locked instructions).
@@ -111,7 +113,7 @@ pub struct BrownoutService<S> {
 }
 
 /// The engine's live settings, as [`Cache`] wants them.
-struct LiveSettings(Arc<crate::engine::Engine>);
+struct LiveSettings(Arc<Engine>);
 
 impl std::ops::Deref for LiveSettings {
     type Target = ArcSwap<Settings>;
@@ -155,7 +157,7 @@ impl<S> BrownoutService<S> {
             client: self.hooked_key(req),
         };
         let mut classified = settings.classifier.classify(&facts);
-        if let Some(hook) = &self.brownout.inner.tier_hook {
+        if let Some(hook) = &self.hooks.tier {
             match catch_unwind(AssertUnwindSafe(|| hook(req))) {
                 Ok(Some(tier)) => classified.tier = tier,
                 Ok(None) => {}
@@ -170,7 +172,7 @@ impl<S> BrownoutService<S> {
     /// The client named by the app's key hook (a panicking hook fails open to the built-in
     /// rule).
     fn hooked_key(&self, req: &ServiceRequest) -> Option<ClientKey> {
-        let hook = self.brownout.inner.key_hook.as_ref()?;
+        let hook = self.hooks.key.as_ref()?;
         catch_unwind(AssertUnwindSafe(|| hook(req))).unwrap_or_else(|_| {
             self.engine.fail_open("classifier", "panic", || {
                 "the key hook panicked; using the bearer key or IP".to_owned()
@@ -181,7 +183,7 @@ impl<S> BrownoutService<S> {
 
     /// The plan named by the app's hook (a panicking hook fails open to the default plan).
     fn hooked_plan(&self, req: &ServiceRequest) -> Option<Arc<str>> {
-        let hook = self.brownout.inner.plan_hook.as_ref()?;
+        let hook = self.hooks.plan.as_ref()?;
         catch_unwind(AssertUnwindSafe(|| hook(req))).unwrap_or_else(|_| {
             self.engine.fail_open("classifier", "panic", || {
                 "the plan hook panicked; using the default plan".to_owned()

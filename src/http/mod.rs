@@ -1,6 +1,6 @@
-//! The HTTP side: the actix middleware, rejection responses, and the admin server.
+//! The HTTP side: the actix middleware and the responses it makes (the admin server is the
+//! handle's, in `handle/admin`).
 
-mod admin;
 mod body;
 mod deadline;
 #[cfg(feature = "redis")]
@@ -11,8 +11,8 @@ mod request;
 mod respond;
 mod response;
 
-pub use admin::{AdminServer, MIN_TOKEN_LEN};
 pub use body::TrackedBody;
-pub use middleware::{BrownoutMiddleware, BrownoutService};
+pub(crate) use middleware::Hooks;
+pub use middleware::{BrownoutMiddleware, BrownoutService, KeyHook, PlanHook, TierHook};
 pub use respond::ResponseFuture;
 pub(crate) use response::problem;

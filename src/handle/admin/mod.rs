@@ -8,8 +8,8 @@ mod write;
 
 pub use error::AdminError;
 
+use super::{Brownout, Error};
 use crate::config::Mode;
-use crate::handle::{Brownout, Error};
 use crate::limiter::LimiterName;
 use crate::tier::Tier;
 use actix_web::dev::Server;
@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Shortest admin token accepted on a non-loopback address.
-pub const MIN_TOKEN_LEN: usize = 16;
+pub(crate) const MIN_TOKEN_LEN: usize = 16;
 
 /// Largest request body the admin server reads.
 pub const MAX_BODY: usize = 64 * 1024;
