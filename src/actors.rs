@@ -5,10 +5,7 @@
 //! they publish through `ArcSwap` and atomics, without locks.
 
 use crate::config::Mode;
-use crate::control::{
-    combine, probabilities, with_shed, Controller, ControllerParams, ShedPlan, UtilizationSource,
-    OBSERVE_EVERY,
-};
+use crate::control::{combine, with_shed, Controller, ShedPlan, UtilizationSource, OBSERVE_EVERY};
 use crate::engine::Engine;
 use crate::limiter::adaptive_concurrency::{self, micros};
 use crate::limiter::LimiterName;
@@ -267,8 +264,12 @@ fn sample_all(
 }
 
 fn new_controller(engine: &Engine) -> Controller {
-    let params =
-        ControllerParams::from_config(&engine.settings().load().limiters.worker_utilization);
+    let params = engine
+        .settings()
+        .load()
+        .limiters
+        .worker_utilization
+        .controller();
     Controller::new(params, engine.clock().now())
 }
 
@@ -292,7 +293,7 @@ fn step(
 ) -> ShedPlan {
     let settings = engine.settings().load();
     let config = &settings.limiters.worker_utilization;
-    let params = ControllerParams::from_config(config);
+    let params = config.controller();
     if params != state.params() {
         state.set_params(params);
     }
@@ -306,7 +307,7 @@ fn step(
         utilization,
         demand,
         amount,
-        probability: probabilities(amount, config),
+        probability: config.probabilities(amount),
         at,
         samples: previous.samples + 1,
     };

@@ -61,6 +61,7 @@ pub mod math;
 pub mod metrics;
 pub mod ops;
 pub mod rng;
+mod schema;
 mod shard;
 #[cfg(feature = "simulate")]
 pub mod simulate;

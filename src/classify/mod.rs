@@ -1,9 +1,9 @@
 //! Classification: which tier a request belongs to and which key per-user limiters count it
 //! against. Pure: it sees plain strings and bytes, never actix types.
 
-pub(crate) use crate::config::{RoutePattern, MAX_FORWARDED_LINES};
+pub(crate) use crate::schema::{RoutePattern, MAX_FORWARDED_LINES};
 
-use crate::config::ClassifierConfig;
+use crate::schema::ClassifierConfig;
 use crate::tier::Tier;
 use std::hash::BuildHasher;
 use std::net::{IpAddr, SocketAddr};

@@ -9,7 +9,8 @@
 //! an application section is refused by the key's name, since brownout cannot apply it and
 //! the program read it at start.
 
-use super::{parse, Config, ConfigError};
+use super::{Config, ConfigError};
+use crate::schema::parse;
 use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::Deserializer;
 use serde_json::Value;
@@ -222,7 +223,7 @@ pub fn app_section<T: DeserializeOwned + Default>(
 
 /// Parses `text` into brownout's sections, keeping the application `sections` as written; an
 /// empty file (nothing but comments) is an error, not a default config.
-pub(super) fn yaml(text: &str, sections: &[&str]) -> Result<Config, ConfigError> {
+pub(crate) fn yaml(text: &str, sections: &[&str]) -> Result<Config, ConfigError> {
     parse::with_seed(text, WholeFile { sections })
 }
 

@@ -1,108 +1,11 @@
-//! Validation of a parsed [`Config`]: impossible settings are refused with the key's name.
+//! Validation of a parsed [`Config`] as a whole: its sections in order, each refusal naming
+//! its key (each limiter's block is checked in its own module, `crate::limiter::<name>`).
 
-use super::{Config, SourceKind, WorkerUtilizationConfig};
-use super::{RoutePattern, MAX_FORWARDED_LINES};
-use crate::tier::Tier;
+use super::Config;
+use crate::schema::validate::{ensure, Check};
+use crate::schema::MAX_FORWARDED_LINES;
+use crate::schema::{AdminScope, ConfigError, RoutePattern, StoreKind, StoreSync};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-
-/// Why a configuration was refused.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config file {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The text is not valid YAML of the expected shape (unknown keys land here).
-    #[error("{0}")]
-    Parse(String),
-    /// A value is out of range or inconsistent with another.
-    #[error("{key} {message}")]
-    Invalid {
-        /// The dotted path of the offending key, e.g. `limiters.worker_utilization.start_of_bad`.
-        key: String,
-        /// What is wrong with it.
-        message: String,
-    },
-    /// An error of the file at `path`.
-    #[error("{path}: {inner}")]
-    InFile {
-        /// The file.
-        path: PathBuf,
-        /// The error.
-        inner: Box<ConfigError>,
-    },
-}
-
-impl ConfigError {
-    /// Adds where `key` is written in `text` (the YAML it came from) to an error found after
-    /// parsing, such as a value out of range; a parse error says where already, and a key the
-    /// file leaves at its default has no line.
-    pub(crate) fn located(self, text: &str) -> Self {
-        match self {
-            ConfigError::Invalid { key, message } if !message.contains("(line ") => {
-                let message = match super::parse::line_of(text, &key) {
-                    Some(line) => format!("{message} (line {line})"),
-                    None => message,
-                };
-                ConfigError::Invalid { key, message }
-            }
-            other => other,
-        }
-    }
-
-    /// An error about the dotted `key`: `message` says what is wrong, as in
-    /// `shop.workers must be at least 1` (for a program's own sections, see
-    /// [`app_section`](super::app_section)).
-    pub fn invalid(key: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::Invalid {
-            key: key.into(),
-            message: message.into(),
-        }
-    }
-
-    pub(crate) fn in_file(self, path: &Path) -> Self {
-        match self {
-            e @ ConfigError::Io { .. } => e,
-            e => ConfigError::InFile {
-                path: path.to_owned(),
-                inner: Box::new(e),
-            },
-        }
-    }
-
-    /// The dotted key this error is about, if it is about one key.
-    pub fn key(&self) -> Option<&str> {
-        match self {
-            ConfigError::Invalid { key, .. } => Some(key),
-            ConfigError::InFile { inner, .. } => inner.key(),
-            _ => None,
-        }
-    }
-}
-
-pub(super) type Check = Result<(), ConfigError>;
-
-pub(super) fn ensure(ok: bool, key: &str, message: impl Into<String>) -> Check {
-    if ok {
-        Ok(())
-    } else {
-        Err(ConfigError::invalid(key, message))
-    }
-}
-
-pub(super) fn ratio(value: f64, key: &str) -> Check {
-    ensure(
-        value.is_finite() && (0.0..=1.0).contains(&value),
-        key,
-        format!("must be between 0 and 1 (got {value})"),
-    )
-}
 
 fn address(value: &str, key: &str) -> Check {
     ensure(
@@ -150,141 +53,83 @@ impl Config {
     }
 }
 
-const WU: &str = "limiters.worker_utilization";
-
-/// Longest `sample_interval`: the controller moves once per interval.
-pub(super) const MAX_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(300);
-
-impl WorkerUtilizationConfig {
-    /// Checks the worker-utilization block.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        validate_worker_utilization(self)
+impl Config {
+    /// Where admin changes apply: `admin.scope`, or by default `fleet` with a Redis store and
+    /// `local` without one.
+    pub fn admin_scope(&self) -> AdminScope {
+        self.admin.scope.unwrap_or(match self.store.kind {
+            StoreKind::Redis => AdminScope::Fleet,
+            StoreKind::Memory => AdminScope::Local,
+        })
     }
-}
 
-/// Checks the worker-utilization block.
-pub(crate) fn validate_worker_utilization(w: &WorkerUtilizationConfig) -> Check {
-    let key = |k: &str| format!("{WU}.{k}");
-    ensure(
-        w.end_of_good.is_finite() && w.end_of_good > 0.0 && w.end_of_good < 1.0,
-        &key("end_of_good"),
-        format!(
-            "must be greater than 0 and less than 1 (got {})",
-            w.end_of_good
-        ),
-    )?;
-    ensure(
-        w.start_of_bad.is_finite() && w.start_of_bad > w.end_of_good,
-        &key("start_of_bad"),
-        format!(
-            "must be greater than end_of_good ({} is not greater than {})",
-            w.start_of_bad, w.end_of_good
-        ),
-    )?;
-    ensure(
-        w.start_of_bad < 1.0,
-        &key("start_of_bad"),
-        format!("must be less than 1 (got {})", w.start_of_bad),
-    )?;
-    ensure(
-        w.seconds_before_shedding.is_finite() && w.seconds_before_shedding >= 0.0,
-        &key("seconds_before_shedding"),
-        "must be zero or more",
-    )?;
-    ensure(
-        w.seconds_to_shed_all.is_finite() && w.seconds_to_shed_all > 0.0,
-        &key("seconds_to_shed_all"),
-        "must be greater than zero",
-    )?;
-    let interval = w.sample_interval.get();
-    ensure(
-        interval.as_millis() >= 1 && interval <= MAX_SAMPLE_INTERVAL,
-        &key("sample_interval"),
-        format!("must be between 1ms and 5m (got {interval:?}): the controller only moves once per interval"),
-    )?;
-    ensure(w.capacity >= 1, &key("capacity"), "must be at least 1")?;
-    ensure(
-        !w.cohort_rotation.get().is_zero(),
-        &key("cohort_rotation"),
-        "must be greater than zero",
-    )?;
-    if let Some(r) = w.retry_after {
+    pub(super) fn validate_store(&self) -> Check {
+        let s = &self.store;
         ensure(
-            !r.get().is_zero(),
-            &key("retry_after"),
-            "must be at least 1s",
-        )?;
-    }
-    for tier in Tier::ALL {
-        ratio(w.max_shed.get(tier), &key(&format!("max_shed.{tier}")))?;
-    }
-    validate_sources(w)?;
-    validate_bands(w)
-}
-
-fn validate_sources(w: &WorkerUtilizationConfig) -> Check {
-    // The cpu source reads the process's CPU time through sysinfo: only with the feature.
-    if !cfg!(feature = "cpu") {
-        let needs = "is cpu, which needs brownout's `cpu` feature: add features = [\"cpu\"] to \
-                     brownout's line in Cargo.toml, or pick another source";
-        ensure(w.source != SourceKind::Cpu, &format!("{WU}.source"), needs)?;
-        let listed = w.source == SourceKind::Max && w.sources.contains(&SourceKind::Cpu);
-        let needs = needs.replacen("is cpu", "lists cpu", 1);
-        ensure(!listed, &format!("{WU}.sources"), needs)?;
-    }
-    let key = format!("{WU}.sources");
-    if w.source == SourceKind::Max {
-        ensure(
-            !w.sources.is_empty(),
-            &key,
-            "must list at least one source when source is max",
+            !s.timeout.get().is_zero(),
+            "store.timeout",
+            "must be greater than zero",
         )?;
         ensure(
-            !w.sources.contains(&SourceKind::Max),
-            &key,
-            "cannot contain max",
-        )?;
-    }
-    Ok(())
-}
-
-fn validate_bands(w: &WorkerUtilizationConfig) -> Check {
-    let b = &w.bands;
-    let key = |k: &str| format!("{WU}.bands.{k}");
-    const EPS: f64 = 1e-9;
-    let ordered = [("test", b.test), ("get", b.get), ("post", b.post)];
-    let mut expected_start = 0.0;
-    for (name, [start, end]) in ordered {
-        ensure(
-            start.is_finite() && end.is_finite() && start < end,
-            &key(name),
-            format!("must be [start, end] with start < end (got [{start}, {end}])"),
+            s.timeout.get() <= std::time::Duration::from_secs(1),
+            "store.timeout",
+            "must be at most 1s (it bounds every request's wait for Redis)",
         )?;
         ensure(
-            (start - expected_start).abs() < EPS,
-            &key(name),
-            format!(
-                "must start where the previous band ends ({expected_start}); bands must cover [0, 1] in order test, get, post"
-            ),
+            s.permit_ttl.get() >= std::time::Duration::from_secs(1)
+                && s.permit_ttl.get() <= std::time::Duration::from_secs(86_400),
+            "store.permit_ttl",
+            "must be between 1s and 24h",
         )?;
-        expected_start = end;
-    }
-    ensure(
-        (expected_start - 1.0).abs() < EPS,
-        &key("post"),
-        "must end at 1; bands must cover [0, 1] in order test, get, post",
-    )?;
-    match b.critical {
-        Some([start, end]) => ensure(
-            start.is_finite() && end.is_finite() && 0.0 <= start && start < end && end <= 1.0,
-            &key("critical"),
-            format!("must be within [0, 1] with start < end (got [{start}, {end}])"),
-        ),
-        None => ensure(
-            !w.shed_critical,
-            &key("critical"),
-            "is required when shed_critical is true",
-        ),
+        if s.kind == StoreKind::Redis {
+            // Fleet mode talks to Redis through the redis crate: only with the feature.
+            ensure(
+                cfg!(feature = "redis"),
+                "store.kind",
+                "is redis, which needs brownout's `redis` feature: add features = [\"redis\"] to \
+                 brownout's line in Cargo.toml, or use memory",
+            )?;
+            ensure(
+                s.url.is_some() == s.nodes.is_empty(),
+                "store.url",
+                "or store.nodes (a Redis Cluster's seed nodes) is required when store.kind is redis, not both",
+            )?;
+            let urls = s.url.iter().map(|u| ("store.url", u));
+            for (key, url) in urls.chain(s.nodes.iter().map(|u| ("store.nodes", u))) {
+                ensure(
+                    url.starts_with("redis://")
+                        || (key == "store.url"
+                            && (url.starts_with("redis+unix://") || url.starts_with("unix://"))),
+                    key,
+                    "must be a redis:// URL; TLS (rediss://) is not built into this version",
+                )?;
+            }
+        }
+        let interval = s.sync_interval.get();
+        ensure(
+            interval >= std::time::Duration::from_millis(10)
+                && interval <= std::time::Duration::from_secs(10),
+            "store.sync_interval",
+            "must be between 10ms and 10s",
+        )?;
+        ensure(
+            s.sync == StoreSync::PerRequest || s.kind == StoreKind::Redis,
+            "store.sync",
+            "local_first needs store.kind: redis (it reconciles with Redis)",
+        )?;
+        ensure(
+            self.admin_scope() == AdminScope::Local || s.kind == StoreKind::Redis,
+            "admin.scope",
+            "fleet needs store.kind: redis (the fleet's settings live in Redis)",
+        )?;
+        ensure(
+            self.admin
+                .instance
+                .as_ref()
+                .is_none_or(|i| (1..=64).contains(&i.len()) && !i.chars().any(char::is_control)),
+            "admin.instance",
+            "must be 1 to 64 printable characters",
+        )
     }
 }
 

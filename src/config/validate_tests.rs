@@ -28,30 +28,6 @@ fn defaults_are_valid() {
 }
 
 #[test]
-fn bad_threshold_order_names_the_key() {
-    let e =
-        refused("limiters:\n  worker_utilization:\n    end_of_good: 0.9\n    start_of_bad: 0.8\n");
-    assert!(
-        e.starts_with("limiters.worker_utilization.start_of_bad must be greater than end_of_good"),
-        "{e}"
-    );
-}
-
-#[test]
-fn adaptive_concurrency_settings_name_their_key() {
-    let e = refused("limiters:\n  adaptive_concurrency:\n    tier_hold: 2m\n");
-    assert!(
-        e.starts_with("limiters.adaptive_concurrency.tier_hold must be at most 60s"),
-        "{e}"
-    );
-    let e = refused("limiters:\n  adaptive_concurrency:\n    test_share: 0.95\n");
-    assert!(
-        e.starts_with("limiters.adaptive_concurrency.test_share must not exceed get_share"),
-        "{e}"
-    );
-}
-
-#[test]
 fn unknown_keys_are_errors() {
     let e = refused("limiters:\n  worker_utilization:\n    start_of_badd: 0.8\n");
     assert!(e.contains("start_of_badd"), "{e}");
@@ -68,46 +44,6 @@ fn bad_duration_is_an_error() {
 }
 
 #[test]
-fn bands_must_cover_zero_to_one_in_order() {
-    let e = refused("limiters:\n  worker_utilization:\n    bands:\n      test: [0.0, 0.5]\n      get: [0.4, 0.7]\n      post: [0.7, 1.0]\n");
-    assert!(
-        e.starts_with("limiters.worker_utilization.bands.get"),
-        "{e}"
-    );
-    let e = refused("limiters:\n  worker_utilization:\n    bands:\n      test: [0.0, 0.3]\n      get: [0.3, 0.6]\n      post: [0.6, 0.9]\n");
-    assert!(
-        e.starts_with("limiters.worker_utilization.bands.post must end at 1"),
-        "{e}"
-    );
-}
-
-#[test]
-fn shed_critical_needs_a_band() {
-    let e = refused("limiters:\n  worker_utilization:\n    shed_critical: true\n");
-    assert!(
-        e.starts_with("limiters.worker_utilization.bands.critical is required"),
-        "{e}"
-    );
-}
-
-#[test]
-#[cfg(not(feature = "cpu"))]
-fn without_the_cpu_feature_the_cpu_source_is_refused_by_name() {
-    let e = refused("limiters:\n  worker_utilization:\n    source: cpu\n");
-    assert!(
-        e.starts_with("limiters.worker_utilization.source is cpu, which needs brownout's `cpu` feature: add features = [\"cpu\"]"),
-        "{e}"
-    );
-    let e = refused(
-        "limiters:\n  worker_utilization:\n    source: max\n    sources: [in_flight, cpu]\n",
-    );
-    assert!(
-        e.starts_with("limiters.worker_utilization.sources lists cpu, which needs"),
-        "{e}"
-    );
-}
-
-#[test]
 #[cfg(not(feature = "redis"))]
 fn without_the_redis_feature_a_redis_store_is_refused_by_name() {
     let e = refused("store:\n  kind: redis\n  url: redis://127.0.0.1:6379/\n");
@@ -116,24 +52,6 @@ fn without_the_redis_feature_a_redis_store_is_refused_by_name() {
         "{e}"
     );
     assert!(e.ends_with("(line 2)"), "{e}");
-}
-
-#[test]
-#[cfg(feature = "cpu")]
-fn with_the_cpu_feature_the_cpu_source_is_accepted() {
-    let yaml = "limiters:\n  worker_utilization:\n    source: max\n    sources: [in_flight, cpu]\n";
-    Config::from_yaml_str(yaml).unwrap();
-}
-
-#[test]
-fn max_source_needs_a_list_and_ratios_are_bounded() {
-    let e = refused("limiters:\n  worker_utilization:\n    source: max\n");
-    assert!(e.starts_with("limiters.worker_utilization.sources"), "{e}");
-    let e = refused("limiters:\n  worker_utilization:\n    max_shed:\n      get: 1.5\n");
-    assert!(
-        e.starts_with("limiters.worker_utilization.max_shed.get"),
-        "{e}"
-    );
 }
 
 #[test]

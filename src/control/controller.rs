@@ -5,7 +5,6 @@
 //! while the server is bad, stays put in a dead zone, and shrinks while it is good. The amount
 //! rests below zero, so a bad server waits `seconds_before_shedding` before shedding anything.
 
-use crate::config::WorkerUtilizationConfig;
 use std::time::Duration;
 
 /// The controller's thresholds and time constants.
@@ -21,23 +20,19 @@ pub struct ControllerParams {
     pub seconds_to_shed_all: f64,
 }
 
+/// Stripe's: the defaults of `limiters.worker_utilization` (a test there keeps them equal).
 impl Default for ControllerParams {
     fn default() -> Self {
-        Self::from_config(&WorkerUtilizationConfig::default())
+        Self {
+            end_of_good: 0.7,
+            start_of_bad: 0.8,
+            seconds_before_shedding: 28.0,
+            seconds_to_shed_all: 120.0,
+        }
     }
 }
 
 impl ControllerParams {
-    /// The parameters of a (validated) config block.
-    pub fn from_config(c: &WorkerUtilizationConfig) -> Self {
-        Self {
-            end_of_good: c.end_of_good,
-            start_of_bad: c.start_of_bad,
-            seconds_before_shedding: c.seconds_before_shedding,
-            seconds_to_shed_all: c.seconds_to_shed_all,
-        }
-    }
-
     /// The amount at rest: `-seconds_before_shedding / seconds_to_shed_all`, in floating point
     /// (integer division would make it 0 and shed at the first bad sample).
     pub fn resting(&self) -> f64 {

@@ -1,8 +1,8 @@
 //! The published shed plan: per-tier drop probabilities derived from the controller's amount,
 //! and the drop decision (random or by cohort).
 
-use crate::config::{Selection, WorkerUtilizationConfig};
 use crate::rng::{mix, unit, SplitMix64};
+use crate::schema::{Bands, MaxShed, Selection};
 use crate::tier::{PerTier, Tier};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -109,18 +109,23 @@ fn through(amount: f64, [start, end]: [f64; 2]) -> f64 {
 
 /// Drop probability of each tier at `amount`: test over its band first, then get, then post;
 /// critical only with `shed_critical`. Each is capped by `max_shed`.
-pub fn probabilities(amount: f64, c: &WorkerUtilizationConfig) -> PerTier<f64> {
+pub fn probabilities(
+    amount: f64,
+    bands: &Bands,
+    max_shed: &MaxShed,
+    shed_critical: bool,
+) -> PerTier<f64> {
     PerTier::from_fn(|tier| {
         let raw = match tier {
-            Tier::Test => through(amount, c.bands.test),
-            Tier::Get => through(amount, c.bands.get),
-            Tier::Post => through(amount, c.bands.post),
-            Tier::Critical => match (c.shed_critical, c.bands.critical) {
+            Tier::Test => through(amount, bands.test),
+            Tier::Get => through(amount, bands.get),
+            Tier::Post => through(amount, bands.post),
+            Tier::Critical => match (shed_critical, bands.critical) {
                 (true, Some(band)) => through(amount, band),
                 _ => 0.0,
             },
         };
-        raw.min(c.max_shed.get(tier))
+        raw.min(max_shed.get(tier))
     })
 }
 
@@ -137,10 +142,12 @@ pub fn cohort_epoch(now: Duration, rotation: Duration) -> u64 {
 /// Whether to drop a request of a tier whose drop probability is `p`.
 ///
 /// `random` draws afresh; `cohort` drops the keys whose score in the current epoch is below
-/// `p`, so the same users are shed for a whole rotation and retries do not help them.
+/// `p`, so the same users are shed for a whole rotation (`rotation`) and retries do not help
+/// them.
 pub fn should_drop(
     p: f64,
-    c: &WorkerUtilizationConfig,
+    selection: Selection,
+    rotation: Duration,
     key: u64,
     now: Duration,
     rng: &mut SplitMix64,
@@ -151,19 +158,19 @@ pub fn should_drop(
     if p >= 1.0 {
         return true;
     }
-    match c.selection {
+    match selection {
         Selection::Random => rng.next_f64() < p,
-        Selection::Cohort => cohort_score(key, cohort_epoch(now, c.cohort_rotation.get())) < p,
+        Selection::Cohort => cohort_score(key, cohort_epoch(now, rotation)) < p,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Bands, HumanDuration};
 
-    fn cfg() -> WorkerUtilizationConfig {
-        WorkerUtilizationConfig::default()
+    /// The drop probabilities at `amount` under the default bands and caps.
+    fn at(amount: f64) -> PerTier<f64> {
+        probabilities(amount, &Bands::default(), &MaxShed::default(), false)
     }
 
     #[test]
@@ -189,8 +196,6 @@ mod tests {
 
     #[test]
     fn bands_shed_test_then_get_then_post_never_critical() {
-        let c = cfg();
-        let at = |a: f64| probabilities(a, &c);
         assert_eq!(at(-0.2), PerTier::splat(0.0));
         assert_eq!(at(0.0), PerTier::splat(0.0));
         let p = at(1.0 / 6.0);
@@ -215,47 +220,69 @@ mod tests {
 
     #[test]
     fn critical_only_with_shed_critical() {
-        let mut c = cfg();
-        c.bands = Bands {
+        let bands = Bands {
             critical: Some([0.9, 1.0]),
             ..Bands::default()
         };
-        assert_eq!(probabilities(1.0, &c).critical, 0.0);
-        c.shed_critical = true;
-        assert!((probabilities(0.95, &c).critical - 0.5).abs() < 1e-9);
+        let max = MaxShed::default();
+        assert_eq!(probabilities(1.0, &bands, &max, false).critical, 0.0);
+        assert!((probabilities(0.95, &bands, &max, true).critical - 0.5).abs() < 1e-9);
     }
 
     #[test]
     fn max_shed_caps_a_tier() {
-        let mut c = cfg();
-        c.max_shed.get = 0.25;
-        let p = probabilities(1.0, &c);
+        let max = MaxShed {
+            get: 0.25,
+            ..MaxShed::default()
+        };
+        let p = probabilities(1.0, &Bands::default(), &max, false);
         assert_eq!((p.test, p.get, p.post), (1.0, 0.25, 1.0));
     }
 
     #[test]
     fn random_selection_matches_the_probability() {
-        let c = cfg();
+        let (random, rotation) = (Selection::Random, Duration::from_secs(300));
         let mut rng = SplitMix64::new(3);
         let n = 20_000;
         let dropped = (0..n)
-            .filter(|&k| should_drop(0.3, &c, k, Duration::ZERO, &mut rng))
+            .filter(|&k| should_drop(0.3, random, rotation, k, Duration::ZERO, &mut rng))
             .count();
         let share = dropped as f64 / n as f64;
         assert!((share - 0.3).abs() < 0.02, "{share}");
-        assert!(!should_drop(0.0, &c, 1, Duration::ZERO, &mut rng));
-        assert!(should_drop(1.0, &c, 1, Duration::ZERO, &mut rng));
+        assert!(!should_drop(
+            0.0,
+            random,
+            rotation,
+            1,
+            Duration::ZERO,
+            &mut rng
+        ));
+        assert!(should_drop(
+            1.0,
+            random,
+            rotation,
+            1,
+            Duration::ZERO,
+            &mut rng
+        ));
     }
 
     #[test]
     fn cohort_sheds_the_same_keys_within_a_rotation_and_others_after() {
-        let mut c = cfg();
-        c.selection = Selection::Cohort;
-        c.cohort_rotation = HumanDuration::from_secs(60);
+        let rotation = Duration::from_secs(60);
         let mut rng = SplitMix64::new(9);
         let shed_at = |now: u64, rng: &mut SplitMix64| -> Vec<u64> {
             (0..2_000u64)
-                .filter(|&k| should_drop(0.25, &c, k, Duration::from_secs(now), rng))
+                .filter(|&k| {
+                    should_drop(
+                        0.25,
+                        Selection::Cohort,
+                        rotation,
+                        k,
+                        Duration::from_secs(now),
+                        rng,
+                    )
+                })
                 .collect()
         };
         let first = shed_at(0, &mut rng);

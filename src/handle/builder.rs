@@ -8,14 +8,13 @@ use crate::config::LimitersConfig;
 use crate::config::StoreKind;
 use crate::config::{Config, ConfigError, Mode, SourceKind};
 use crate::control::{
-    ControllerParams, InFlight, InFlightSource, RuntimeRegistry, RuntimeSource, ShedPlan,
-    UtilizationSource,
+    InFlight, InFlightSource, RuntimeRegistry, RuntimeSource, ShedPlan, UtilizationSource,
 };
 use crate::engine::{Engine, Settings};
 use crate::http::Hooks;
 use crate::limiter::adaptive_concurrency::AdaptiveState;
 use crate::ops::{limiters_from_json, patch, persist, AuditLog, PendingRevert};
-use crate::store::{Keyed, Store};
+use crate::store::{Keyed, MemoryStore, Store};
 use crate::tier::Tier;
 use actix_web::dev::ServiceRequest;
 use std::hash::BuildHasher;
@@ -178,8 +177,15 @@ impl BrownoutBuilder {
             self.config.admin.metrics_auth,
         )?;
         let limits = &settings.limiters;
-        let keyed = Keyed::build(&self.config.store, limits, self.store, clock.clone())?;
-        let resting = ControllerParams::from_config(wu).resting();
+        let memory = || {
+            MemoryStore::new(
+                limits.request_rate.max_keys,
+                limits.request_rate.quotas.len(),
+                limits.concurrent_requests.max_keys,
+            )
+        };
+        let keyed = Keyed::build(&self.config.store, memory, self.store, clock.clone())?;
+        let resting = wu.controller().resting();
         let adaptive = Arc::new(AdaptiveState::new(f64::from(
             limits.adaptive_concurrency.initial_limit,
         )));

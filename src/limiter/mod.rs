@@ -4,14 +4,15 @@
 /// The arithmetic lives in [`crate::math`]; these paths are kept for existing users.
 pub use crate::math::{gcra, window};
 
-use crate::config::{LimitersConfig, Mode};
+use crate::schema::{ConfigError, DeadlineConfig, Mode};
 use crate::tier::Tier;
+use serde::Deserialize;
 use serde::Serialize;
 use std::time::Duration;
 
 /// What makes a limiter one unit: its name and the words of its refusals, implemented in the
 /// limiter's own module for its settings type (its section of `limiters:`, with a `mode`).
-/// The one list of limiters (`crate::config::limiter_list!`) names each with its settings
+/// The one list of limiters (`limiter_list!`, below) names each with its settings
 /// type; from it come [`LimitersConfig`], the limiters' modules here and [`LimiterName`] with
 /// its methods, through which everything that goes over every limiter works (the operator's
 /// mode changes, the metrics arrays, `/v1/state`, the settings' modes, the answers' text). How
@@ -38,12 +39,68 @@ pub(crate) fn critical_refused(wait: &str) -> Problem {
     )
 }
 
-/// The limiters' modules and [`LimiterName`], from the one list (`crate::config::limiter_list!`,
+/// The one list of limiters, `Variant = index, name: Settings;` in the order of their tables,
+/// metrics and `limiters:` blocks: `name` is the metrics' label, the admin API's name and the
+/// key of its block, whose type `Settings` (with a `mode`) is also the limiter's unit (it
+/// implements `crate::limiter::Limiter` in the limiter's own module). Everything that goes
+/// over every limiter is generated from it, below: the limiters' modules, [`LimitersConfig`]
+/// and its validation, [`LimiterName`] and its dispatch. How to add a limiter:
+/// docs/ARCHITECTURE.md, "How to add a limiter".
+macro_rules! limiter_list {
+    ($then:ident) => {
+        $then! {
+            /// Per-key token bucket with weighted costs.
+            RequestRate = 0, request_rate: $crate::limiter::request_rate::RequestRateConfig;
+            /// Per-key in-flight cap.
+            ConcurrentRequests = 1, concurrent_requests: $crate::limiter::concurrent_requests::ConcurrentRequestsConfig;
+            /// Capacity reserved for critical traffic.
+            FleetUsage = 2, fleet_usage: $crate::limiter::fleet_usage::FleetUsageConfig;
+            /// The fast guard: a learned limit on non-critical requests in flight.
+            AdaptiveConcurrency = 3, adaptive_concurrency: $crate::limiter::adaptive_concurrency::AdaptiveConcurrencyConfig;
+            /// The derivative controller that sheds by tier.
+            WorkerUtilization = 4, worker_utilization: $crate::limiter::worker_utilization::WorkerUtilizationConfig;
+        }
+    };
+}
+pub(crate) use limiter_list;
+
+/// The limiters' modules, [`LimitersConfig`] and [`LimiterName`], from the one list (`limiter_list!`,
 /// in the order of their tables and metrics; the chain checks worker_utilization's plan before
 /// adaptive_concurrency).
 macro_rules! limiters {
     ($($(#[$doc:meta])* $variant:ident = $index:literal, $name:ident: $unit:ty;)*) => {
         $(pub(crate) mod $name;)*
+
+        /// `limiters:` — one block per limiter, checked in this order.
+        ///
+        /// # Examples
+        /// ```
+        /// use brownout::{Config, Mode};
+        ///
+        /// // Every limiter at its default: the per-client ones off, the overload protection on.
+        /// let limiters = Config::default().limiters;
+        /// assert_eq!(limiters.request_rate.mode, Mode::Off);
+        /// assert_eq!(limiters.worker_utilization.mode, Mode::Enforce);
+        /// limiters.validate()?;
+        /// # Ok::<(), brownout::Report>(())
+        /// ```
+        #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        #[non_exhaustive]
+        pub struct LimitersConfig {
+            $($(#[$doc])* pub $name: $unit,)*
+            /// When an admitted request that is still running stops counting.
+            pub deadline: DeadlineConfig,
+        }
+
+        impl LimitersConfig {
+            /// Checks every limiter block, in order, then the deadline (also used for live
+            /// updates).
+            pub fn validate(&self) -> Result<(), ConfigError> {
+                $(self.$name.validate()?;)*
+                self.deadline.validate()
+            }
+        }
 
         /// The limiters, in the order of their tables and metrics.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -97,7 +154,7 @@ macro_rules! limiters {
     };
 }
 
-crate::config::limiter_list!(limiters);
+limiter_list!(limiters);
 
 impl LimiterName {
     /// Looks a limiter up by its name.

@@ -3,7 +3,7 @@
 //! sliding window. State per key is packed in 48 bits: window id (16, wrapping), this window's
 //! count (16), the previous window's count (16). Times are microseconds.
 
-use crate::config::QuotaAlgorithm;
+use crate::schema::QuotaAlgorithm;
 
 /// A quota's rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,9 +9,9 @@ mod histogram;
 
 pub(crate) use histogram::AtomicHistogram;
 
-use crate::config::Mode;
 use crate::control::{InFlight, ShedPlan, Traffic};
 use crate::limiter::LimiterName;
+use crate::schema::Mode;
 use crate::shard::Sharded;
 use crate::tier::Tier;
 use metrics::{Counter, Gauge, Key, Label, Metadata, Recorder};

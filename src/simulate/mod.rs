@@ -25,10 +25,7 @@ pub mod settings;
 pub use report::{csv, summary};
 
 use crate::config::{LimitersConfig, Mode};
-use crate::control::{
-    offered_work, probabilities, with_shed, Controller, ControllerParams, TimeAverage, Traffic,
-    OBSERVE_EVERY,
-};
+use crate::control::{offered_work, with_shed, Controller, TimeAverage, Traffic, OBSERVE_EVERY};
 use crate::rng::SplitMix64;
 use crate::tier::Tier;
 use guard::FastGuard;
@@ -227,7 +224,7 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
     let phases = scenario.phases();
     let total: f64 = phases.iter().map(|p| p.seconds).sum();
     let ticks = (total / dt).round() as u64;
-    let mut controller = Controller::new(ControllerParams::from_config(wu), Duration::ZERO);
+    let mut controller = Controller::new(wu.controller(), Duration::ZERO);
     let mut average = TimeAverage::default();
     let mut server = Server::new(scenario.workers, scenario.service_time);
     let (mut utilization, mut demand, mut probability) = (0.0, 0.0, [0.0; 4]);
@@ -313,7 +310,7 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
             demand = with_shed(input, counts);
             utilization = input.min(1.0);
             amount = controller.update(utilization, Duration::from_secs_f64(end));
-            let plan = probabilities(amount, wu);
+            let plan = wu.probabilities(amount);
             probability = Tier::ALL.map(|t| if enforced { plan.get(t) } else { 0.0 });
             log.samples.push((utilization, demand));
             log.amounts.push(amount);

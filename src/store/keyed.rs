@@ -9,8 +9,8 @@ use super::redis::{RedisStore, SharedDecision};
 use super::{ClientAsk, HybridStore, Unanswered};
 use super::{ClientReading, MemoryStore, Store, StoreError};
 use crate::clock::Clock;
-use crate::config::{ConfigError, LimitersConfig, StoreConfig};
 use crate::math::window::WindowRule;
+use crate::schema::{ConfigError, StoreConfig};
 use std::sync::Arc;
 
 /// Where an admitted request's per-key permits (its concurrency permit, its fleet slot) are
@@ -61,28 +61,21 @@ pub(crate) struct SharedStatus {
 
 impl Keyed {
     /// The keyed state `config` (`store:`) asks for: `app`'s store if the app brought one,
-    /// else an in-memory one sized by `limits`; with `store.kind: redis`, the shared store
+    /// else an in-memory one made by `memory` (sized for the limiters' tables); with `store.kind: redis`, the shared store
     /// behind it (connected by [`start`](Self::start)), and with `sync: local_first` a hybrid
     /// store that decides locally. Validation has refused `redis` without the feature.
     pub(crate) fn build(
         config: &StoreConfig,
-        limits: &LimitersConfig,
+        memory: impl Fn() -> MemoryStore,
         app: Option<Arc<dyn Store>>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, ConfigError> {
-        let memory = || {
-            MemoryStore::new(
-                limits.request_rate.max_keys,
-                limits.request_rate.quotas.len(),
-                limits.concurrent_requests.max_keys,
-            )
-        };
         #[cfg(feature = "redis")]
-        if config.kind == crate::config::StoreKind::Redis {
+        if config.kind == crate::schema::StoreKind::Redis {
             let instance = crate::rng::os_seed() ^ u64::from(std::process::id());
             let shared = Arc::new(RedisStore::new(config, instance, clock)?);
             // local_first: local decisions over buckets reconciled with Redis in rounds.
-            let hybrid = (config.sync == crate::config::StoreSync::LocalFirst)
+            let hybrid = (config.sync == crate::schema::StoreSync::LocalFirst)
                 .then(|| Arc::new(HybridStore::new(memory())));
             let local = match (&hybrid, app) {
                 (Some(hybrid), _) => hybrid.clone() as Arc<dyn Store>,

@@ -224,7 +224,7 @@ impl Store for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::QuotaAlgorithm;
+    use crate::schema::QuotaAlgorithm;
 
     #[test]
     fn full_buckets_are_evicted_and_counted() {

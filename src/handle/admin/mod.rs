@@ -41,7 +41,7 @@ impl Brownout {
     ///
     /// # Errors
     /// [`Error::Admin`] when `admin.bind` is not an address, cannot be bound, or is not on
-    /// loopback while the token is generated or shorter than [`MIN_TOKEN_LEN`].
+    /// loopback while the token is generated or shorter than 16 characters.
     ///
     /// # Examples
     /// ```no_run
@@ -68,7 +68,7 @@ impl Brownout {
     ///
     /// A generated token is handed to the operator whatever logging the app set up: written to
     /// `admin.token_file` (mode 0600) when set, else printed once to stderr. A token shorter
-    /// than [`MIN_TOKEN_LEN`] is refused on a non-loopback address and warned about on
+    /// than 16 characters is refused on a non-loopback address and warned about on
     /// loopback.
     ///
     /// # Errors
@@ -349,7 +349,7 @@ pub(crate) fn state_json(brownout: &Brownout) -> Value {
             "enforced": enforced,
             "note": note,
             "amount": plan.amount,
-            "resting": crate::control::ControllerParams::from_config(wu).resting(),
+            "resting": wu.controller().resting(),
             "probability": plan.probability,
             "samples": plan.samples,
             "plan_age_seconds": now.saturating_sub(plan.at).as_secs_f64(),

@@ -16,17 +16,18 @@
 //! lower-tier request passes one waiting for room ([`Wait`]).
 
 mod room;
+mod settings;
 mod state;
 mod wait;
 
 use state::fits;
 pub(crate) use state::micros;
+pub use settings::AdaptiveConcurrencyConfig;
 pub use state::{AdaptivePermit, AdaptiveState};
 pub use wait::{Slot, Wait};
 
 use super::{Check, Checked};
 use super::{LimiterName, Problem, Rejection};
-use crate::config::AdaptiveConcurrencyConfig;
 use crate::control::{cohort_epoch, cohort_score};
 use crate::math::adaptive::LimitParams;
 use crate::tier::Tier;

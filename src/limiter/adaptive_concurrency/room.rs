@@ -2,7 +2,7 @@
 //! state each of them is settled to. [`super::wait`] queues requests into it and
 //! [`super::state`] gives freed slots to them; this file knows neither.
 
-use crate::config::AdaptiveConcurrencyConfig;
+use super::AdaptiveConcurrencyConfig;
 use crate::tier::Tier;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};

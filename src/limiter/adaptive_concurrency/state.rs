@@ -3,7 +3,7 @@
 //! slots given back (to a waiting request first, see [`super::room`]).
 
 use super::room::{Room, Waiter, GRANTED, TURNED_AWAY};
-use crate::config::AdaptiveConcurrencyConfig;
+use super::AdaptiveConcurrencyConfig;
 use crate::limiter::{LimiterName, RejectStatus, Rejection};
 use crate::math::adaptive::Window;
 use crate::math::critical::{critical_share, CriticalPressure};

@@ -27,7 +27,7 @@ fn admitted_at(c: &AdaptiveConcurrencyConfig, s: &Arc<AdaptiveState>, tier: Tier
 #[test]
 fn tiers_are_refused_in_order_and_critical_never_without_a_ceiling() {
     let c = AdaptiveConcurrencyConfig {
-        tier_hold: crate::config::HumanDuration::from_secs(0),
+        tier_hold: crate::schema::HumanDuration::from_secs(0),
         critical_ceiling: 0.0,
         ..AdaptiveConcurrencyConfig::default() // get 0.9, test 0.8
     };
@@ -258,7 +258,7 @@ fn a_refused_tier_holds_every_lower_tier_off_for_tier_hold() {
     assert!(s.take_window(3).binding);
     // tier_hold 0 holds nothing.
     let c = AdaptiveConcurrencyConfig {
-        tier_hold: crate::config::HumanDuration::from_secs(0),
+        tier_hold: crate::schema::HumanDuration::from_secs(0),
         ..c
     };
     let s = new_state(1.0);

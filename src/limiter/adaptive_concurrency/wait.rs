@@ -15,7 +15,7 @@
 
 use super::room::{Waiter, GRANTED, WAITING};
 use super::state::{micros, AdaptivePermit, AdaptiveState};
-use crate::config::AdaptiveConcurrencyConfig;
+use super::AdaptiveConcurrencyConfig;
 use crate::tier::Tier;
 use std::future::Future;
 use std::pin::Pin;
@@ -166,7 +166,7 @@ mod tests {
             queue,
             get_share: 1.0,
             test_share: 1.0,
-            tier_hold: crate::config::HumanDuration::from_secs(0),
+            tier_hold: crate::schema::HumanDuration::from_secs(0),
             ..AdaptiveConcurrencyConfig::default()
         }
     }
@@ -242,7 +242,7 @@ mod tests {
     #[test]
     fn a_request_that_has_to_wait_turns_lower_tiers_away_and_none_passes_it() {
         let c = AdaptiveConcurrencyConfig {
-            tier_hold: crate::config::HumanDuration::from_secs(1),
+            tier_hold: crate::schema::HumanDuration::from_secs(1),
             ..config(2)
         };
         let s = Arc::new(AdaptiveState::new(1.0));

@@ -2,13 +2,15 @@
 //! and elastic throttling) plus optional window quotas, all answered by the [`Store`].
 
 mod rules;
+mod settings;
 
 pub use rules::{Quota, RateRules};
+pub use settings::{
+    PerIpConfig, PlanConfig, QuotaConfig, QuotaCount, QuotaKey, RequestRateConfig,
+};
 
 use super::Problem;
 use super::{Check, LimiterName, RatePolicy, RejectStatus, Rejection, Request};
-use crate::config::RequestRateConfig;
-use crate::config::{QuotaCount, QuotaKey};
 use crate::math::gcra::{Bucket, Charge};
 use crate::math::window::WindowRule;
 use crate::store::{BucketAsk, Store, StoreError};

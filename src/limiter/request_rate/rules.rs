@@ -1,8 +1,8 @@
 //! The request-rate settings compiled for the request path: plans, route costs, quotas and
 //! the `RateLimit-Policy` field of each plan.
 
-use crate::config::RoutePattern;
-use crate::config::{QuotaCount, QuotaKey, RequestRateConfig};
+use crate::schema::RoutePattern;
+use super::{QuotaCount, QuotaKey, RequestRateConfig};
 use crate::math::gcra::Bucket;
 use crate::math::window::WindowRule;
 use std::collections::BTreeMap;

@@ -1,13 +1,24 @@
 //! The request-rate limiter over the in-memory store.
 use super::*;
-use crate::config::{Config, QuotaAlgorithm};
+use crate::schema::QuotaAlgorithm;
 use crate::store::MemoryStore;
 use crate::tier::Tier;
 
 const T0: CheckTime = CheckTime { mono: 0, unix: 0 };
 
+/// The rules of the `limiters.request_rate` block in `yaml`, validated as the file would be.
 fn rules(yaml: &str) -> RateRules {
-    RateRules::compile(&Config::from_yaml_str(yaml).unwrap().limiters.request_rate).unwrap()
+    #[derive(serde::Deserialize)]
+    struct File {
+        limiters: Limiters,
+    }
+    #[derive(serde::Deserialize)]
+    struct Limiters {
+        request_rate: RequestRateConfig,
+    }
+    let block = serde_saphyr::from_str::<File>(yaml).unwrap().limiters.request_rate;
+    block.validate().unwrap();
+    RateRules::compile(&block).unwrap()
 }
 
 /// What one check saw, whichever way it went.

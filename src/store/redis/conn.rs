@@ -2,7 +2,7 @@
 //! reconnects by itself) or Cluster (the async cluster client: commands routed by key slot).
 //! Both are cheap to clone; every call clones one.
 
-use crate::config::{ConfigError, StoreConfig};
+use crate::schema::{ConfigError, StoreConfig};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;

@@ -23,7 +23,7 @@ pub(crate) use settings::Cas;
 
 use super::{StoreError, Unanswered};
 use crate::clock::Clock;
-use crate::config::{ConfigError, StoreConfig};
+use crate::schema::{ConfigError, StoreConfig};
 use arc_swap::ArcSwapOption;
 use conn::{Conn, Target};
 use script::Scripts;

@@ -2,9 +2,9 @@
 //! one client's keys share a Cluster slot), the arguments, and the replies decoded into the
 //! answers the in-memory store gives ([`Charge`], [`WindowCheck`]).
 
-use crate::config::QuotaAlgorithm;
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
+use crate::schema::QuotaAlgorithm;
 pub use crate::store::{BucketAsk, ClientAsk, QuotaAsk};
 use redis::{Cmd, Script, Value};
 

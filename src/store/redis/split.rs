@@ -134,8 +134,8 @@ pub(super) fn merge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::QuotaAlgorithm;
     use crate::math::window::{WindowCheck, WindowRule};
+    use crate::schema::QuotaAlgorithm;
     use crate::store::redis::{BucketAsk, QuotaAsk};
 
     const CLIENT: u64 = 7;

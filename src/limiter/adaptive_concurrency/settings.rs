@@ -1,8 +1,7 @@
-//! `limiters.adaptive_concurrency:` — the fast guard's settings — and `limiters.deadline:`,
-//! with their validation.
+//! `limiters.adaptive_concurrency:` — the fast guard's settings, with their validation.
 
-use super::validate::{ensure, ratio, Check};
-use super::{HumanDuration, Mode};
+use crate::schema::validate::{ensure, ratio, Check};
+use crate::schema::{HumanDuration, Mode};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -201,47 +200,25 @@ impl AdaptiveConcurrencyConfig {
     }
 }
 
-/// `limiters.deadline:` — what happens to an admitted request whose app has not answered
-/// after a while (its client has usually given up by then; actix-web keeps running the
-/// handler, so without this it would keep counting against every in-flight limit).
-///
-/// # Examples
-/// ```
-/// use brownout::Config;
-///
-/// let config = Config::from_yaml_str("limiters:\n  deadline:\n    after: 30s\n    cancel: true\n")?;
-/// let deadline = &config.limiters.deadline;
-/// assert_eq!(deadline.after.get(), std::time::Duration::from_secs(30));
-/// assert!(deadline.cancel);
-/// # Ok::<(), brownout::Report>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-#[non_exhaustive]
-pub struct DeadlineConfig {
-    /// After this long the request stops counting: its place in the in-flight count and its
-    /// limiter permits are given back (counted in `brownout_expired_requests_total`).
-    pub after: HumanDuration,
-    /// Also stop the handler (it is dropped: its work ends at its next await) and answer 503.
-    pub cancel: bool,
-}
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
 
-impl Default for DeadlineConfig {
-    fn default() -> Self {
-        Self {
-            after: HumanDuration::from_secs(60),
-            cancel: false,
-        }
+    fn refused(yaml: &str) -> String {
+        Config::from_yaml_str(yaml).unwrap_err().to_string()
     }
-}
 
-impl DeadlineConfig {
-    pub(crate) fn validate(&self) -> Check {
-        let after = self.after.get();
-        ensure(
-            (Duration::from_millis(10)..=Duration::from_secs(3600)).contains(&after),
-            "limiters.deadline.after",
-            format!("must be between 10ms and 1h (got {})", self.after),
-        )
+    #[test]
+    fn adaptive_concurrency_settings_name_their_key() {
+        let e = refused("limiters:\n  adaptive_concurrency:\n    tier_hold: 2m\n");
+        assert!(
+            e.starts_with("limiters.adaptive_concurrency.tier_hold must be at most 60s"),
+            "{e}"
+        );
+        let e = refused("limiters:\n  adaptive_concurrency:\n    test_share: 0.95\n");
+        assert!(
+            e.starts_with("limiters.adaptive_concurrency.test_share must not exceed get_share"),
+            "{e}"
+        );
     }
 }

@@ -7,7 +7,7 @@ use serde::de::DeserializeSeed;
 use std::cell::RefCell;
 
 /// Runs `seed` over the YAML document `text`, naming the dotted key of a problem.
-pub(super) fn with_seed<T, S>(text: &str, seed: S) -> Result<T, ConfigError>
+pub(crate) fn with_seed<T, S>(text: &str, seed: S) -> Result<T, ConfigError>
 where
     S: for<'de> DeserializeSeed<'de, Value = T>,
 {
@@ -114,7 +114,7 @@ fn json_found(found: &str) -> String {
 /// The line (1-based) of dotted `key` in YAML `text`, if it is written there (`[i]` indices,
 /// and keys inside a flow mapping or list like `costs: { .. }`, resolve to the line of the
 /// key that holds them); `None` for a key the file leaves at its default.
-pub(super) fn line_of(text: &str, key: &str) -> Option<usize> {
+pub(crate) fn line_of(text: &str, key: &str) -> Option<usize> {
     let parts: Vec<&str> = key
         .split('.')
         .map(|p| p.split('[').next().unwrap_or(p))

@@ -2,9 +2,12 @@
 //! requests. Non-critical requests in flight may use at most `(1 - reserved) × capacity`
 //! slots; critical requests are never counted or refused here, so they can use everything.
 
+mod settings;
+
+pub use settings::FleetUsageConfig;
+
 use super::Problem;
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
-use crate::config::FleetUsageConfig;
 use crate::store::StoreHandle;
 use crate::tier::Tier;
 

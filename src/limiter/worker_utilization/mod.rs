@@ -1,8 +1,11 @@
 //! The worker-utilization check: drop a request of tier t with the published probability p(t).
 
+mod settings;
+
+pub use settings::WorkerUtilizationConfig;
+
 use super::Problem;
 use super::{Check, Checked, LimiterError, LimiterName, RejectStatus, Rejection};
-use crate::config::WorkerUtilizationConfig;
 use crate::control::{should_drop, ShedPlan};
 use crate::rng::SplitMix64;
 use crate::tier::Tier;
@@ -33,7 +36,7 @@ pub fn check(
     if age > stale_after(c) {
         return Err(LimiterError::StalePlan { age });
     }
-    if !should_drop(p, c, key, now, rng) {
+    if !should_drop(p, c.selection, c.cohort_rotation.get(), key, now, rng) {
         return Ok(Check::Allowed(()));
     }
     let rejection = Rejection {

@@ -3,9 +3,12 @@
 //! request), or, once the request is admitted, when the request's guard that kept it is
 //! dropped (the response body ended, failed or was dropped because the client went away).
 
+mod settings;
+
+pub use settings::ConcurrentRequestsConfig;
+
 use super::Problem;
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
-use crate::config::ConcurrentRequestsConfig;
 use crate::store::StoreHandle;
 use crate::tier::Tier;
 

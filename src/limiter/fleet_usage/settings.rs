@@ -1,0 +1,106 @@
+//! `limiters.fleet_usage:` — the fleet-usage limiter's settings and their validation.
+
+use crate::schema::validate::{ensure, ratio, Check};
+use crate::schema::{HumanDuration, Mode};
+use serde::{Deserialize, Serialize};
+
+/// `limiters.fleet_usage:` — capacity reserved for critical traffic.
+///
+/// # Examples
+/// ```
+/// use brownout::{Config, Mode};
+///
+/// let config = Config::from_yaml_str(
+///     "limiters:\n  fleet_usage:\n    mode: enforce\n    capacity: 400\n    reserved_for_critical: 0.2\n",
+/// )?;
+/// let fu = &config.limiters.fleet_usage;
+/// assert_eq!((fu.mode, fu.capacity, fu.reserved_for_critical), (Mode::Enforce, 400, 0.2));
+///
+/// // Out of range: refused with the key, the rule and the line.
+/// let err = Config::from_yaml_str(
+///     "limiters:\n  fleet_usage:\n    reserved_for_critical: 1.5\n",
+/// )
+/// .unwrap_err();
+/// assert_eq!(err.key(), Some("limiters.fleet_usage.reserved_for_critical"));
+/// assert!(err.to_string().ends_with("(line 3)"), "{err}");
+/// # Ok::<(), brownout::Report>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
+pub struct FleetUsageConfig {
+    /// enforce | dark | off.
+    pub mode: Mode,
+    /// Requests in progress the fleet (in memory: this process) can serve.
+    pub capacity: u32,
+    /// Share of `capacity` only critical requests may use.
+    pub reserved_for_critical: f64,
+    /// `Retry-After` of a rejected request.
+    pub retry_after: HumanDuration,
+}
+
+impl Default for FleetUsageConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Off,
+            capacity: 100,
+            reserved_for_critical: 0.2,
+            retry_after: HumanDuration::from_secs(1),
+        }
+    }
+}
+
+impl FleetUsageConfig {
+    /// In-flight non-critical requests allowed: `(1 - reserved) × capacity`, rounded down.
+    pub fn non_critical_limit(&self) -> u64 {
+        ((1.0 - self.reserved_for_critical) * f64::from(self.capacity)).floor() as u64
+    }
+}
+
+impl FleetUsageConfig {
+    pub(crate) fn validate(&self) -> Check {
+        let key = "limiters.fleet_usage";
+        ensure(
+            self.capacity >= 1,
+            &format!("{key}.capacity"),
+            "must be at least 1",
+        )?;
+        ratio(
+            self.reserved_for_critical,
+            &format!("{key}.reserved_for_critical"),
+        )?;
+        ensure(
+            self.reserved_for_critical < 1.0,
+            &format!("{key}.reserved_for_critical"),
+            "must be less than 1 (non-critical traffic needs some capacity)",
+        )?;
+        ensure(
+            !self.retry_after.get().is_zero(),
+            &format!("{key}.retry_after"),
+            "must be greater than zero",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    fn refused(yaml: &str) -> String {
+        Config::from_yaml_str(yaml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn reserved_share_is_below_one_and_rounds_the_limit_down() {
+        let e = refused("limiters:\n  fleet_usage:\n    reserved_for_critical: 1.0\n");
+        assert!(
+            e.starts_with("limiters.fleet_usage.reserved_for_critical"),
+            "{e}"
+        );
+        let ok = Config::from_yaml_str(
+            "limiters:\n  fleet_usage:\n    capacity: 10\n    reserved_for_critical: 0.2\n",
+        )
+        .unwrap();
+        assert_eq!(ok.limiters.fleet_usage.non_critical_limit(), 8);
+    }
+}

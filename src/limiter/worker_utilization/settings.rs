@@ -1,0 +1,331 @@
+//! `limiters.worker_utilization:` — the worker-utilization shedder's settings and their
+//! validation.
+
+use crate::control::{probabilities, ControllerParams};
+use crate::schema::validate::{ensure, ratio, Check};
+use crate::schema::{Bands, ConfigError, HumanDuration, MaxShed, Mode, Selection, SourceKind};
+use crate::tier::{PerTier, Tier};
+use serde::{Deserialize, Serialize};
+
+/// `limiters.worker_utilization:` — Stripe's worker-utilization load shedder.
+///
+/// # Examples
+/// ```
+/// use brownout::config::SourceKind;
+/// use brownout::Config;
+///
+/// let config = Config::from_yaml_str(
+///     "limiters:
+///   worker_utilization:
+///     source: in_flight
+///     capacity: 16
+///     sample_interval: 2s
+///     seconds_before_shedding: 10
+///     seconds_to_shed_all: 60
+/// ",
+/// )?;
+/// let wu = &config.limiters.worker_utilization;
+/// assert_eq!((wu.source, wu.capacity), (SourceKind::InFlight, 16));
+/// assert_eq!((wu.end_of_good, wu.start_of_bad), (0.7, 0.8), "Stripe's thresholds by default");
+/// # Ok::<(), brownout::Report>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
+pub struct WorkerUtilizationConfig {
+    /// enforce | dark | off.
+    pub mode: Mode,
+    /// in_flight | cpu | runtime | custom | max.
+    pub source: SourceKind,
+    /// With `source: max`, the sources to take the maximum of.
+    pub sources: Vec<SourceKind>,
+    /// In-flight requests that mean 100% utilization (`source: in_flight`).
+    pub capacity: u32,
+    /// How often utilization is sampled.
+    pub sample_interval: HumanDuration,
+    /// Below this utilization, shedding recovers.
+    pub end_of_good: f64,
+    /// At or above this utilization, shedding grows.
+    pub start_of_bad: f64,
+    /// How long a fully bad server waits before shedding anything.
+    pub seconds_before_shedding: f64,
+    /// How long a fully bad server takes to go from shedding nothing to everything.
+    pub seconds_to_shed_all: f64,
+    /// Where on the amount scale each tier is shed.
+    pub bands: Bands,
+    /// Let this limiter shed critical traffic too (needs `bands.critical`).
+    pub shed_critical: bool,
+    /// Upper bound of each tier's drop probability.
+    pub max_shed: MaxShed,
+    /// random | cohort.
+    pub selection: Selection,
+    /// How long one cohort is shed before another is chosen.
+    pub cohort_rotation: HumanDuration,
+    /// `Retry-After` of a shed request (default: one `sample_interval`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<HumanDuration>,
+}
+
+impl Default for WorkerUtilizationConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Enforce,
+            source: SourceKind::InFlight,
+            sources: Vec::new(),
+            capacity: 64,
+            sample_interval: HumanDuration::from_secs(8),
+            end_of_good: 0.7,
+            start_of_bad: 0.8,
+            seconds_before_shedding: 28.0,
+            seconds_to_shed_all: 120.0,
+            bands: Bands::default(),
+            shed_critical: false,
+            max_shed: MaxShed::default(),
+            selection: Selection::Random,
+            cohort_rotation: HumanDuration::from_secs(300),
+            retry_after: None,
+        }
+    }
+}
+
+impl WorkerUtilizationConfig {
+    /// The controller's parameters of this (validated) block.
+    pub(crate) fn controller(&self) -> ControllerParams {
+        ControllerParams {
+            end_of_good: self.end_of_good,
+            start_of_bad: self.start_of_bad,
+            seconds_before_shedding: self.seconds_before_shedding,
+            seconds_to_shed_all: self.seconds_to_shed_all,
+        }
+    }
+
+    /// Each tier's drop probability at the controller's `amount` (see
+    /// [`probabilities`](crate::control::probabilities)).
+    pub(crate) fn probabilities(&self, amount: f64) -> PerTier<f64> {
+        probabilities(amount, &self.bands, &self.max_shed, self.shed_critical)
+    }
+}
+
+const WU: &str = "limiters.worker_utilization";
+
+/// Longest `sample_interval`: the controller moves once per interval.
+pub(super) const MAX_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(300);
+
+impl WorkerUtilizationConfig {
+    /// Checks the worker-utilization block.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        validate_worker_utilization(self)
+    }
+}
+
+/// Checks the worker-utilization block.
+pub(crate) fn validate_worker_utilization(w: &WorkerUtilizationConfig) -> Check {
+    let key = |k: &str| format!("{WU}.{k}");
+    ensure(
+        w.end_of_good.is_finite() && w.end_of_good > 0.0 && w.end_of_good < 1.0,
+        &key("end_of_good"),
+        format!(
+            "must be greater than 0 and less than 1 (got {})",
+            w.end_of_good
+        ),
+    )?;
+    ensure(
+        w.start_of_bad.is_finite() && w.start_of_bad > w.end_of_good,
+        &key("start_of_bad"),
+        format!(
+            "must be greater than end_of_good ({} is not greater than {})",
+            w.start_of_bad, w.end_of_good
+        ),
+    )?;
+    ensure(
+        w.start_of_bad < 1.0,
+        &key("start_of_bad"),
+        format!("must be less than 1 (got {})", w.start_of_bad),
+    )?;
+    ensure(
+        w.seconds_before_shedding.is_finite() && w.seconds_before_shedding >= 0.0,
+        &key("seconds_before_shedding"),
+        "must be zero or more",
+    )?;
+    ensure(
+        w.seconds_to_shed_all.is_finite() && w.seconds_to_shed_all > 0.0,
+        &key("seconds_to_shed_all"),
+        "must be greater than zero",
+    )?;
+    let interval = w.sample_interval.get();
+    ensure(
+        interval.as_millis() >= 1 && interval <= MAX_SAMPLE_INTERVAL,
+        &key("sample_interval"),
+        format!("must be between 1ms and 5m (got {interval:?}): the controller only moves once per interval"),
+    )?;
+    ensure(w.capacity >= 1, &key("capacity"), "must be at least 1")?;
+    ensure(
+        !w.cohort_rotation.get().is_zero(),
+        &key("cohort_rotation"),
+        "must be greater than zero",
+    )?;
+    if let Some(r) = w.retry_after {
+        ensure(
+            !r.get().is_zero(),
+            &key("retry_after"),
+            "must be at least 1s",
+        )?;
+    }
+    for tier in Tier::ALL {
+        ratio(w.max_shed.get(tier), &key(&format!("max_shed.{tier}")))?;
+    }
+    validate_sources(w)?;
+    validate_bands(w)
+}
+
+fn validate_sources(w: &WorkerUtilizationConfig) -> Check {
+    // The cpu source reads the process's CPU time through sysinfo: only with the feature.
+    if !cfg!(feature = "cpu") {
+        let needs = "is cpu, which needs brownout's `cpu` feature: add features = [\"cpu\"] to \
+                     brownout's line in Cargo.toml, or pick another source";
+        ensure(w.source != SourceKind::Cpu, &format!("{WU}.source"), needs)?;
+        let listed = w.source == SourceKind::Max && w.sources.contains(&SourceKind::Cpu);
+        let needs = needs.replacen("is cpu", "lists cpu", 1);
+        ensure(!listed, &format!("{WU}.sources"), needs)?;
+    }
+    let key = format!("{WU}.sources");
+    if w.source == SourceKind::Max {
+        ensure(
+            !w.sources.is_empty(),
+            &key,
+            "must list at least one source when source is max",
+        )?;
+        ensure(
+            !w.sources.contains(&SourceKind::Max),
+            &key,
+            "cannot contain max",
+        )?;
+    }
+    Ok(())
+}
+
+fn validate_bands(w: &WorkerUtilizationConfig) -> Check {
+    let b = &w.bands;
+    let key = |k: &str| format!("{WU}.bands.{k}");
+    const EPS: f64 = 1e-9;
+    let ordered = [("test", b.test), ("get", b.get), ("post", b.post)];
+    let mut expected_start = 0.0;
+    for (name, [start, end]) in ordered {
+        ensure(
+            start.is_finite() && end.is_finite() && start < end,
+            &key(name),
+            format!("must be [start, end] with start < end (got [{start}, {end}])"),
+        )?;
+        ensure(
+            (start - expected_start).abs() < EPS,
+            &key(name),
+            format!(
+                "must start where the previous band ends ({expected_start}); bands must cover [0, 1] in order test, get, post"
+            ),
+        )?;
+        expected_start = end;
+    }
+    ensure(
+        (expected_start - 1.0).abs() < EPS,
+        &key("post"),
+        "must end at 1; bands must cover [0, 1] in order test, get, post",
+    )?;
+    match b.critical {
+        Some([start, end]) => ensure(
+            start.is_finite() && end.is_finite() && 0.0 <= start && start < end && end <= 1.0,
+            &key("critical"),
+            format!("must be within [0, 1] with start < end (got [{start}, {end}])"),
+        ),
+        None => ensure(
+            !w.shed_critical,
+            &key("critical"),
+            "is required when shed_critical is true",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn refused(yaml: &str) -> String {
+        Config::from_yaml_str(yaml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_controllers_defaults_are_the_blocks() {
+        assert_eq!(
+            WorkerUtilizationConfig::default().controller(),
+            ControllerParams::default()
+        );
+    }
+
+    #[test]
+    fn bad_threshold_order_names_the_key() {
+        let e =
+            refused("limiters:\n  worker_utilization:\n    end_of_good: 0.9\n    start_of_bad: 0.8\n");
+        assert!(
+            e.starts_with("limiters.worker_utilization.start_of_bad must be greater than end_of_good"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bands_must_cover_zero_to_one_in_order() {
+        let e = refused("limiters:\n  worker_utilization:\n    bands:\n      test: [0.0, 0.5]\n      get: [0.4, 0.7]\n      post: [0.7, 1.0]\n");
+        assert!(
+            e.starts_with("limiters.worker_utilization.bands.get"),
+            "{e}"
+        );
+        let e = refused("limiters:\n  worker_utilization:\n    bands:\n      test: [0.0, 0.3]\n      get: [0.3, 0.6]\n      post: [0.6, 0.9]\n");
+        assert!(
+            e.starts_with("limiters.worker_utilization.bands.post must end at 1"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn shed_critical_needs_a_band() {
+        let e = refused("limiters:\n  worker_utilization:\n    shed_critical: true\n");
+        assert!(
+            e.starts_with("limiters.worker_utilization.bands.critical is required"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    #[cfg(not(feature = "cpu"))]
+    fn without_the_cpu_feature_the_cpu_source_is_refused_by_name() {
+        let e = refused("limiters:\n  worker_utilization:\n    source: cpu\n");
+        assert!(
+            e.starts_with("limiters.worker_utilization.source is cpu, which needs brownout's `cpu` feature: add features = [\"cpu\"]"),
+            "{e}"
+        );
+        let e = refused(
+            "limiters:\n  worker_utilization:\n    source: max\n    sources: [in_flight, cpu]\n",
+        );
+        assert!(
+            e.starts_with("limiters.worker_utilization.sources lists cpu, which needs"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    #[cfg(feature = "cpu")]
+    fn with_the_cpu_feature_the_cpu_source_is_accepted() {
+        let yaml = "limiters:\n  worker_utilization:\n    source: max\n    sources: [in_flight, cpu]\n";
+        Config::from_yaml_str(yaml).unwrap();
+    }
+
+    #[test]
+    fn max_source_needs_a_list_and_ratios_are_bounded() {
+        let e = refused("limiters:\n  worker_utilization:\n    source: max\n");
+        assert!(e.starts_with("limiters.worker_utilization.sources"), "{e}");
+        let e = refused("limiters:\n  worker_utilization:\n    max_shed:\n      get: 1.5\n");
+        assert!(
+            e.starts_with("limiters.worker_utilization.max_shed.get"),
+            "{e}"
+        );
+    }
+}
