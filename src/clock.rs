@@ -115,7 +115,7 @@ impl Clock for ManualClock {
 }
 
 /// Saturating conversion of a duration to whole nanoseconds.
-pub fn nanos(d: Duration) -> u64 {
+pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 

@@ -57,7 +57,7 @@ mod handle;
 pub mod http;
 pub mod limiter;
 mod logging;
-pub mod math;
+pub(crate) mod math;
 pub mod metrics;
 pub mod ops;
 pub mod rng;

@@ -7,8 +7,8 @@
 mod redis_server;
 
 use brownout::config::{QuotaAlgorithm, StoreConfig, StoreKind};
-use brownout::math::gcra::{self, Bucket, Charge};
-use brownout::math::window::{WindowCheck, WindowRule};
+use brownout::limiter::gcra::{self, Bucket, Charge};
+use brownout::limiter::window::{WindowCheck, WindowRule};
 use brownout::rng::SplitMix64;
 use brownout::store::redis::{BucketAsk, ClientAsk, QuotaAsk, RedisStore};
 use redis_server::RedisServer;

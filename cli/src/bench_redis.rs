@@ -8,7 +8,7 @@
 use brownout::classify::RequestFacts;
 use brownout::clock::{Clock, SystemClock};
 use brownout::config::{HumanDuration, StoreConfig, StoreKind, StoreSync};
-use brownout::math::gcra::Bucket;
+use brownout::limiter::gcra::Bucket;
 use brownout::store::redis::{BucketAsk, ClientAsk, RedisStore, SlotSet, Undo};
 use brownout::store::{MemoryStore, Store};
 use brownout::{Brownout, Config, Mode};

@@ -74,8 +74,8 @@ pub struct RequestFacts<'a> {
     pub authorization: Option<&'a [u8]>,
     /// The raw `Brownout-Test-Mode` header.
     pub test_mode: Option<&'a [u8]>,
-    /// Every `X-Forwarded-For` header line, in the order received (at most the last
-    /// [`MAX_FORWARDED_LINES`] are read).
+    /// Every `X-Forwarded-For` header line, in the order received (at most the last 8 are
+    /// read).
     pub forwarded_for: &'a [&'a [u8]],
     /// The peer address of the connection.
     pub peer: Option<IpAddr>,

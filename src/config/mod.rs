@@ -17,8 +17,8 @@ pub use crate::limiter::LimitersConfig;
 pub(crate) use crate::schema::parse::describe_json;
 pub use crate::schema::{
     AdminConfig, AdminScope, Bands, ClassifierConfig, ConfigError, DeadlineConfig,
-    DurationParseError, HumanDuration, MaxShed, Mode, QuotaAlgorithm, RoutePattern, Selection,
-    SourceKind, StoreConfig, StoreKind, StoreSync, MAX_FORWARDED_LINES,
+    DurationParseError, HumanDuration, MaxShed, Mode, QuotaAlgorithm, Selection, SourceKind,
+    StoreConfig, StoreKind, StoreSync,
 };
 pub use builder::ConfigBuilder;
 pub use sections::app_section;

@@ -1,7 +1,8 @@
 //! The limiters, checked in the order of the README's "How a request is decided", and the
 //! chain that applies their modes and fails open on any error or panic.
 
-/// The arithmetic lives in [`crate::math`]; these paths are kept for existing users.
+/// The arithmetic of a bucket and of a window, which a [`Store`](crate::store::Store) of one's
+/// own answers with.
 pub use crate::math::{gcra, window};
 
 use crate::schema::{ConfigError, DeadlineConfig, Mode};

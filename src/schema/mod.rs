@@ -13,7 +13,7 @@ pub(crate) mod validate;
 mod worker;
 
 pub use duration::{DurationParseError, HumanDuration};
-pub use route::RoutePattern;
+pub(crate) use route::RoutePattern;
 pub use store::{AdminScope, StoreConfig, StoreKind, StoreSync};
 pub use validate::ConfigError;
 pub use worker::{Bands, MaxShed, Selection, SourceKind};
@@ -24,7 +24,7 @@ use std::time::Duration;
 use validate::{ensure, Check};
 
 /// Most `X-Forwarded-For` header lines read (the last ones: entries are taken from the end).
-pub const MAX_FORWARDED_LINES: usize = 8;
+pub(crate) const MAX_FORWARDED_LINES: usize = 8;
 
 /// What a limiter does with a request it would reject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
