@@ -119,3 +119,9 @@ impl Config {
         Self::from_yaml_str_with_sections(&text, sections).map_err(|e| e.in_file(path))
     }
 }
+
+/// The message `yaml` is refused with (for the tests of every section's validation).
+#[cfg(test)]
+pub(crate) fn refused(yaml: &str) -> String {
+    Config::from_yaml_str(yaml).unwrap_err().to_string()
+}

@@ -1,10 +1,7 @@
 //! The validation's tests: every refusal names its key.
 
 use super::*;
-
-fn refused(yaml: &str) -> String {
-    Config::from_yaml_str(yaml).unwrap_err().to_string()
-}
+use crate::config::refused;
 
 #[test]
 fn a_range_error_says_on_which_line_the_key_is() {

@@ -202,11 +202,7 @@ impl AdaptiveConcurrencyConfig {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
-
-    fn refused(yaml: &str) -> String {
-        Config::from_yaml_str(yaml).unwrap_err().to_string()
-    }
+    use crate::config::refused;
 
     #[test]
     fn adaptive_concurrency_settings_name_their_key() {

@@ -62,11 +62,7 @@ impl ConcurrentRequestsConfig {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
-
-    fn refused(yaml: &str) -> String {
-        Config::from_yaml_str(yaml).unwrap_err().to_string()
-    }
+    use crate::config::refused;
 
     #[test]
     fn max_in_flight_is_at_least_one() {

@@ -84,11 +84,7 @@ impl FleetUsageConfig {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
-
-    fn refused(yaml: &str) -> String {
-        Config::from_yaml_str(yaml).unwrap_err().to_string()
-    }
+    use crate::config::{refused, Config};
 
     #[test]
     fn reserved_share_is_below_one_and_rounds_the_limit_down() {

@@ -412,11 +412,7 @@ impl RequestRateConfig {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
-
-    fn refused(yaml: &str) -> String {
-        Config::from_yaml_str(yaml).unwrap_err().to_string()
-    }
+    use crate::config::{refused, Config};
 
     #[test]
     fn rate_must_be_positive_and_costs_within_burst() {

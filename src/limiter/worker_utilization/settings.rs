@@ -247,11 +247,7 @@ fn validate_bands(w: &WorkerUtilizationConfig) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-
-    fn refused(yaml: &str) -> String {
-        Config::from_yaml_str(yaml).unwrap_err().to_string()
-    }
+    use crate::config::refused;
 
     #[test]
     fn the_controllers_defaults_are_the_blocks() {
@@ -315,7 +311,7 @@ mod tests {
     #[cfg(feature = "cpu")]
     fn with_the_cpu_feature_the_cpu_source_is_accepted() {
         let yaml = "limiters:\n  worker_utilization:\n    source: max\n    sources: [in_flight, cpu]\n";
-        Config::from_yaml_str(yaml).unwrap();
+        crate::config::Config::from_yaml_str(yaml).unwrap();
     }
 
     #[test]
