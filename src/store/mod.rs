@@ -6,20 +6,29 @@ mod ask;
 mod hybrid;
 mod keyed;
 mod memory;
-#[cfg(feature = "redis")]
+// The Redis store's own types (its asks, script, undo queue) are not part of the API: public
+// only with the `redis-internals` feature, for the `brownout` binary's `bench redis` and the
+// script's tests.
+#[cfg(feature = "redis-internals")]
 pub mod redis;
+#[cfg(all(feature = "redis", not(feature = "redis-internals")))]
+pub(crate) mod redis;
 pub(crate) mod table;
 
-#[cfg(feature = "redis")]
-pub use ask::BucketAsk;
-#[cfg(not(feature = "redis"))]
+#[cfg(not(feature = "redis-internals"))]
 pub(crate) use ask::BucketAsk;
-#[cfg(feature = "redis")]
-pub use ask::{ClientAsk, QuotaAsk};
+#[cfg(feature = "redis-internals")]
+pub use ask::{BucketAsk, ClientAsk, QuotaAsk};
+#[cfg(all(feature = "redis", not(feature = "redis-internals")))]
+pub(crate) use ask::{ClientAsk, QuotaAsk};
 #[cfg(feature = "redis")]
 pub(crate) use hybrid::HybridStore;
 pub(crate) use keyed::{Held, Keyed};
 pub use memory::MemoryStore;
+#[cfg(feature = "redis-internals")]
+pub use unanswered::Unanswered;
+#[cfg(all(feature = "redis", not(feature = "redis-internals")))]
+pub(crate) use unanswered::Unanswered;
 
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
@@ -50,34 +59,37 @@ impl StoreError {
     }
 }
 
-/// Why the shared store did not answer a request, with the `op` label a failed call is counted
-/// under: the request is then decided on this process's store.
 #[cfg(feature = "redis")]
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Unanswered {
-    /// decide, fleet.
-    pub op: &'static str,
-    /// What went wrong.
-    pub error: StoreError,
-    /// No call was made: not connected yet, or the breaker is open (`reason` says which).
-    pub skipped: Option<&'static str>,
-}
+mod unanswered {
+    use super::StoreError;
 
-#[cfg(feature = "redis")]
-impl Unanswered {
-    /// A decide call that failed with `error`.
-    pub(crate) fn failed(error: StoreError) -> Self {
-        Self {
-            op: "decide",
-            error,
-            skipped: None,
-        }
+    /// Why the shared store did not answer a request, with the `op` label a failed call is counted
+    /// under: the request is then decided on this process's store.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub struct Unanswered {
+        /// decide, fleet.
+        pub op: &'static str,
+        /// What went wrong.
+        pub error: StoreError,
+        /// No call was made: not connected yet, or the breaker is open (`reason` says which).
+        pub skipped: Option<&'static str>,
     }
 
-    /// The `reason` label of `brownout_fail_open_total`.
-    pub fn reason(&self) -> &'static str {
-        self.skipped.unwrap_or_else(|| self.error.reason())
+    impl Unanswered {
+        /// A decide call that failed with `error`.
+        pub(crate) fn failed(error: StoreError) -> Self {
+            Self {
+                op: "decide",
+                error,
+                skipped: None,
+            }
+        }
+
+        /// The `reason` label of `brownout_fail_open_total`.
+        pub fn reason(&self) -> &'static str {
+            self.skipped.unwrap_or_else(|| self.error.reason())
+        }
     }
 }
 

@@ -15,10 +15,17 @@ mod settings;
 mod split;
 mod undo;
 
+#[cfg(not(feature = "redis-internals"))]
+use super::ask::ClientAsk;
+#[cfg(feature = "redis-internals")]
+pub use super::ask::{BucketAsk, ClientAsk, QuotaAsk};
 pub(crate) use answered::SharedDecision;
 pub(crate) use breaker::{Breaker, BreakerParams, BreakerState};
-pub use script::{BucketAsk, ClientAsk, QuotaAsk, SlotSet, Undo};
+#[cfg(not(feature = "redis-internals"))]
+pub(crate) use script::Undo;
 pub(crate) use script::{ClientReply, Keys};
+#[cfg(feature = "redis-internals")]
+pub use script::{SlotSet, Undo};
 pub(crate) use settings::Cas;
 
 use super::{StoreError, Unanswered};

@@ -5,7 +5,7 @@
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
 use crate::schema::QuotaAlgorithm;
-pub use crate::store::{BucketAsk, ClientAsk, QuotaAsk};
+pub(crate) use crate::store::ask::ClientAsk;
 use redis::{Cmd, Script, Value};
 
 /// One request's request_rate, concurrent_requests and fleet_usage in one atomic step.

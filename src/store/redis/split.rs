@@ -136,7 +136,7 @@ mod tests {
     use super::*;
     use crate::math::window::{WindowCheck, WindowRule};
     use crate::schema::QuotaAlgorithm;
-    use crate::store::redis::{BucketAsk, QuotaAsk};
+    use crate::store::ask::{BucketAsk, QuotaAsk};
 
     const CLIENT: u64 = 7;
     const IP: u64 = 9;
