@@ -322,7 +322,7 @@ fn random_token() -> String {
 }
 
 fn build_sources(
-    shared: &Arc<Engine>,
+    engine: &Arc<Engine>,
     runtimes: &Arc<RuntimeRegistry>,
     config: &Config,
     mut custom: Option<Box<dyn UtilizationSource>>,
@@ -336,9 +336,9 @@ fn build_sources(
     for kind in kinds {
         sources.push(match kind {
             SourceKind::InFlight => {
-                let weak = Arc::downgrade(shared);
+                let weak = Arc::downgrade(engine);
                 let (counts, service) = (weak.clone(), weak.clone());
-                let source = InFlightSource::new(shared.in_flight().clone(), move || {
+                let source = InFlightSource::new(engine.in_flight().clone(), move || {
                     weak.upgrade().map_or(1, |s| {
                         s.settings().load().limiters.worker_utilization.capacity
                     })
