@@ -3,6 +3,7 @@
 
 mod rules;
 mod settings;
+mod validate;
 
 pub use rules::{Quota, RateRules};
 pub use settings::{

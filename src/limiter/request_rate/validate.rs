@@ -1,0 +1,211 @@
+//! Validation of `limiters.request_rate:`: every refusal names its key.
+
+use super::RequestRateConfig;
+use crate::schema::validate::{ensure, max_keys, Check};
+use crate::schema::{ConfigError, RoutePattern};
+use std::collections::BTreeMap;
+
+const RR: &str = "limiters.request_rate";
+
+/// Names that end up in headers and metrics-free JSON: short tokens only.
+fn token(name: &str, key: &str) -> Check {
+    ensure(
+        !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+        key,
+        format!("must be 1-64 letters, digits, '_' or '-' (got {name:?})"),
+    )
+}
+
+fn costs(table: &BTreeMap<String, u32>, burst: u32, key: &str) -> Check {
+    for (route, &cost) in table {
+        let k = format!("{key}.costs[{route:?}]");
+        RoutePattern::parse(route).map_err(|m| ConfigError::invalid(&k, m))?;
+        ensure(
+            cost <= burst,
+            &k,
+            format!("is {cost}, more than the burst of {burst}: such a request could never pass"),
+        )?;
+    }
+    Ok(())
+}
+
+/// Longest time to refill an empty bucket: state is kept in 48-bit microseconds.
+const MAX_REFILL_SECS: f64 = 365.0 * 86_400.0;
+
+fn rate_and_burst(rate: f64, burst: u32, key: &str) -> Check {
+    ensure(
+        rate.is_finite() && rate > 0.0 && rate <= 1e6,
+        &format!("{key}.rate"),
+        format!("must be greater than 0 and at most 1000000 credits per second (got {rate})"),
+    )?;
+    ensure(burst >= 1, &format!("{key}.burst"), "must be at least 1")?;
+    ensure(
+        f64::from(burst) / rate <= MAX_REFILL_SECS,
+        &format!("{key}.burst"),
+        format!(
+            "refills in {:.0} s at this rate; at most a year (365 days) is supported",
+            f64::from(burst) / rate
+        ),
+    )
+}
+
+impl RequestRateConfig {
+    pub(crate) fn validate(&self) -> Check {
+        rate_and_burst(self.rate, self.burst, RR)?;
+        ensure(
+            self.default_cost <= self.burst,
+            &format!("{RR}.default_cost"),
+            "must not exceed burst",
+        )?;
+        costs(&self.costs, self.burst, RR)?;
+        for (name, plan) in &self.plans {
+            let key = format!("{RR}.plans.{name}");
+            token(name, &key)?;
+            rate_and_burst(plan.rate, plan.burst, &key)?;
+            let default_cost = plan.default_cost.unwrap_or(self.default_cost);
+            ensure(
+                default_cost <= plan.burst,
+                &format!("{key}.default_cost"),
+                format!(
+                    "is {default_cost}, more than the plan's burst of {}",
+                    plan.burst
+                ),
+            )?;
+            // The plan's own costs and the default table both apply to it.
+            costs(&plan.costs, plan.burst, &key)?;
+            costs(&self.costs, plan.burst, &key)?;
+        }
+        ensure(
+            self.soft_overage.is_finite() && (0.0..=10.0).contains(&self.soft_overage),
+            &format!("{RR}.soft_overage"),
+            format!("must be between 0 and 10 (got {})", self.soft_overage),
+        )?;
+        ensure(
+            self.elastic_factor.is_finite() && (1.0..=100.0).contains(&self.elastic_factor),
+            &format!("{RR}.elastic_factor"),
+            format!("must be between 1 and 100 (got {})", self.elastic_factor),
+        )?;
+        if let Some(ceiling) = &self.per_ip {
+            rate_and_burst(ceiling.rate, ceiling.burst, &format!("{RR}.per_ip"))?;
+        }
+        max_keys(self.max_keys, &format!("{RR}.max_keys"))?;
+        let eviction = self.eviction_interval.get();
+        ensure(
+            !eviction.is_zero() && eviction <= std::time::Duration::from_secs(3600),
+            &format!("{RR}.eviction_interval"),
+            format!("must be greater than zero and at most 1h (got {eviction:?})"),
+        )?;
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, q) in self.quotas.iter().enumerate() {
+            let key = format!("{RR}.quotas[{i}]");
+            token(&q.name, &format!("{key}.name"))?;
+            ensure(
+                seen.insert(q.name.as_str()),
+                &format!("{key}.name"),
+                format!("{:?} is used by another quota", q.name),
+            )?;
+            ensure(
+                (1..=65_535).contains(&q.limit),
+                &format!("{key}.limit"),
+                format!("must be between 1 and 65535 (got {})", q.limit),
+            )?;
+            ensure(
+                q.window.get() >= std::time::Duration::from_secs(1),
+                &format!("{key}.window"),
+                "must be at least 1s",
+            )?;
+            for (j, route) in q.routes.iter().enumerate() {
+                RoutePattern::parse(route)
+                    .map_err(|m| ConfigError::invalid(format!("{key}.routes[{j}]"), m))?;
+            }
+        }
+        ensure(
+            self.quotas.len() <= 16,
+            &format!("{RR}.quotas"),
+            "may list at most 16 quotas",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{refused, Config};
+
+    #[test]
+    fn rate_must_be_positive_and_costs_within_burst() {
+        let e = refused("limiters:\n  request_rate:\n    rate: 0\n");
+        assert!(
+            e.starts_with("limiters.request_rate.rate must be greater than 0"),
+            "{e}"
+        );
+        let e = refused(
+            "limiters:\n  request_rate:\n    burst: 10\n    costs:\n      \"POST /v1/x\": 20\n",
+        );
+        assert!(
+            e.starts_with("limiters.request_rate.costs[\"POST /v1/x\"] is 20"),
+            "{e}"
+        );
+        let e = refused("limiters:\n  request_rate:\n    costs:\n      \"nonsense\": 2\n");
+        assert!(
+            e.starts_with("limiters.request_rate.costs[\"nonsense\"]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn refill_time_and_table_size_are_bounded() {
+        let e = refused("limiters:\n  request_rate:\n    rate: 0.001\n    burst: 1000000\n");
+        assert!(
+            e.starts_with("limiters.request_rate.burst refills in"),
+            "{e}"
+        );
+        let e = refused("limiters:\n  request_rate:\n    plans:\n      slow:\n        rate: 0.0001\n        burst: 10000\n");
+        assert!(
+            e.starts_with("limiters.request_rate.plans.slow.burst"),
+            "{e}"
+        );
+        let e = refused("limiters:\n  request_rate:\n    max_keys: 1_000_000_000\n");
+        assert!(
+            e.starts_with("limiters.request_rate.max_keys must be between 8 and 100000000"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn plans_are_checked_against_their_own_burst() {
+        let e = refused("limiters:\n  request_rate:\n    costs:\n      \"POST /v1/x\": 20\n    plans:\n      free:\n        rate: 1\n        burst: 5\n");
+        assert!(
+            e.starts_with("limiters.request_rate.plans.free.costs"),
+            "{e}"
+        );
+        let e = refused("limiters:\n  request_rate:\n    plans:\n      \"bad name\":\n        rate: 1\n        burst: 5\n");
+        assert!(
+            e.starts_with("limiters.request_rate.plans.bad name must be"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn quotas_are_checked() {
+        let e = refused("limiters:\n  request_rate:\n    quotas:\n      - {name: a, algorithm: fixed_window, limit: 0, window: 1d}\n");
+        assert!(
+            e.starts_with("limiters.request_rate.quotas[0].limit"),
+            "{e}"
+        );
+        let e = refused("limiters:\n  request_rate:\n    quotas:\n      - {name: a, algorithm: fixed_window, limit: 3, window: 1d}\n      - {name: a, algorithm: sliding_window, limit: 3, window: 1d}\n");
+        assert!(e.starts_with("limiters.request_rate.quotas[1].name"), "{e}");
+        let e = refused("limiters:\n  request_rate:\n    quotas:\n      - {name: a, algorithm: leaky, limit: 3, window: 1d}\n");
+        assert!(e.contains("leaky"), "{e}");
+    }
+
+    #[test]
+    fn underscored_numbers_parse() {
+        let c =
+            Config::from_yaml_str("limiters:\n  request_rate:\n    max_keys: 1_000_000\n").unwrap();
+        assert_eq!(c.limiters.request_rate.max_keys, 1_000_000);
+    }
+}
