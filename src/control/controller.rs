@@ -20,7 +20,7 @@ pub struct ControllerParams {
     pub seconds_to_shed_all: f64,
 }
 
-/// Stripe's: the defaults of `limiters.worker_utilization` (a test there keeps them equal).
+/// Stripe's, and the defaults of `limiters.worker_utilization`.
 impl Default for ControllerParams {
     fn default() -> Self {
         Self {

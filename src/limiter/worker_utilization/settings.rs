@@ -68,16 +68,18 @@ pub struct WorkerUtilizationConfig {
 
 impl Default for WorkerUtilizationConfig {
     fn default() -> Self {
+        // Stripe's thresholds and time constants, kept once, by the controller.
+        let stripe = ControllerParams::default();
         Self {
             mode: Mode::Enforce,
             source: SourceKind::InFlight,
             sources: Vec::new(),
             capacity: 64,
             sample_interval: HumanDuration::from_secs(8),
-            end_of_good: 0.7,
-            start_of_bad: 0.8,
-            seconds_before_shedding: 28.0,
-            seconds_to_shed_all: 120.0,
+            end_of_good: stripe.end_of_good,
+            start_of_bad: stripe.start_of_bad,
+            seconds_before_shedding: stripe.seconds_before_shedding,
+            seconds_to_shed_all: stripe.seconds_to_shed_all,
             bands: Bands::default(),
             shed_critical: false,
             max_shed: MaxShed::default(),
@@ -246,16 +248,7 @@ fn validate_bands(w: &WorkerUtilizationConfig) -> Check {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::config::refused;
-
-    #[test]
-    fn the_controllers_defaults_are_the_blocks() {
-        assert_eq!(
-            WorkerUtilizationConfig::default().controller(),
-            ControllerParams::default()
-        );
-    }
 
     #[test]
     fn bad_threshold_order_names_the_key() {
