@@ -102,7 +102,7 @@ pub(crate) fn ratio(value: f64, key: &str) -> Check {
 }
 
 /// Most keys a table may be sized for (16 bytes each, allocated at start).
-pub(crate) const MAX_KEYS: usize = 100_000_000;
+const MAX_KEYS: usize = 100_000_000;
 
 /// A key table's size: `key` names it.
 pub(crate) fn max_keys(n: usize, key: &str) -> Check {
