@@ -102,12 +102,14 @@ async fn the_credit_pool_example_in_redis() {
     // 100 credits, one a minute; three POSTs of 20 at 00:10, a GET of 2 at 00:20.
     let b = Bucket::new(1.0 / 60.0, 100.0, 0.0);
     let ask = |cost| ClientAsk {
-        buckets: vec![BucketAsk {
+        buckets: [BucketAsk {
             key: 9,
             tag: 9,
             increment: b.increment(cost),
             tolerance: b.tolerance(),
-        }],
+        }]
+        .into_iter()
+        .collect(),
         rate_enforced: true,
         ..ClientAsk::default()
     };
@@ -269,12 +271,14 @@ async fn stripes_token_bucket_of_500_at_100_a_second_in_redis() {
     // Stripe's reference: REPLENISH_RATE 100, CAPACITY 5 × 100, one token a request.
     let b = Bucket::new(100.0, 500.0, 0.0);
     let ask = ClientAsk {
-        buckets: vec![BucketAsk {
+        buckets: [BucketAsk {
             key: 5,
             tag: 5,
             increment: b.increment(1),
             tolerance: b.tolerance(),
-        }],
+        }]
+        .into_iter()
+        .collect(),
         rate_enforced: true,
         ..ClientAsk::default()
     };
@@ -329,12 +333,14 @@ async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_h
     assert!(ttl > 59_000 && ttl <= 60_001, "permits' TTL: {ttl} ms");
     // The bucket charged 100 s ahead: the hash lives as long as the bucket needs.
     let charge = ClientAsk {
-        buckets: vec![BucketAsk {
+        buckets: [BucketAsk {
             key,
             tag: key,
             increment: 100_000_000,
             tolerance: 200_000_000,
-        }],
+        }]
+        .into_iter()
+        .collect(),
         rate_enforced: true,
         in_flight: Some((key, 10)),
         in_flight_enforced: true,

@@ -60,18 +60,21 @@ impl Run {
 fn ask(client: u64) -> ClientAsk {
     let bucket = Bucket::new(1_000.0, 1_000.0, 0.0);
     ClientAsk {
-        buckets: vec![BucketAsk {
+        buckets: [BucketAsk {
             key: client,
             tag: client,
             increment: bucket.increment(1),
             tolerance: bucket.tolerance(),
-        }],
-        quotas: Vec::new(),
+        }]
+        .into_iter()
+        .collect(),
+        quotas: Default::default(),
         in_flight: Some((client, 100)),
         rate_enforced: true,
         in_flight_enforced: true,
         fleet: Some(1_000_000),
         fleet_enforced: true,
+        ..ClientAsk::default()
     }
 }
 

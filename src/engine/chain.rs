@@ -1,6 +1,13 @@
 //! The limiter chain: each limiter in the order of the README's "How a request is decided",
-//! under its mode, failing open on any error or panic. A request rejected by a later limiter gets back what earlier ones took.
+//! under its mode, failing open on any error or panic. A request rejected by a later limiter
+//! gets back what earlier ones took.
+//!
+//! The per-key limiters (request_rate, concurrent_requests, fleet_usage) go through three
+//! steps, whichever store keeps their state: what the request asks of the store is planned
+//! ([`plan_ask`]), the store answers ([`Answer`]: the local store at once, here; Redis in a
+//! round trip, before the chain runs), and each limiter decides on its part of the answer.
 
+use super::asks::{elastic, plan_ask};
 use super::{EngineRef, Settings};
 use crate::config::Mode;
 use crate::limiter::adaptive_concurrency::{self, AdaptivePermit};
@@ -13,6 +20,7 @@ use crate::limiter::{
 };
 use crate::metrics::Outcome;
 use crate::rng::SplitMix64;
+use crate::store::{Answer, ClientAsk, Held, Part, StoreError};
 use crate::tier::Tier;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
@@ -23,6 +31,8 @@ use std::time::Duration;
 #[derive(Debug)]
 pub(crate) struct Admission<'a, P: EngineRef> {
     pub(crate) outcome: Outcome,
+    /// Where what the per-key limiters took is held (the store that answered).
+    pub(crate) held: Held,
     /// For the RateLimit fields (request_rate enforced and headers on).
     pub(crate) rate: Option<RateStatus>,
     /// Failure quotas to charge if the app answers with an error.
@@ -39,8 +49,10 @@ pub(crate) struct Admission<'a, P: EngineRef> {
 #[derive(Debug)]
 pub(crate) struct Queued {
     pub(crate) wait: Wait,
-    /// The credits to give back if it is refused after all, charged at `at`.
+    /// The credits to give back if it is refused after all, charged at `at` and held as
+    /// `held`.
     pub(crate) refund: Option<RateTicket>,
+    pub(crate) held: Held,
     pub(crate) at: CheckTime,
     /// The RateLimit fields of a refusal (with the credits given back).
     pub(crate) refunded: Option<RateStatus>,
@@ -51,6 +63,7 @@ impl<P: EngineRef> Admission<'_, P> {
     pub(crate) fn new(outcome: Outcome) -> Self {
         Self {
             outcome,
+            held: Held::LOCAL,
             rate: None,
             failures: None,
             concurrency: None,
@@ -72,10 +85,12 @@ pub(crate) enum Verdict<'a, P: EngineRef> {
 
 /// Runs every limiter over one request; `owner` is the handle its permits keep. `may_wait`:
 /// the caller can wait for adaptive_concurrency's room (the middleware's own decisions).
+/// `answered`: the keyed store's answer, when a store that answers later (fleet mode's Redis)
+/// has given it; else the local store answers here.
 ///
 /// One `catch_unwind` guards the whole chain: a panic in any limiter releases what earlier
-/// limiters took (their permits unwind), is counted against the limiter that was running, and
-/// lets the request through.
+/// limiters took (their permits unwind, and the answer gives back what no limiter took
+/// over), is counted against the limiter that was running, and lets the request through.
 ///
 /// `#[inline]`: with three owners instantiating it, the compiler stopped inlining it into
 /// `judge`, and `Brownout::check` paid 2-4% more (callgrind, instructions per decision).
@@ -84,14 +99,29 @@ pub(crate) fn decide<'a, P: EngineRef>(
     owner: &'a P,
     settings: &Settings,
     req: &Request<'_>,
-    now: Duration,
-    rng: &mut SplitMix64,
-    may_wait: bool,
+    (now, rng, may_wait): (Duration, &mut SplitMix64, bool),
+    answered: Option<Answer<'_>>,
 ) -> Verdict<'a, P> {
     let mut running = None;
-    let chain = AssertUnwindSafe(|| run(owner, settings, req, (now, may_wait), rng, &mut running));
+    let mut part = None;
+    let chain = AssertUnwindSafe(|| {
+        let steps = Steps {
+            owner,
+            settings,
+            req,
+            now,
+            may_wait,
+        };
+        steps.run(rng, answered, (&mut running, &mut part))
+    });
     catch_unwind(chain).unwrap_or_else(|_| {
-        let limiter = running.map_or("chain", LimiterName::as_str);
+        let limiter = running
+            .or(part.map(|part| match part {
+                Part::Rate => LimiterName::RequestRate,
+                Part::InFlight => LimiterName::ConcurrentRequests,
+                Part::Fleet => LimiterName::FleetUsage,
+            }))
+            .map_or("chain", LimiterName::as_str);
         owner
             .engine()
             .fail_open(limiter, "panic", || format!("{limiter} panicked"));
@@ -99,125 +129,157 @@ pub(crate) fn decide<'a, P: EngineRef>(
     })
 }
 
-fn run<'a, P: EngineRef>(
+/// One request going through the chain.
+struct Steps<'a, 'r, P> {
     owner: &'a P,
-    settings: &Settings,
-    req: &Request<'_>,
-    (now, may_wait): (Duration, bool),
-    rng: &mut SplitMix64,
-    running: &mut Option<LimiterName>,
-) -> Verdict<'a, P> {
-    let engine = owner.engine();
-    if settings.kill_switch {
-        return Verdict::Allow(Admission::new(Outcome::Allowed));
-    }
-    let limiters = &settings.limiters;
-    let store = owner.store();
-    let at = engine.check_time(now);
-    let plan = engine.plan.load();
-    let mut outcome = Outcome::Allowed;
-    let mut eval = Evaluation {
-        owner,
-        tier: req.tier,
-        outcome: &mut outcome,
-        running,
-    };
-
-    // What applies to this request, under which mode (Settings::modes_for: a CORS preflight
-    // spends no client's quota, a critical request no fleet slot).
-    let modes = settings.modes_for(req);
-    let mode = |limiter: LimiterName| modes.of(limiter);
-    let headers = mode(LimiterName::RequestRate) == Mode::Enforce && settings.rules.headers;
-    let admitted = match eval.evaluate(
-        LimiterName::RequestRate,
-        mode(LimiterName::RequestRate),
-        || {
-            Ok(settings
-                .rules
-                .check(store, req, at, elastic(settings, &plan))?)
-        },
-    ) {
-        Step::Pass(admitted) => admitted,
-        Step::Stop(rejection, status) => {
-            return Verdict::Reject(rejection, headers.then_some(status))
-        }
-    };
-    let ticket = admitted.map(|a| a.ticket);
-    let shown = admitted.filter(|_| headers);
-    let refunded_status = shown.map(|a| a.status.with_tat(a.refunded));
-    // A later limiter's rejection gives the request's credits back (its permits go back as
-    // they are dropped with the unfinished admission).
-    let reject = |rejection: Rejection| {
-        if let Some(t) = ticket {
-            settings.rules.refund(store, &t, at);
-        }
-        Verdict::Reject(rejection, refunded_status)
-    };
-
-    let cr = &limiters.concurrent_requests;
-    let concurrency = match eval.evaluate(
-        LimiterName::ConcurrentRequests,
-        mode(LimiterName::ConcurrentRequests),
-        || concurrent_requests::acquire(cr, owner, req.key, req.tier),
-    ) {
-        Step::Pass(permit) => permit,
-        Step::Stop(rejection, ()) => return reject(rejection),
-    };
-    let fu = &limiters.fleet_usage;
-    let fleet = match eval.evaluate(
-        LimiterName::FleetUsage,
-        mode(LimiterName::FleetUsage),
-        || fleet_usage::acquire(fu, owner, req.tier),
-    ) {
-        Step::Pass(permit) => permit.flatten(),
-        Step::Stop(rejection, ()) => return reject(rejection),
-    };
-    // The controller's plan before the fast guard: the two loops share one plan, the
-    // controller shedding by tier what lasting overload asks, the fast guard trimming what it
-    // lets through. A request the plan sheds takes no slot and holds no tier off, and gets
-    // the controller's answer.
-    let wu = &limiters.worker_utilization;
-    let shed = eval.evaluate(
-        LimiterName::WorkerUtilization,
-        mode(LimiterName::WorkerUtilization),
-        || worker_utilization::check(wu, &plan, req.tier, req.key, now, rng),
-    );
-    if let Step::Stop(rejection, ()) = shed {
-        return reject(rejection);
-    }
-    let ac = &limiters.adaptive_concurrency;
-    // Only an enforced limit makes a request wait (a dark one never delays traffic).
-    let ac_mode = mode(LimiterName::AdaptiveConcurrency);
-    let may_wait = may_wait && ac_mode == Mode::Enforce;
-    let (adaptive, wait) = match eval.evaluate(LimiterName::AdaptiveConcurrency, ac_mode, || {
-        adaptive_concurrency::acquire(ac, &engine.adaptive, (req.tier, req.key), now, may_wait)
-    }) {
-        Step::Pass(Some(Slot::Held(permit))) => (Some(permit), None),
-        Step::Pass(Some(Slot::Waiting(wait))) => (None, Some(wait)),
-        Step::Pass(None) => (None, None),
-        Step::Stop(rejection, ()) => return reject(rejection),
-    };
-    Verdict::Allow(Admission {
-        outcome,
-        rate: shown.map(|a| a.status),
-        failures: ticket.filter(|t| t.failures != 0),
-        concurrency,
-        fleet,
-        adaptive,
-        queued: wait.map(|wait| {
-            Box::new(Queued {
-                wait,
-                refund: ticket,
-                at,
-                refunded: refunded_status,
-            })
-        }),
-    })
+    settings: &'r Settings,
+    req: &'r Request<'r>,
+    now: Duration,
+    may_wait: bool,
 }
 
-/// Whether request_rate uses the elastic bucket: the server has room to spare.
-pub(crate) fn elastic(settings: &Settings, plan: &crate::control::ShedPlan) -> bool {
-    plan.samples > 0 && plan.utilization < settings.limiters.worker_utilization.end_of_good
+/// The answer a per-key limiter decides on (there is one whenever one of them is on).
+fn answer_of<'x, 'k>(answer: &'x mut Option<Answer<'k>>) -> Result<&'x mut Answer<'k>, StoreError> {
+    answer
+        .as_mut()
+        .ok_or_else(|| StoreError::Failed("the keyed store was not asked".into()))
+}
+
+impl<'a, P: EngineRef> Steps<'a, '_, P> {
+    fn run(
+        self,
+        rng: &mut SplitMix64,
+        answered: Option<Answer<'_>>,
+        (running, part): (&mut Option<LimiterName>, &mut Option<Part>),
+    ) -> Verdict<'a, P> {
+        let Self {
+            owner,
+            settings,
+            req,
+            now,
+            may_wait,
+        } = self;
+        let engine = owner.engine();
+        if settings.kill_switch {
+            return Verdict::Allow(Admission::new(Outcome::Allowed));
+        }
+        let limiters = &settings.limiters;
+        let at = engine.check_time(now);
+        let plan = engine.plan.load();
+        // What applies to this request, under which mode (Settings::modes_for: a CORS
+        // preflight spends no client's quota, a critical request no fleet slot).
+        let modes = settings.modes_for(req);
+        let mode = |limiter: LimiterName| modes.of(limiter);
+        // Plan and answer: what the request asks of the keyed store, answered by the local
+        // store now unless a store that answers later has answered it already.
+        let mut ask = ClientAsk::default();
+        let mut answer = match answered {
+            Some(answer) => Some(answer),
+            None => plan_ask(settings, req, &modes, elastic(settings, &plan), &mut ask)
+                .then(|| Answer::here(engine.keyed(), &ask, (at.mono, at.unix), part)),
+        };
+        let held = answer.as_ref().map_or(Held::LOCAL, Answer::held);
+        let mut outcome = Outcome::Allowed;
+        let mut eval = Evaluation {
+            owner,
+            tier: req.tier,
+            outcome: &mut outcome,
+            running,
+        };
+
+        // Decide.
+        let headers = mode(LimiterName::RequestRate) == Mode::Enforce && settings.rules.headers;
+        let admitted = match eval.evaluate(
+            LimiterName::RequestRate,
+            mode(LimiterName::RequestRate),
+            || {
+                let answer = answer_of(&mut answer)?;
+                Ok(settings
+                    .rules
+                    .decide(answer.rate()?, answer.ask(), req, at)?)
+            },
+        ) {
+            Step::Pass(admitted) => admitted,
+            Step::Stop(rejection, status) => {
+                return Verdict::Reject(rejection, headers.then_some(status))
+            }
+        };
+        let ticket = admitted.map(|a| a.ticket);
+        let shown = admitted.filter(|_| headers);
+        let refunded_status = shown.map(|a| a.status.with_tat(a.refunded));
+        // A later limiter's rejection gives the request's credits back (its permits go back
+        // as they are dropped with the unfinished admission).
+        let reject = |rejection: Rejection| {
+            if let Some(t) = ticket {
+                settings.rules.refund(engine.keyed(), held, &t, at);
+            }
+            Verdict::Reject(rejection, refunded_status)
+        };
+
+        let cr = &limiters.concurrent_requests;
+        let concurrency = match eval.evaluate(
+            LimiterName::ConcurrentRequests,
+            mode(LimiterName::ConcurrentRequests),
+            || concurrent_requests::decide(cr, owner, answer_of(&mut answer)?, req.key, req.tier),
+        ) {
+            Step::Pass(permit) => permit,
+            Step::Stop(rejection, ()) => return reject(rejection),
+        };
+        let fu = &limiters.fleet_usage;
+        let fleet = match eval.evaluate(
+            LimiterName::FleetUsage,
+            mode(LimiterName::FleetUsage),
+            || fleet_usage::decide(fu, owner, answer_of(&mut answer)?, req.tier),
+        ) {
+            Step::Pass(permit) => permit.flatten(),
+            Step::Stop(rejection, ()) => return reject(rejection),
+        };
+        // The controller's plan before the fast guard: the two loops share one plan, the
+        // controller shedding by tier what lasting overload asks, the fast guard trimming what
+        // it lets through. A request the plan sheds takes no slot and holds no tier off, and
+        // gets the controller's answer.
+        let wu = &limiters.worker_utilization;
+        let shed = eval.evaluate(
+            LimiterName::WorkerUtilization,
+            mode(LimiterName::WorkerUtilization),
+            || worker_utilization::check(wu, &plan, req.tier, req.key, now, rng),
+        );
+        if let Step::Stop(rejection, ()) = shed {
+            return reject(rejection);
+        }
+        let ac = &limiters.adaptive_concurrency;
+        // Only an enforced limit makes a request wait (a dark one never delays traffic).
+        let ac_mode = mode(LimiterName::AdaptiveConcurrency);
+        let may_wait = may_wait && ac_mode == Mode::Enforce;
+        let (adaptive, wait) =
+            match eval.evaluate(LimiterName::AdaptiveConcurrency, ac_mode, || {
+                let state = &engine.adaptive;
+                adaptive_concurrency::acquire(ac, state, (req.tier, req.key), now, may_wait)
+            }) {
+                Step::Pass(Some(Slot::Held(permit))) => (Some(permit), None),
+                Step::Pass(Some(Slot::Waiting(wait))) => (None, Some(wait)),
+                Step::Pass(None) => (None, None),
+                Step::Stop(rejection, ()) => return reject(rejection),
+            };
+        Verdict::Allow(Admission {
+            outcome,
+            held,
+            rate: shown.map(|a| a.status),
+            failures: ticket.filter(|t| t.failures != 0),
+            concurrency,
+            fleet,
+            adaptive,
+            queued: wait.map(|wait| {
+                Box::new(Queued {
+                    wait,
+                    refund: ticket,
+                    held,
+                    at,
+                    refunded: refunded_status,
+                })
+            }),
+        })
+    }
 }
 
 /// One limiter's part in the chain.

@@ -2,7 +2,7 @@
 //! count and its limiter permits, all released when it is dropped.
 
 use super::{Admission, Engine};
-use crate::store::{Held, Store, StoreHandle};
+use crate::store::{Keyed, KeyedHandle};
 use crate::tier::Tier;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// writes nothing that another worker reads (an `Arc` clone would bounce its reference count
 /// between the cores of every worker). `Brownout::check`, whose guard may move between
 /// threads, uses the `Arc`.
-pub(crate) trait EngineRef: StoreHandle {
+pub(crate) trait EngineRef: KeyedHandle {
     /// The engine.
     fn engine(&self) -> &Engine;
 }
@@ -24,15 +24,15 @@ impl EngineRef for Arc<Engine> {
     }
 }
 
-impl StoreHandle for Arc<Engine> {
-    fn store(&self) -> &dyn Store {
-        self.keyed.local()
+impl KeyedHandle for Arc<Engine> {
+    fn keyed(&self) -> &Keyed {
+        &self.keyed
     }
 }
 
-impl StoreHandle for Rc<WorkerEngine> {
-    fn store(&self) -> &dyn Store {
-        self.0.keyed.local()
+impl KeyedHandle for Rc<WorkerEngine> {
+    fn keyed(&self) -> &Keyed {
+        &self.0.keyed
     }
 }
 
@@ -52,29 +52,6 @@ impl EngineRef for Rc<WorkerEngine> {
     }
 }
 
-/// The owner of a request decided on the shared store's answer: its permits, if a later
-/// limiter refuses the request, go back through that answer (to the shared store).
-#[cfg(feature = "redis")]
-#[derive(Clone, Copy)]
-pub(crate) struct SharedOwner<'r> {
-    pub(crate) engine: &'r Engine,
-    pub(crate) answer: &'r dyn Store,
-}
-
-#[cfg(feature = "redis")]
-impl StoreHandle for SharedOwner<'_> {
-    fn store(&self) -> &dyn Store {
-        self.answer
-    }
-}
-
-#[cfg(feature = "redis")]
-impl EngineRef for SharedOwner<'_> {
-    fn engine(&self) -> &Engine {
-        self.engine
-    }
-}
-
 /// Everything an admitted request holds until its response is done: its place in the
 /// in-flight count and the permits its admission kept. Dropping it leaves the count and gives
 /// the permits back, through the one handle it holds.
@@ -91,7 +68,7 @@ pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     /// room enters when it is let through).
     entered: bool,
     /// Where its permit and fleet slot are held.
-    held: Held,
+    held: crate::store::Held,
 }
 
 impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
@@ -105,17 +82,12 @@ impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
 }
 
 impl<P: EngineRef> RequestGuard<P> {
-    /// Enters the in-flight count of `tier` and takes over the admission's permits, `held`
-    /// here or in the engine's shared store.
+    /// Enters the in-flight count of `tier` and takes over the admission's permits (held
+    /// here or in the engine's shared store).
     /// (Inlined: the admission is then not copied once more on the way in.)
     #[inline]
-    pub(crate) fn admit<Q: EngineRef>(
-        engine: P,
-        tier: Tier,
-        admission: Admission<'_, Q>,
-        held: Held,
-    ) -> Self {
-        let mut guard = Self::waiting(engine, tier, admission, held);
+    pub(crate) fn admit<Q: EngineRef>(engine: P, tier: Tier, admission: Admission<'_, Q>) -> Self {
+        let mut guard = Self::waiting(engine, tier, admission);
         guard.engine.engine().in_flight.enter(tier);
         guard.entered = true;
         guard
@@ -128,10 +100,10 @@ impl<P: EngineRef> RequestGuard<P> {
         engine: P,
         tier: Tier,
         admission: Admission<'_, Q>,
-        held: Held,
     ) -> Self {
-        let concurrency = admission.concurrency.map(|p| p.keep());
-        let fleet = admission.fleet.map(|p| p.keep()).is_some();
+        let held = admission.held;
+        let concurrency = admission.concurrency.and_then(|p| p.keep());
+        let fleet = admission.fleet.is_some_and(|p| p.keep());
         let adaptive = admission.adaptive.map(|p| p.keep());
         Self {
             engine,

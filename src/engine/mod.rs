@@ -4,7 +4,6 @@
 //! up to date through published snapshots; the `Brownout` handle, the middleware and the admin
 //! server sit on top of it.
 
-#[cfg(feature = "redis")]
 mod asks;
 mod cell;
 mod chain;
@@ -13,11 +12,7 @@ mod guard;
 #[cfg(feature = "redis")]
 pub(crate) use asks::asks;
 pub(crate) use cell::SettingsCell;
-#[cfg(feature = "redis")]
-pub(crate) use chain::elastic;
 pub(crate) use chain::{decide, Admission, Queued, Verdict};
-#[cfg(feature = "redis")]
-pub(crate) use guard::SharedOwner;
 pub(crate) use guard::{EngineRef, RequestGuard, WorkerEngine};
 
 use crate::classify::Classifier;
@@ -255,17 +250,18 @@ fn timed() -> bool {
 
 /// Runs the limiter chain over a classified request and counts the outcome: the decision of
 /// both the middleware and `Brownout::check`. `owner` is the handle the permits keep;
-/// `may_wait`: see [`decide`] (a request that waits is counted once its wait is over).
+/// `may_wait` and `answered`: see [`decide`] (a request that waits is counted once its wait
+/// is over).
 pub(crate) fn judge<'a, P: EngineRef>(
     owner: &'a P,
     settings: &Settings,
     request: &Request<'_>,
-    rng: &mut SplitMix64,
-    may_wait: bool,
+    (rng, may_wait): (&mut SplitMix64, bool),
+    answered: Option<crate::store::Answer<'_>>,
 ) -> Verdict<'a, P> {
     let engine = owner.engine();
     let started = engine.clock.now();
-    let verdict = decide(owner, settings, request, started, rng, may_wait);
+    let verdict = decide(owner, settings, request, (started, rng, may_wait), answered);
     if timed() {
         engine
             .metrics

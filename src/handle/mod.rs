@@ -25,7 +25,6 @@ use crate::limiter::{Rejection, Request};
 use crate::metrics::Outcome;
 use crate::ops::{AuditLog, PendingRevert};
 use crate::rng::SplitMix64;
-use crate::store::Held;
 use crate::tier::PerTier;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -258,7 +257,7 @@ impl Brownout {
         let verdict = CHECK_RNG.with(|cell| {
             // Each thread draws from its own stream: no shared counter on this path.
             let mut rng = cell.take().unwrap_or_else(|| engine.random_stream());
-            let verdict = judge(engine, &settings, &request, &mut rng, false);
+            let verdict = judge(engine, &settings, &request, (&mut rng, false), None);
             cell.set(Some(rng));
             verdict
         });
@@ -266,12 +265,7 @@ impl Brownout {
             Verdict::Reject(rejection, _) => Decision::Rejected(rejection),
             Verdict::Allow(admission) => Decision::Allowed(Admitted {
                 outcome: admission.outcome,
-                _guard: RequestGuard::admit(
-                    engine.clone(),
-                    classified.tier,
-                    admission,
-                    Held::LOCAL,
-                ),
+                _guard: RequestGuard::admit(engine.clone(), classified.tier, admission),
             }),
         }
     }

@@ -1,6 +1,6 @@
-//! The middleware in fleet mode: the shared store answers request_rate, concurrent_requests
-//! and fleet_usage for the request in one round trip (two at once with the fleet reserve),
-//! then the same limiter chain decides on those answers. When Redis cannot answer in time
+//! The middleware in fleet mode: the shared store answers what the request asks for
+//! request_rate, concurrent_requests and fleet_usage in one round trip (two at once with the
+//! fleet reserve), then the same decision as on the local store's answer runs on it. When Redis cannot answer in time
 //! (error, timeout, missing script), the request is decided on this server's in-memory
 //! limiters instead, as every request is while the breaker is open: a Redis outage degrades
 //! to per-server limits, never to none, and never fails a request.
@@ -9,10 +9,10 @@ use super::body::TrackedBody;
 use super::ratelimit;
 use super::respond::respond;
 use crate::classify::Classified;
-use crate::engine::{judge, Settings, SharedOwner, WorkerEngine};
+use crate::engine::{judge, Settings, WorkerEngine};
 use crate::limiter::request_rate::RateStatus;
 use crate::rng::SplitMix64;
-use crate::store::{ClientAsk, Held};
+use crate::store::ClientAsk;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
 use actix_web::http::header::HeaderValue;
@@ -32,7 +32,8 @@ pub(super) struct Pending<S> {
     pub(super) rng: SplitMix64,
 }
 
-/// Asks the shared store, decides, and answers.
+/// Waits for the shared store's answer, then decides and answers as the middleware does on
+/// the local store's (`Brownout`'s one decision, [`judge`]).
 pub(super) async fn decide<S, B>(
     p: Pending<S>,
 ) -> Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>
@@ -50,30 +51,11 @@ where
         asked,
         mut rng,
     } = p;
-    let answer = engine.keyed().decide_shared(asked).await;
-    let policy = |status: &RateStatus| policy(&settings, status);
-    let response = match &answer {
-        Ok(decision) => decision.decide(|answer| {
-            let request = super::request::request_of(&req, &classified, plan.as_deref());
-            let owner = SharedOwner {
-                engine: &engine,
-                answer,
-            };
-            let verdict = judge(&owner, &settings, &request, &mut rng, false);
-            respond(
-                &service,
-                &engine,
-                &settings,
-                req,
-                classified.tier,
-                verdict,
-                &policy,
-                decision.held(),
-            )
-        }),
+    let answered = match engine.keyed().answer_shared(&asked).await {
+        Ok(answer) => Some(answer),
         Err(failed) => {
             // A call that failed is counted; one not made (the breaker opened meanwhile) is
-            // what the breaker's gauge shows.
+            // what the breaker's gauge shows. The local store answers instead.
             if failed.skipped.is_none() {
                 engine.metrics().shared_store_error("redis", failed.op);
                 engine.fail_open("store", failed.reason(), || {
@@ -83,21 +65,22 @@ where
                     )
                 });
             }
-            let request = super::request::request_of(&req, &classified, plan.as_deref());
-            let verdict = judge(&engine, &settings, &request, &mut rng, false);
-            respond(
-                &service,
-                &engine,
-                &settings,
-                req,
-                classified.tier,
-                verdict,
-                &policy,
-                Held::LOCAL,
-            )
+            None
         }
     };
-    response.await
+    let request = super::request::request_of(&req, &classified, plan.as_deref());
+    let verdict = judge(&engine, &settings, &request, (&mut rng, false), answered);
+    let policy = |status: &RateStatus| policy(&settings, status);
+    respond(
+        &service,
+        &engine,
+        &settings,
+        req,
+        classified.tier,
+        verdict,
+        &policy,
+    )
+    .await
 }
 
 /// The `RateLimit-Policy` value for `status` (built when a response needs it).

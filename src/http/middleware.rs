@@ -15,7 +15,6 @@ use crate::control::RuntimeRegistry;
 use crate::engine::{judge, Admission, Engine, Settings, Verdict, WorkerEngine};
 use crate::limiter::request_rate::RateStatus;
 use crate::rng::SplitMix64;
-use crate::store::Held;
 use crate::tier::Tier;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
@@ -259,7 +258,7 @@ where
             }
         }
         let verdict = match self.rng.try_borrow_mut() {
-            Ok(mut rng) => judge(&self.engine, settings, &request, &mut rng, true),
+            Ok(mut rng) => judge(&self.engine, settings, &request, (&mut rng, true), None),
             // Unreachable on a single-threaded worker; never fail the request over it.
             Err(_) => Verdict::Allow(Admission::new(crate::metrics::Outcome::Allowed)),
         };
@@ -271,7 +270,6 @@ where
             classified.tier,
             verdict,
             &|status| self.policy(settings, status),
-            Held::LOCAL,
         )
     }
 }

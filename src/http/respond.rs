@@ -76,11 +76,10 @@ impl AfterResponse {
         settings: &Settings,
         admission: &Admission<'_, Q>,
         policy: &dyn Fn(&RateStatus) -> Option<HeaderValue>,
-        held: Held,
     ) -> Option<Self> {
         (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
             engine: engine.clone(),
-            held,
+            held: admission.held,
             fields: admission.rate.map_or([None, None], |status| {
                 rate_fields(settings, policy(&status), &status, None)
             }),
@@ -107,8 +106,7 @@ impl AfterResponse {
 }
 
 /// The response to a verdict: the rejection (with its RateLimit fields), or the app's
-/// response to an admitted request, which holds its guard until the body ends. `held`: where
-/// the request's permits were taken (here, or in the shared store it was decided on).
+/// response to an admitted request, which holds its guard until the body ends.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn respond<S, B, Q>(
     service: &Rc<S>,
@@ -118,7 +116,6 @@ pub(super) fn respond<S, B, Q>(
     tier: Tier,
     verdict: Verdict<'_, Q>,
     policy: &dyn Fn(&RateStatus) -> Option<HeaderValue>,
-    held: Held,
 ) -> ResponseFuture<S::Future, B>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
@@ -148,7 +145,7 @@ where
             }
         }
         Verdict::Allow(mut admission) => {
-            let after = AfterResponse::new(engine, settings, &admission, policy, held);
+            let after = AfterResponse::new(engine, settings, &admission, policy);
             let deadline = &settings.limiters.deadline;
             let expiry = Expiry::new(deadline.after.get(), deadline.cancel);
             if let Some(queued) = admission.queued.take() {
@@ -160,7 +157,7 @@ where
                     tier,
                     outcome: admission.outcome,
                     policy: queued.refunded.as_ref().and_then(policy),
-                    guard: RequestGuard::waiting(engine.clone(), tier, admission, held),
+                    guard: RequestGuard::waiting(engine.clone(), tier, admission),
                     after,
                     expiry,
                 };
@@ -168,7 +165,7 @@ where
                     fut: Box::pin(wait(waiting, queued)),
                 };
             }
-            let guard = RequestGuard::admit(engine.clone(), tier, admission, held);
+            let guard = RequestGuard::admit(engine.clone(), tier, admission);
             ResponseFuture::allowed(service.call(req), guard, after, expiry, tier)
         }
     }
@@ -326,6 +323,7 @@ where
     let Queued {
         wait,
         refund,
+        held,
         at,
         refunded,
     } = *queued;
@@ -346,7 +344,7 @@ where
         .rejection(LimiterName::AdaptiveConcurrency, tier, false);
     engine.metrics().request(tier, Outcome::Rejected);
     if let Some(ticket) = refund {
-        settings.rules.refund(engine.keyed().local(), &ticket, at);
+        settings.rules.refund(engine.keyed(), held, &ticket, at);
     }
     let mut response = rejection_response(&rejection, None);
     if let Some(status) = &refunded {

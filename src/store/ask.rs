@@ -1,10 +1,17 @@
-//! What a request asks of a store that answers it in one step (fleet mode's Redis), planned by
-//! the engine from the settings and the request (`engine::asks`): its buckets, its quotas, its
-//! permit and a fleet slot, each with whether its limiter is enforced. Plain data: no store's
-//! types in it.
+//! What a request asks of the keyed store (the plan of [`crate::engine`]'s first step): its
+//! buckets, its quotas, its permit and a fleet slot, each with whether its limiter is
+//! enforced. Plain data of a fixed size (no allocation): every store answers it
+//! ([`super::Answer`]), the in-memory one at once, Redis in one round trip.
 
-#[cfg(feature = "redis")]
 use crate::math::window::WindowRule;
+use arrayvec::ArrayVec;
+
+/// Most buckets one request is charged in: the per-IP ceiling and its client's own.
+pub const MAX_BUCKETS: usize = 2;
+
+/// Most quotas one request is checked against (`limiters.request_rate.quotas` lists at most
+/// this many).
+pub const MAX_QUOTAS: usize = 16;
 
 /// A bucket to charge: the per-IP ceiling or the client's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,7 +28,6 @@ pub struct BucketAsk {
 }
 
 /// A quota to check (and count the request against, for a request-counting quota).
-#[cfg(feature = "redis")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuotaAsk {
     /// Its index in `request_rate.quotas`.
@@ -34,15 +40,21 @@ pub struct QuotaAsk {
     pub count: bool,
 }
 
-/// What one request asks of the shared store, in the order the in-memory limiters would ask
-/// it: its client's buckets, quotas and permit, and a fleet slot.
-#[cfg(feature = "redis")]
+/// What one request asks of the keyed store, in the order the limiters decide: its client's
+/// buckets and quotas (request_rate), its permit (concurrent_requests) and a fleet slot
+/// (fleet_usage). An enforced refusal stops the answer there with nothing kept; a refusal in
+/// dark mode keeps nothing for that limiter and goes on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientAsk {
     /// The buckets, the per-IP ceiling first.
-    pub buckets: Vec<BucketAsk>,
+    pub buckets: ArrayVec<BucketAsk, MAX_BUCKETS>,
     /// The quotas that apply, in config order.
-    pub quotas: Vec<QuotaAsk>,
+    pub quotas: ArrayVec<QuotaAsk, MAX_QUOTAS>,
+    /// The request_rate plan the client's bucket is of (index in the compiled rules), and
+    /// whether it is the elastic bucket: what a refusal's wait is measured against.
+    pub plan: u16,
+    /// See `plan`.
+    pub elastic: bool,
     /// The concurrency permit to take: (key, most in flight).
     pub in_flight: Option<(u64, u64)>,
     /// request_rate is enforced (a refusal stops the request; in dark mode it goes on).
@@ -55,13 +67,14 @@ pub struct ClientAsk {
     pub fleet_enforced: bool,
 }
 
-#[cfg(feature = "redis")]
 impl ClientAsk {
     /// Whether there is anything to ask.
     pub fn is_empty(&self) -> bool {
-        self.buckets.is_empty()
-            && self.quotas.is_empty()
-            && self.in_flight.is_none()
-            && self.fleet.is_none()
+        !self.asks_rate() && self.in_flight.is_none() && self.fleet.is_none()
+    }
+
+    /// Whether request_rate asks anything (a bucket or a quota).
+    pub fn asks_rate(&self) -> bool {
+        !self.buckets.is_empty() || !self.quotas.is_empty()
     }
 }

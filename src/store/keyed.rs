@@ -1,12 +1,13 @@
 //! The engine's keyed state as one part: the store the per-key limiters decide on here, and,
 //! in fleet mode, the shared store behind it and how the two work together (`store.sync`).
-//! Above it, nothing names the shared store's types: a request asks it through
-//! [`Keyed::decide_shared`], and its permits are [`Held`] wherever they were taken.
+//! Above it, nothing names the shared store's types: a request's ask is answered here
+//! ([`Answer::here`](super::Answer::here)) or by the shared store
+//! ([`Keyed::answer_shared`]), and what it took is [`Held`] wherever it was taken.
 
 #[cfg(feature = "redis")]
-use super::redis::{RedisStore, SharedDecision};
+use super::redis::RedisStore;
 #[cfg(feature = "redis")]
-use super::{ClientAsk, HybridStore, Unanswered};
+use super::{Answer, ClientAsk, HybridStore, Unanswered};
 use super::{ClientReading, MemoryStore, Store, StoreError};
 use crate::clock::Clock;
 use crate::math::window::WindowRule;
@@ -147,7 +148,7 @@ impl Keyed {
     }
 
     /// Keyed state kept in `local` alone.
-    fn local_only(local: Arc<dyn Store>) -> Self {
+    pub(crate) fn local_only(local: Arc<dyn Store>) -> Self {
         Self {
             local,
             #[cfg(feature = "redis")]
@@ -201,18 +202,59 @@ impl Keyed {
         self.per_request().is_some_and(|shared| shared.ready())
     }
 
-    /// Asks the shared store what `ask` needs, in one round trip; `Err`: decide on the local
+    /// The shared store's answer to `ask`, in one round trip; `Err`: answer on the local
     /// store instead.
     #[cfg(feature = "redis")]
-    pub(crate) async fn decide_shared(&self, ask: ClientAsk) -> Result<SharedDecision, Unanswered> {
+    pub(crate) async fn answer_shared<'k>(
+        &'k self,
+        ask: &'k ClientAsk,
+    ) -> Result<Answer<'k>, Unanswered> {
         match &self.shared {
-            Some(shared) => shared.decide_detached(ask).await,
+            Some(shared) => Ok(shared.decide_detached(ask.clone()).await?.answer(self, ask)),
             None => Err(Unanswered {
                 op: "decide",
                 error: super::StoreError::Failed("no shared store".into()),
                 skipped: Some("not_connected"),
             }),
         }
+    }
+
+    /// Gives back `increment` µs charged to bucket `key` (under hash tag `tag`) by a request
+    /// whose answer is held as `held` (a later limiter refused it).
+    pub(crate) fn refund_bucket(&self, held: Held, tag: u64, key: u64, increment: u64) {
+        #[cfg(feature = "redis")]
+        if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
+            shared.undo(super::redis::Undo::Bucket {
+                tag,
+                key,
+                increment,
+            });
+            return;
+        }
+        let _ = (held, tag);
+        let _ = self.local.rate_refund(key, increment);
+    }
+
+    /// Takes back one request counted against quota `index` of `key` in the window of `unix`
+    /// µs, by a request whose answer is held as `held`.
+    pub(crate) fn refund_quota(
+        &self,
+        held: Held,
+        (index, key): (usize, u64),
+        unix: u64,
+        rule: &WindowRule,
+    ) {
+        #[cfg(feature = "redis")]
+        if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
+            shared.undo(super::redis::Undo::Quota {
+                index,
+                key,
+                window: rule.window,
+            });
+            return;
+        }
+        let _ = held;
+        let _ = self.local.quota_refund(index, key, unix, rule);
     }
 
     /// Gives back, once its request is done, the permit of `key` (if it kept one) and the

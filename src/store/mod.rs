@@ -1,6 +1,7 @@
 //! Where the per-key limiters keep their state, behind one trait so a shared store (Redis)
 //! can replace the in-memory one. Every operation is one atomic step on the store's side.
 
+mod answer;
 mod ask;
 #[cfg(feature = "redis")]
 mod hybrid;
@@ -15,12 +16,11 @@ pub mod redis;
 pub(crate) mod redis;
 pub(crate) mod table;
 
+pub(crate) use answer::{Answer, Part, RateAnswer};
 #[cfg(not(feature = "redis-internals"))]
-pub(crate) use ask::BucketAsk;
+pub(crate) use ask::{BucketAsk, ClientAsk, QuotaAsk};
 #[cfg(feature = "redis-internals")]
 pub use ask::{BucketAsk, ClientAsk, QuotaAsk};
-#[cfg(all(feature = "redis", not(feature = "redis-internals")))]
-pub(crate) use ask::{ClientAsk, QuotaAsk};
 #[cfg(feature = "redis")]
 pub(crate) use hybrid::HybridStore;
 pub(crate) use keyed::{Held, Keyed};
@@ -93,17 +93,11 @@ mod unanswered {
     }
 }
 
-/// Something that owns (a share of) a store: what a permit keeps so that it can give itself
-/// back when it is dropped, whenever and wherever that is.
-pub(crate) trait StoreHandle: Clone {
-    /// The store.
-    fn store(&self) -> &dyn Store;
-}
-
-impl<S: Store> StoreHandle for std::sync::Arc<S> {
-    fn store(&self) -> &dyn Store {
-        &**self
-    }
+/// Something that owns (a share of) the keyed state: what a permit keeps so that it can give
+/// itself back when it is dropped, whenever and wherever that is.
+pub(crate) trait KeyedHandle: Clone {
+    /// The keyed state.
+    fn keyed(&self) -> &Keyed;
 }
 
 /// A client's per-key state read without changing it (a peek): its bucket's TAT (µs; `None`

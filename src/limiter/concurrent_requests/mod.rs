@@ -9,18 +9,21 @@ pub use settings::ConcurrentRequestsConfig;
 
 use super::Problem;
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
-use crate::store::StoreHandle;
+use crate::store::{Answer, Held, KeyedHandle};
 use crate::tier::Tier;
 
 /// One of a key's in-flight permits, returned to the store when dropped, unless
 /// [`keep`](Self::keep) handed it over to the request's guard first.
-pub struct ConcurrencyPermit<'a, S: StoreHandle> {
-    /// Whose store gets the permit back; `None` once it is handed over.
+pub struct ConcurrencyPermit<'a, S: KeyedHandle> {
+    /// Whose store gets the permit back; `None` once it is handed over (or when the store
+    /// kept none: a later enforced refusal stopped it).
     owner: Option<&'a S>,
     key: u64,
+    /// Where it is held.
+    held: Held,
 }
 
-impl<S: StoreHandle> std::fmt::Debug for ConcurrencyPermit<'_, S> {
+impl<S: KeyedHandle> std::fmt::Debug for ConcurrencyPermit<'_, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConcurrencyPermit")
             .field("key", &self.key)
@@ -28,38 +31,39 @@ impl<S: StoreHandle> std::fmt::Debug for ConcurrencyPermit<'_, S> {
     }
 }
 
-impl<S: StoreHandle> ConcurrencyPermit<'_, S> {
+impl<S: KeyedHandle> ConcurrencyPermit<'_, S> {
     /// Hands the permit over to whoever keeps the returned key: it must give the permit back
-    /// (`Store::concurrency_release`) when its request is done. The request's guard does, so
+    /// (`Keyed::release`) when its request is done. The request's guard does, so
     /// that a permit needs no handle of its own on the store while the request runs.
-    pub fn keep(mut self) -> u64 {
-        self.owner = None;
-        self.key
+    /// `None`: the store kept no permit.
+    pub fn keep(mut self) -> Option<u64> {
+        self.owner.take().map(|_| self.key)
     }
 }
 
-impl<S: StoreHandle> Drop for ConcurrencyPermit<'_, S> {
+impl<S: KeyedHandle> Drop for ConcurrencyPermit<'_, S> {
     fn drop(&mut self) {
         if let Some(owner) = self.owner {
-            owner.store().concurrency_release(self.key);
+            owner.keyed().release(self.held, Some(self.key), false);
         }
     }
 }
 
-/// Takes a permit for `key` from `owner`'s store, or says when to retry.
-pub fn acquire<'a, S: StoreHandle>(
+/// Decides on the store's `answer` for `key`'s permit: the permit (owned by `owner`'s keyed
+/// state), or when to retry.
+pub fn decide<'a, S: KeyedHandle>(
     c: &ConcurrentRequestsConfig,
     owner: &'a S,
+    answer: &mut Answer<'_>,
     key: u64,
     tier: Tier,
 ) -> Checked<ConcurrencyPermit<'a, S>> {
-    if owner
-        .store()
-        .concurrency_acquire(key, u64::from(c.max_in_flight))?
-    {
+    let (room, taken) = answer.take_permit()?;
+    if room {
         return Ok(Check::Allowed(ConcurrencyPermit {
-            owner: Some(owner),
+            owner: taken.then_some(owner),
             key,
+            held: answer.held(),
         }));
     }
     let rejection = Rejection {

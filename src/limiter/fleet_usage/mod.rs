@@ -8,49 +8,58 @@ pub use settings::FleetUsageConfig;
 
 use super::Problem;
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
-use crate::store::StoreHandle;
+use crate::store::{Answer, Held, KeyedHandle};
 use crate::tier::Tier;
 
 /// A non-critical request's fleet slot, returned to the store when dropped, unless
 /// [`keep`](Self::keep) handed it over to the request's guard first.
-pub struct FleetPermit<'a, S: StoreHandle> {
-    /// Whose store gets the slot back; `None` once it is handed over.
+pub struct FleetPermit<'a, S: KeyedHandle> {
+    /// Whose store gets the slot back; `None` once it is handed over (or when the store
+    /// kept none).
     owner: Option<&'a S>,
+    /// Where it is held.
+    held: Held,
 }
 
-impl<S: StoreHandle> std::fmt::Debug for FleetPermit<'_, S> {
+impl<S: KeyedHandle> std::fmt::Debug for FleetPermit<'_, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("FleetPermit")
     }
 }
 
-impl<S: StoreHandle> FleetPermit<'_, S> {
-    /// Hands the slot over to its keeper, which must give it back (`Store::fleet_release`)
-    /// when the request is done: the request's guard does.
-    pub fn keep(mut self) {
-        self.owner = None;
+impl<S: KeyedHandle> FleetPermit<'_, S> {
+    /// Hands the slot over to its keeper, which must give it back (`Keyed::release`) when
+    /// the request is done: the request's guard does. `false`: the store kept no slot.
+    pub fn keep(mut self) -> bool {
+        self.owner.take().is_some()
     }
 }
 
-impl<S: StoreHandle> Drop for FleetPermit<'_, S> {
+impl<S: KeyedHandle> Drop for FleetPermit<'_, S> {
     fn drop(&mut self) {
         if let Some(owner) = self.owner {
-            owner.store().fleet_release();
+            owner.keyed().release(self.held, None, true);
         }
     }
 }
 
-/// Takes a slot for a non-critical request (`None` for a critical one), or says when to retry.
-pub fn acquire<'a, S: StoreHandle>(
+/// Decides on the store's `answer` for a non-critical request's slot (`None` for a critical
+/// one, which takes none): the slot (owned by `owner`'s keyed state), or when to retry.
+pub fn decide<'a, S: KeyedHandle>(
     c: &FleetUsageConfig,
     owner: &'a S,
+    answer: &mut Answer<'_>,
     tier: Tier,
 ) -> Checked<Option<FleetPermit<'a, S>>> {
     if tier == Tier::Critical {
         return Ok(Check::Allowed(None));
     }
-    if owner.store().fleet_acquire(c.non_critical_limit())? {
-        return Ok(Check::Allowed(Some(FleetPermit { owner: Some(owner) })));
+    let (room, taken) = answer.take_fleet_slot()?;
+    if room {
+        return Ok(Check::Allowed(Some(FleetPermit {
+            owner: taken.then_some(owner),
+            held: answer.held(),
+        })));
     }
     let rejection = Rejection {
         limiter: LimiterName::FleetUsage,

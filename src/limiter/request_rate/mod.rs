@@ -1,5 +1,7 @@
 //! The request-rate limiter: a per-key bucket of credits (weighted endpoint costs, plans, soft
-//! and elastic throttling) plus optional window quotas, all answered by the [`Store`].
+//! and elastic throttling) plus optional window quotas. What a request asks of the keyed
+//! store is planned here ([`RateRules::ask`]), and the store's answer decided on here
+//! ([`RateRules::decide`]), whichever store gave it.
 
 mod rules;
 mod settings;
@@ -12,11 +14,9 @@ pub use settings::{
 
 use super::Problem;
 use super::{Check, LimiterName, RatePolicy, RejectStatus, Rejection, Request};
-use crate::math::gcra::{Bucket, Charge};
+use crate::math::gcra::Charge;
 use crate::math::window::WindowRule;
-use crate::store::{BucketAsk, Store, StoreError};
-#[cfg(feature = "redis")]
-use crate::store::{ClientAsk, QuotaAsk};
+use crate::store::{BucketAsk, ClientAsk, Held, Keyed, QuotaAsk, RateAnswer, Store, StoreError};
 use std::time::Duration;
 
 /// Most quotas reported in one `RateLimit` field.
@@ -90,12 +90,11 @@ pub struct RateAdmit {
     pub ticket: RateTicket,
 }
 
-/// The buckets one request is charged in, with their parameters (which turn a refusal's
-/// wait in TAT into the time to tell the client).
-struct Charges<'r> {
+/// The buckets one request is charged in, and the plan of its own.
+struct Charges {
     plan: usize,
-    bucket: (BucketAsk, &'r Bucket),
-    ceiling: Option<(BucketAsk, &'r Bucket)>,
+    bucket: BucketAsk,
+    ceiling: Option<BucketAsk>,
 }
 
 /// Whole seconds in `us` microseconds, rounded up.
@@ -115,25 +114,23 @@ fn ceiling_key(ip: u64) -> u64 {
 }
 
 impl RateRules {
-    /// Checks one request; `elastic` says whether the server has room to spare. A rejected
-    /// request is charged nothing (its ticket is empty).
-    pub fn check(
+    /// Decides one request on the store's answer `rate` to `ask` (what
+    /// [`ask`](Self::ask) planned for it), checked at `at`. A refused request took nothing
+    /// (its ticket is empty); an admitted one's ticket holds what the store kept, to give back
+    /// if a later limiter refuses it.
+    pub fn decide(
         &self,
-        store: &dyn Store,
+        rate: &RateAnswer,
+        ask: &ClientAsk,
         req: &Request<'_>,
         at: CheckTime,
-        elastic: bool,
     ) -> Result<Check<RateAdmit, RateStatus>, StoreError> {
         let now = at.mono;
-        let Charges {
-            plan,
-            bucket: (bucket, params),
-            ceiling,
-        } = self.charges(req, elastic);
-        let increment = bucket.increment;
+        let unanswered = || StoreError::Failed("the store did not answer for request_rate".into());
+        let written = rate.written();
         let mut status = RateStatus {
-            plan: plan as u16,
-            elastic,
+            plan: ask.plan,
+            elastic: ask.elastic,
             at: now,
             ..RateStatus::default()
         };
@@ -149,49 +146,46 @@ impl RateRules {
             retry_after: Duration::from_micros(retry_us),
             policy,
         };
-        if let Some((ceiling, ceiling_params)) = ceiling {
-            let charge = ceiling.increment;
-            match store.rate_charge(ceiling.key, now, charge, ceiling.tolerance)? {
+        // The per-IP ceiling first, when there is one.
+        let (ceiling, bucket) = match ask.buckets.as_slice() {
+            [bucket] => (None, bucket),
+            [ceiling, bucket] => (Some(ceiling), bucket),
+            _ => return Err(unanswered()),
+        };
+        if let Some(ceiling) = ceiling {
+            let params = self.per_ip.as_ref().ok_or_else(unanswered)?;
+            match rate.charge(0, now).ok_or_else(unanswered)? {
                 Charge::Denied { tat, wait } => {
                     status.ip_tat = tat;
-                    let retry = ceiling_params.retry_after(wait);
-                    let rejection = reject(retry, Some(RatePolicy::PerIp));
+                    let rejection = reject(params.retry_after(wait), Some(RatePolicy::PerIp));
                     return Ok(Check::Rejected(rejection, status));
                 }
                 Charge::Allowed { tat } => {
                     status.ip_tat = tat;
-                    ticket.ip_increment = charge;
+                    if written {
+                        ticket.ip_increment = ceiling.increment;
+                    }
                 }
             }
         }
-        let charged = store.rate_charge(req.key, now, increment, bucket.tolerance);
-        let charged_tat = match charged {
-            Ok(Charge::Allowed { tat }) => {
-                ticket.increment = increment;
-                tat
-            }
-            Ok(Charge::Denied { tat, wait }) => {
-                self.refund(store, &ticket, at);
+        let own = usize::from(ceiling.is_some());
+        let charged_tat = match rate.charge(own, now).ok_or_else(unanswered)? {
+            Charge::Allowed { tat } => tat,
+            Charge::Denied { tat, wait } => {
+                let params = self.bucket(usize::from(ask.plan), ask.elastic);
                 let rejection = reject(params.retry_after(wait), None);
                 return Ok(Check::Rejected(rejection, status.with_tat(tat)));
             }
-            Err(e) => {
-                self.refund(store, &ticket, at);
-                return Err(e);
-            }
         };
+        if written {
+            ticket.increment = bucket.increment;
+        }
         status.tat = charged_tat;
         // The bucket as it reads if this request's charge is given back.
-        let refunded = charged_tat.saturating_sub(increment);
-        for (i, quota, key) in self.applying(req) {
-            let add = quota.count == QuotaCount::Requests;
-            let check = match store.quota_hit(i, key, at.unix, &quota.rule, add) {
-                Ok(check) => check,
-                Err(e) => {
-                    self.refund(store, &ticket, at);
-                    return Err(e);
-                }
-            };
+        let refunded = charged_tat.saturating_sub(bucket.increment);
+        for (j, quota) in ask.quotas.iter().enumerate() {
+            let check = rate.quota(j).ok_or_else(unanswered)?;
+            let i = quota.index;
             if status.reported < REPORTED_QUOTAS as u8 {
                 let remaining = u16::try_from(check.remaining).unwrap_or(u16::MAX);
                 status.quotas[status.reported as usize] =
@@ -199,13 +193,13 @@ impl RateRules {
                 status.reported += 1;
             }
             if !check.allowed {
-                self.refund(store, &ticket, at);
                 let rejection = reject(check.retry, Some(RatePolicy::Quota(i as u8)));
                 return Ok(Check::Rejected(rejection, status.with_tat(refunded)));
             }
-            match quota.count {
-                QuotaCount::Requests => ticket.counted |= 1 << i,
-                QuotaCount::Failures => ticket.failures |= 1 << i,
+            if !quota.count {
+                ticket.failures |= 1 << i;
+            } else if written {
+                ticket.counted |= 1 << i;
             }
         }
         Ok(Check::Allowed(RateAdmit {
@@ -215,33 +209,47 @@ impl RateRules {
         }))
     }
 
+    /// The three steps on `keyed`'s local store for one request, request_rate enforced: what
+    /// the limiter's unit tests check.
+    #[cfg(test)]
+    pub(crate) fn check(
+        &self,
+        keyed: &Keyed,
+        req: &Request<'_>,
+        at: CheckTime,
+        elastic: bool,
+    ) -> Result<Check<RateAdmit, RateStatus>, StoreError> {
+        let mut ask = ClientAsk {
+            rate_enforced: true,
+            ..ClientAsk::default()
+        };
+        self.ask(req, elastic, &mut ask);
+        let answer = crate::store::Answer::here(keyed, &ask, (at.mono, at.unix), &mut None);
+        self.decide(answer.rate()?, &ask, req, at)
+    }
+
     /// The buckets a request is charged in: its plan's (widened while `elastic`) and the
-    /// per-IP ceiling, if any. (Always inlined into `check`: out of line, the answer goes
-    /// through memory and the hot path pays ~40 instructions more.)
-    #[inline(always)]
-    fn charges(&self, req: &Request<'_>, elastic: bool) -> Charges<'_> {
+    /// per-IP ceiling, if any.
+    #[inline]
+    fn charges(&self, req: &Request<'_>, elastic: bool) -> Charges {
         let plan = self.plan(req.plan);
         let bucket = self.bucket(plan, elastic);
         let cost = self.cost(plan, req.method, req.path);
-        let ceiling = self.per_ip.as_ref().map(|ceiling| {
-            let ask = BucketAsk {
-                key: ceiling_key(req.ip),
-                tag: req.ip,
-                // An expensive route costs at most the whole ceiling, so it can always pass.
-                increment: ceiling.increment(cost.min(ceiling.burst as u32)),
-                tolerance: ceiling.tolerance(),
-            };
-            (ask, ceiling)
+        let ceiling = self.per_ip.as_ref().map(|ceiling| BucketAsk {
+            key: ceiling_key(req.ip),
+            tag: req.ip,
+            // An expensive route costs at most the whole ceiling, so it can always pass.
+            increment: ceiling.increment(cost.min(ceiling.burst as u32)),
+            tolerance: ceiling.tolerance(),
         });
-        let ask = BucketAsk {
-            key: req.key,
-            tag: req.key,
-            increment: bucket.increment(cost),
-            tolerance: bucket.tolerance(),
-        };
         Charges {
             plan,
-            bucket: (ask, bucket),
+            bucket: BucketAsk {
+                key: req.key,
+                tag: req.key,
+                increment: bucket.increment(cost),
+                tolerance: bucket.tolerance(),
+            },
             ceiling,
         }
     }
@@ -264,15 +272,21 @@ impl RateRules {
             })
     }
 
-    /// What [`check`](Self::check) asks of the store, for a shared store to answer in one
-    /// step: the buckets (ceiling first) and the quotas, in that order.
-    #[cfg(feature = "redis")]
+    /// What a request asks of the keyed store for this limiter (`elastic`: the server has
+    /// room to spare): the buckets (ceiling first) and the quotas that apply, in that order,
+    /// and the plan they are of.
     pub fn ask(&self, req: &Request<'_>, elastic: bool, ask: &mut ClientAsk) {
         let Charges {
-            bucket, ceiling, ..
+            plan,
+            bucket,
+            ceiling,
         } = self.charges(req, elastic);
-        ask.buckets.extend(ceiling.map(|(c, _)| c));
-        ask.buckets.push(bucket.0);
+        ask.plan = plan as u16;
+        ask.elastic = elastic;
+        if let Some(ceiling) = ceiling {
+            ask.buckets.push(ceiling);
+        }
+        ask.buckets.push(bucket);
         ask.quotas
             .extend(self.applying(req).map(|(index, q, key)| QuotaAsk {
                 index,
@@ -295,18 +309,20 @@ impl RateRules {
             .map(|(i, q)| (i, self.quota_key(q, ticket), q.rule))
     }
 
-    /// Gives back what `ticket` took (a later limiter rejected the request).
-    pub fn refund(&self, store: &dyn Store, ticket: &RateTicket, at: CheckTime) {
+    /// Gives back what `ticket` took, held as `held` in `keyed` (a later limiter rejected
+    /// the request).
+    pub fn refund(&self, keyed: &Keyed, held: Held, ticket: &RateTicket, at: CheckTime) {
         if ticket.increment > 0 {
-            let _ = store.rate_refund(ticket.key, ticket.increment);
+            keyed.refund_bucket(held, ticket.key, ticket.key, ticket.increment);
         }
         if ticket.ip_increment > 0 {
-            let _ = store.rate_refund(ceiling_key(ticket.ip), ticket.ip_increment);
+            let key = ceiling_key(ticket.ip);
+            keyed.refund_bucket(held, ticket.ip, key, ticket.ip_increment);
         }
         for (i, quota) in self.quotas.iter().enumerate() {
             if ticket.counted & (1 << i) != 0 {
                 let key = self.quota_key(quota, ticket);
-                let _ = store.quota_refund(i, key, at.unix, &quota.rule);
+                keyed.refund_quota(held, (i, key), at.unix, &quota.rule);
             }
         }
     }

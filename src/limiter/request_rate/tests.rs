@@ -1,7 +1,8 @@
 //! The request-rate limiter over the in-memory store.
 use super::*;
 use crate::schema::QuotaAlgorithm;
-use crate::store::MemoryStore;
+use crate::store::{Keyed, MemoryStore};
+use std::sync::Arc;
 use crate::tier::Tier;
 
 const T0: CheckTime = CheckTime { mono: 0, unix: 0 };
@@ -30,7 +31,7 @@ struct Seen {
 
 fn check(
     r: &RateRules,
-    store: &MemoryStore,
+    store: &Keyed,
     req: &Request<'_>,
     at: CheckTime,
     elastic: bool,
@@ -47,6 +48,11 @@ fn check(
             ticket: RateTicket::default(),
         },
     }
+}
+
+/// Keyed state in a memory store of these sizes.
+fn memory(rate_keys: usize, quotas: usize, concurrency_keys: usize) -> Keyed {
+    Keyed::local_only(Arc::new(MemoryStore::new(rate_keys, quotas, concurrency_keys)))
 }
 
 fn req<'a>(method: &'a str, path: &'a str, plan: Option<&'a str>) -> Request<'a> {
@@ -85,7 +91,7 @@ fn costs_pick_the_most_specific_route_and_plans_override() {
 #[test]
 fn plan_buckets_are_separate_limits() {
     let r = rules(YAML);
-    let store = MemoryStore::new(64, 0, 64);
+    let store = memory(64, 0, 64);
     let mut passed = 0;
     while check(&r, &store, &req("GET", "/x", Some("free")), T0, false)
         .rejection
@@ -106,7 +112,7 @@ fn plan_buckets_are_separate_limits() {
 #[test]
 fn elastic_factor_widens_the_bucket() {
     let r = rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 4\n    elastic_factor: 2\n");
-    let store = MemoryStore::new(64, 0, 64);
+    let store = memory(64, 0, 64);
     let mut passed = 0;
     while check(&r, &store, &req("GET", "/", None), T0, true)
         .rejection
@@ -121,7 +127,7 @@ fn elastic_factor_widens_the_bucket() {
 fn a_quota_rejection_refunds_the_bucket() {
     let r = rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 10\n    quotas:\n      - {name: signups, algorithm: fixed_window, limit: 2, window: 1d, routes: [\"POST /v1/accounts\"], key: ip}\n");
     assert_eq!(r.quotas[0].rule.algorithm, QuotaAlgorithm::FixedWindow);
-    let store = MemoryStore::new(64, 1, 64);
+    let store = memory(64, 1, 64);
     let signup = req("POST", "/v1/accounts", None);
     for _ in 0..2 {
         let d = check(&r, &store, &signup, T0, false);
@@ -148,7 +154,7 @@ fn a_quota_rejection_refunds_the_bucket() {
 #[test]
 fn failure_quotas_count_only_failures() {
     let r = rules("limiters:\n  request_rate:\n    quotas:\n      - {name: card_failures, algorithm: sliding_window, limit: 3, window: 1d, routes: [\"POST /v1/charges\"], count: failures}\n");
-    let store = MemoryStore::new(64, 1, 64);
+    let store = memory(64, 1, 64);
     let charge = req("POST", "/v1/charges", None);
     for _ in 0..5 {
         let d = check(&r, &store, &charge, T0, false);
@@ -157,7 +163,7 @@ fn failure_quotas_count_only_failures() {
     for _ in 0..3 {
         let d = check(&r, &store, &charge, T0, false);
         assert!(d.rejection.is_none());
-        r.record_failure(&store, &d.ticket, 0);
+        r.record_failure(store.local(), &d.ticket, 0);
     }
     let d = check(&r, &store, &charge, CheckTime { mono: 1, unix: 1 }, false);
     assert_eq!(d.rejection.unwrap().policy, Some(RatePolicy::Quota(0)));

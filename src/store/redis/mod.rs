@@ -6,9 +6,9 @@
 //! a backoff. What is given back later (permits, refunds, failure counts) goes through a
 //! bounded queue to a task that sends it in batches, off the request path.
 
-mod answered;
 mod breaker;
 mod conn;
+mod detached;
 mod reconcile;
 mod script;
 mod settings;
@@ -19,7 +19,6 @@ mod undo;
 use super::ask::ClientAsk;
 #[cfg(feature = "redis-internals")]
 pub use super::ask::{BucketAsk, ClientAsk, QuotaAsk};
-pub(crate) use answered::SharedDecision;
 pub(crate) use breaker::{Breaker, BreakerParams, BreakerState};
 #[cfg(not(feature = "redis-internals"))]
 pub(crate) use script::Undo;

@@ -148,7 +148,7 @@ mod tests {
             window: 1_000_000,
         };
         ClientAsk {
-            buckets: vec![
+            buckets: [
                 BucketAsk {
                     key: 1234,
                     tag: IP,
@@ -161,8 +161,10 @@ mod tests {
                     increment: 20,
                     tolerance: 100,
                 },
-            ],
-            quotas: vec![
+            ]
+            .into_iter()
+            .collect(),
+            quotas: [
                 QuotaAsk {
                     index: 0,
                     key: CLIENT,
@@ -175,12 +177,15 @@ mod tests {
                     rule,
                     count: true,
                 },
-            ],
+            ]
+            .into_iter()
+            .collect(),
             in_flight: Some((CLIENT, 5)),
             rate_enforced: true,
             in_flight_enforced: true,
             fleet: Some(10),
             fleet_enforced: true,
+            ..ClientAsk::default()
         }
     }
 

@@ -1,0 +1,52 @@
+//! One request's answer from the shared store: Redis answers what the request asks in one
+//! round trip ([`RedisStore::decide_detached`]), and the reply becomes the same [`Answer`] the
+//! in-memory store gives, which the limiter chain decides on. What the chain gives back (a
+//! later limiter refused the request) goes to Redis through the store's undo queue; only what
+//! the script wrote is given back.
+
+use super::script::ClientAsk;
+use super::{RedisStore, SharedAnswer};
+use crate::store::{Answer, Held, Keyed, RateAnswer, StoreError, Unanswered};
+use std::sync::Arc;
+
+impl SharedAnswer {
+    /// The reply as an answer to `ask`, on `keyed`, whose shared store gave it: what the
+    /// script wrote is held as this request's member.
+    pub(crate) fn answer<'k>(self, keyed: &'k Keyed, ask: &'k ClientAsk) -> Answer<'k> {
+        let reply = self.reply;
+        let rate = RateAnswer::shared(&reply.buckets, &reply.quotas, reply.rate_written, reply.now);
+        Answer::shared(
+            keyed,
+            ask,
+            Held::shared(self.member),
+            rate,
+            (reply.in_flight, reply.in_flight_written),
+            (reply.fleet, reply.fleet_written),
+        )
+    }
+}
+
+impl RedisStore {
+    /// Asks Redis what `ask` needs, in one round trip. The call runs to its end in a task of
+    /// its own: if the caller goes away meanwhile (its future is dropped), what the script
+    /// took is given back rather than held until the TTL. `Err`: decide locally.
+    pub(crate) async fn decide_detached(
+        self: &Arc<Self>,
+        ask: ClientAsk,
+    ) -> Result<SharedAnswer, Unanswered> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let caller = self.clone();
+        tokio::spawn(async move {
+            let answer = caller.decide(&ask).await;
+            if let Err(Ok(answer)) = tx.send(answer) {
+                caller.give_back(&ask, &answer.reply, answer.member);
+            }
+        });
+        match rx.await {
+            Ok(answer) => answer,
+            Err(_) => Err(Unanswered::failed(StoreError::Failed(
+                "the call's task failed".into(),
+            ))),
+        }
+    }
+}
