@@ -95,12 +95,12 @@ pub(crate) enum Verdict<'a, P: EngineRef> {
 /// `#[inline]`: with three owners instantiating it, the compiler stopped inlining it into
 /// `judge`, and `Brownout::check` paid 2-4% more (callgrind, instructions per decision).
 #[inline]
-pub(crate) fn decide<'a, P: EngineRef>(
+pub(crate) fn decide<'a: 'k, 'k, P: EngineRef>(
     owner: &'a P,
     settings: &Settings,
     req: &Request<'_>,
     (now, rng, may_wait): (Duration, &mut SplitMix64, bool),
-    answered: Option<Answer<'_>>,
+    answered: Option<Answered<'_, 'k>>,
 ) -> Verdict<'a, P> {
     let mut running = None;
     let mut part = None;
@@ -138,20 +138,33 @@ struct Steps<'a, 'r, P> {
     may_wait: bool,
 }
 
+/// What a request asked of the keyed store, and the store's answer (held by the caller, which
+/// drops it once the chain has taken over what it decided to keep).
+pub(crate) type Answered<'r, 'k> = (&'r ClientAsk, &'r mut Answer<'k>);
+
 /// The answer a per-key limiter decides on (there is one whenever one of them is on).
-fn answer_of<'x, 'k>(answer: &'x mut Option<Answer<'k>>) -> Result<&'x mut Answer<'k>, StoreError> {
-    answer
-        .as_mut()
-        .ok_or_else(|| StoreError::Failed("the keyed store was not asked".into()))
+#[inline]
+fn answer_of<'x, 'k>(
+    answer: &'x mut Option<Answered<'_, 'k>>,
+) -> Result<(&'x ClientAsk, &'x mut Answer<'k>), StoreError> {
+    match answer {
+        Some((ask, answer)) => Ok((ask, answer)),
+        None => Err(StoreError::Failed("the keyed store was not asked".into())),
+    }
 }
 
 impl<'a, P: EngineRef> Steps<'a, '_, P> {
-    fn run(
+    /// (Inlined into `decide`: out of line, its verdict is copied once more on the way out.)
+    #[inline]
+    fn run<'k>(
         self,
         rng: &mut SplitMix64,
-        answered: Option<Answer<'_>>,
+        answered: Option<Answered<'_, 'k>>,
         (running, part): (&mut Option<LimiterName>, &mut Option<Part>),
-    ) -> Verdict<'a, P> {
+    ) -> Verdict<'a, P>
+    where
+        'a: 'k,
+    {
         let Self {
             owner,
             settings,
@@ -172,13 +185,20 @@ impl<'a, P: EngineRef> Steps<'a, '_, P> {
         let mode = |limiter: LimiterName| modes.of(limiter);
         // Plan and answer: what the request asks of the keyed store, answered by the local
         // store now unless a store that answers later has answered it already.
+        // (Both filled in place: moving them would cost more than answering.)
         let mut ask = ClientAsk::default();
+        let mut local: Answer<'k> = Answer::new(engine.keyed());
         let mut answer = match answered {
-            Some(answer) => Some(answer),
-            None => plan_ask(settings, req, &modes, elastic(settings, &plan), &mut ask)
-                .then(|| Answer::here(engine.keyed(), &ask, (at.mono, at.unix), part)),
+            Some(answered) => Some(answered),
+            None if plan_ask(settings, req, &modes, elastic(settings, &plan), &mut ask) => {
+                local.answer_here(&ask, (at.mono, at.unix), part);
+                Some((&ask, &mut local))
+            }
+            None => None,
         };
-        let held = answer.as_ref().map_or(Held::LOCAL, Answer::held);
+        let held = answer
+            .as_ref()
+            .map_or(Held::LOCAL, |(_, answer)| answer.held());
         let mut outcome = Outcome::Allowed;
         let mut eval = Evaluation {
             owner,
@@ -193,10 +213,8 @@ impl<'a, P: EngineRef> Steps<'a, '_, P> {
             LimiterName::RequestRate,
             mode(LimiterName::RequestRate),
             || {
-                let answer = answer_of(&mut answer)?;
-                Ok(settings
-                    .rules
-                    .decide(answer.rate()?, answer.ask(), req, at)?)
+                let (ask, answer) = answer_of(&mut answer)?;
+                Ok(settings.rules.decide(answer.rate()?, ask, req, at)?)
             },
         ) {
             Step::Pass(admitted) => admitted,
@@ -220,7 +238,7 @@ impl<'a, P: EngineRef> Steps<'a, '_, P> {
         let concurrency = match eval.evaluate(
             LimiterName::ConcurrentRequests,
             mode(LimiterName::ConcurrentRequests),
-            || concurrent_requests::decide(cr, owner, answer_of(&mut answer)?, req.key, req.tier),
+            || concurrent_requests::decide(cr, owner, answer_of(&mut answer)?.1, req.key, req.tier),
         ) {
             Step::Pass(permit) => permit,
             Step::Stop(rejection, ()) => return reject(rejection),
@@ -229,7 +247,7 @@ impl<'a, P: EngineRef> Steps<'a, '_, P> {
         let fleet = match eval.evaluate(
             LimiterName::FleetUsage,
             mode(LimiterName::FleetUsage),
-            || fleet_usage::decide(fu, owner, answer_of(&mut answer)?, req.tier),
+            || fleet_usage::decide(fu, owner, answer_of(&mut answer)?.1, req.tier),
         ) {
             Step::Pass(permit) => permit.flatten(),
             Step::Stop(rejection, ()) => return reject(rejection),

@@ -252,12 +252,12 @@ fn timed() -> bool {
 /// both the middleware and `Brownout::check`. `owner` is the handle the permits keep;
 /// `may_wait` and `answered`: see [`decide`] (a request that waits is counted once its wait
 /// is over).
-pub(crate) fn judge<'a, P: EngineRef>(
+pub(crate) fn judge<'a: 'k, 'k, P: EngineRef>(
     owner: &'a P,
     settings: &Settings,
     request: &Request<'_>,
     (rng, may_wait): (&mut SplitMix64, bool),
-    answered: Option<crate::store::Answer<'_>>,
+    answered: Option<chain::Answered<'_, 'k>>,
 ) -> Verdict<'a, P> {
     let engine = owner.engine();
     let started = engine.clock.now();

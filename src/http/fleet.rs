@@ -51,7 +51,7 @@ where
         asked,
         mut rng,
     } = p;
-    let answered = match engine.keyed().answer_shared(&asked).await {
+    let mut answer = match engine.keyed().answer_shared(&asked).await {
         Ok(answer) => Some(answer),
         Err(failed) => {
             // A call that failed is counted; one not made (the breaker opened meanwhile) is
@@ -69,6 +69,7 @@ where
         }
     };
     let request = super::request::request_of(&req, &classified, plan.as_deref());
+    let answered = answer.as_mut().map(|answer| (&asked, answer));
     let verdict = judge(&engine, &settings, &request, (&mut rng, false), answered);
     let policy = |status: &RateStatus| policy(&settings, status);
     respond(

@@ -1,7 +1,7 @@
 //! A store's answer to what one request asked ([`ClientAsk`]): the second of the three steps
 //! every request's per-key limiters go through (plan, answer, decide; docs/ARCHITECTURE.md).
 //! The in-memory store (and an app's own, and `local_first`'s hybrid) answers at once
-//! ([`Answer::here`]), Redis in one round trip ([`Keyed::answer_shared`](super::Keyed)); the
+//! ([`Answer::answer_here`]), Redis in one round trip ([`Keyed::answer_shared`](super::Keyed)); the
 //! limiter chain then decides on the answer the same way whichever store gave it.
 //!
 //! An answer holds the permit and the fleet slot it took until the decision takes them
@@ -42,6 +42,7 @@ pub(crate) struct RateAnswer {
 impl RateAnswer {
     /// The charge of the `i`-th bucket asked, on this process's clock (`now` here), if it was
     /// evaluated.
+    #[inline]
     pub(crate) fn charge(&self, i: usize, now: u64) -> Option<Charge> {
         let charge = *self.buckets.get(i)?;
         let Some(server_now) = self.clock else {
@@ -64,16 +65,19 @@ impl RateAnswer {
     }
 
     /// The check of the `i`-th quota asked, if it was evaluated.
+    #[inline]
     pub(crate) fn quota(&self, i: usize) -> Option<&WindowCheck> {
         self.quotas.get(i)
     }
 
     /// Whether the charges stand (a later refusal gives them back).
+    #[inline]
     pub(crate) fn written(&self) -> bool {
         self.written
     }
 
     /// Whether a bucket or quota refused.
+    #[inline]
     fn refused(&self) -> bool {
         matches!(self.buckets.last(), Some(Charge::Denied { .. }))
             || self.quotas.last().is_some_and(|q| !q.allowed)
@@ -97,15 +101,20 @@ impl RateAnswer {
     }
 }
 
-/// One request's answer from the keyed store.
+/// One request's answer from the keyed store. Filled in place (it is a few hundred bytes:
+/// moving it would cost more than answering).
 pub(crate) struct Answer<'k> {
     keyed: &'k Keyed,
-    ask: &'k ClientAsk,
     /// Where what it took is held (here, or in the shared store as a member).
     held: Held,
-    rate: Option<Result<RateAnswer, StoreError>>,
+    /// request_rate's part: asked, and answered (`rate_failed`: the store's error instead).
+    rate_asked: bool,
+    rate: RateAnswer,
+    rate_failed: Option<StoreError>,
     in_flight: Option<Result<bool, StoreError>>,
     fleet: Option<Result<bool, StoreError>>,
+    /// The key of the permit asked for.
+    permit_key: u64,
     /// The permit, while the answer still holds it (the decision takes it over).
     in_flight_held: bool,
     /// The fleet slot, likewise.
@@ -117,6 +126,7 @@ impl std::fmt::Debug for Answer<'_> {
         f.debug_struct("Answer")
             .field("held", &self.held)
             .field("rate", &self.rate)
+            .field("rate_failed", &self.rate_failed)
             .field("in_flight", &self.in_flight)
             .field("fleet", &self.fleet)
             .finish()
@@ -128,71 +138,80 @@ fn unasked(what: &str) -> StoreError {
 }
 
 impl<'k> Answer<'k> {
-    /// `keyed`'s own store answers `ask` at once, as of `now` µs (monotonic) and `unix` µs
-    /// since the epoch, in the order and with the rules of the shared store's script
-    /// (`store/redis/decide.lua`): buckets then quotas, stopping at a refusal with nothing
-    /// charged; then the permit, then the fleet slot; an enforced refusal gives back what was
-    /// taken before it. An error answers that part with the error (its limiter fails open)
-    /// and goes on. `part` says which part is being answered (a panic is its limiter's).
-    pub(crate) fn here(
-        keyed: &'k Keyed,
-        ask: &'k ClientAsk,
-        (now, unix): (u64, u64),
-        part: &mut Option<Part>,
-    ) -> Self {
-        let store = keyed.local();
-        let mut answer = Self {
+    /// An answer from `keyed`'s own store that holds nothing yet
+    /// ([`answer_here`](Self::answer_here) fills it).
+    #[inline]
+    pub(crate) fn new(keyed: &'k Keyed) -> Self {
+        Self {
             keyed,
-            ask,
             held: Held::LOCAL,
-            rate: None,
+            rate_asked: false,
+            rate: RateAnswer::default(),
+            rate_failed: None,
             in_flight: None,
             fleet: None,
+            permit_key: 0,
             in_flight_held: false,
             fleet_held: false,
-        };
+        }
+    }
+
+    /// The keyed state's own store answers `ask` at once, as of `now` µs (monotonic) and
+    /// `unix` µs since the epoch, in the order and with the rules of the shared store's
+    /// script (`store/redis/decide.lua`): buckets then quotas, stopping at a refusal with
+    /// nothing charged; then the permit, then the fleet slot; an enforced refusal gives back
+    /// what was taken before it. An error answers that part with the error (its limiter fails
+    /// open) and goes on. `part` says which part is being answered (a panic is its limiter's).
+    pub(crate) fn answer_here(
+        &mut self,
+        ask: &ClientAsk,
+        (now, unix): (u64, u64),
+        part: &mut Option<Part>,
+    ) {
+        let keyed = self.keyed;
+        let store = keyed.local();
         if ask.asks_rate() {
             *part = Some(Part::Rate);
-            let rate = rate_here(store, ask, now, unix);
-            let stop = ask.rate_enforced && rate.as_ref().is_ok_and(RateAnswer::refused);
-            answer.rate = Some(rate);
-            if stop {
-                return answer;
+            self.rate_asked = true;
+            match rate_here(store, ask, &mut self.rate, (now, unix)) {
+                Ok(()) if ask.rate_enforced && self.rate.refused() => return,
+                Ok(()) => {}
+                Err(e) => self.rate_failed = Some(e),
             }
         }
         if let Some((key, max)) = ask.in_flight {
             *part = Some(Part::InFlight);
+            self.permit_key = key;
             let taken = store.concurrency_acquire(key, max);
-            answer.in_flight_held = taken == Ok(true);
-            let stop = ask.in_flight_enforced && taken == Ok(false);
-            answer.in_flight = Some(taken);
+            self.in_flight_held = matches!(taken, Ok(true));
+            let stop = ask.in_flight_enforced && matches!(taken, Ok(false));
+            self.in_flight = Some(taken);
             if stop {
-                answer.give_back_rate_here(unix);
-                return answer;
+                self.give_back_rate_here(ask, unix);
+                return;
             }
         }
         if let Some(limit) = ask.fleet {
             *part = Some(Part::Fleet);
             let taken = store.fleet_acquire(limit);
-            answer.fleet_held = taken == Ok(true);
-            let stop = ask.fleet_enforced && taken == Ok(false);
-            answer.fleet = Some(taken);
+            self.fleet_held = matches!(taken, Ok(true));
+            let stop = ask.fleet_enforced && matches!(taken, Ok(false));
+            self.fleet = Some(taken);
             if stop {
-                answer.give_back_rate_here(unix);
-                if std::mem::take(&mut answer.in_flight_held) {
-                    keyed.release(Held::LOCAL, ask.in_flight.map(|(key, _)| key), false);
+                self.give_back_rate_here(ask, unix);
+                if std::mem::take(&mut self.in_flight_held) {
+                    keyed.release(Held::LOCAL, Some(self.permit_key), false);
                 }
             }
         }
-        answer
     }
 
-    /// A shared store's answer: `rate`, the permit and the fleet slot (each `(answer,
-    /// taken)`), held as `held`.
+    /// A shared store's answer to `ask`: `rate`, the permit and the fleet slot (each
+    /// `(answer, taken)`), held as `held`.
     #[cfg(feature = "redis")]
     pub(crate) fn shared(
         keyed: &'k Keyed,
-        ask: &'k ClientAsk,
+        ask: &ClientAsk,
         held: Held,
         rate: RateAnswer,
         in_flight: (Option<bool>, bool),
@@ -200,37 +219,37 @@ impl<'k> Answer<'k> {
     ) -> Self {
         Self {
             keyed,
-            ask,
             held,
-            rate: ask.asks_rate().then_some(Ok(rate)),
+            rate_asked: ask.asks_rate(),
+            rate,
+            rate_failed: None,
             in_flight: in_flight.0.map(Ok),
             fleet: fleet.0.map(Ok),
+            permit_key: ask.in_flight.map_or(0, |(key, _)| key),
             in_flight_held: in_flight.1,
             fleet_held: fleet.1,
         }
     }
 
-    /// What was asked.
-    pub(crate) fn ask(&self) -> &'k ClientAsk {
-        self.ask
-    }
-
     /// Where what the request took is held.
+    #[inline]
     pub(crate) fn held(&self) -> Held {
         self.held
     }
 
     /// request_rate's answer.
+    #[inline]
     pub(crate) fn rate(&self) -> Result<&RateAnswer, StoreError> {
-        match &self.rate {
-            Some(Ok(rate)) => Ok(rate),
-            Some(Err(e)) => Err(e.clone()),
-            None => Err(unasked("request_rate")),
+        match &self.rate_failed {
+            _ if !self.rate_asked => Err(unasked("request_rate")),
+            Some(e) => Err(e.clone()),
+            None => Ok(&self.rate),
         }
     }
 
     /// concurrent_requests' answer, and whether the permit is taken over from the answer
     /// (the decision then owns it).
+    #[inline]
     pub(crate) fn take_permit(&mut self) -> Result<(bool, bool), StoreError> {
         let taken = std::mem::take(&mut self.in_flight_held);
         match &self.in_flight {
@@ -241,6 +260,7 @@ impl<'k> Answer<'k> {
     }
 
     /// fleet_usage's answer, and whether the slot is taken over from the answer.
+    #[inline]
     pub(crate) fn take_fleet_slot(&mut self) -> Result<(bool, bool), StoreError> {
         let taken = std::mem::take(&mut self.fleet_held);
         match &self.fleet {
@@ -252,49 +272,43 @@ impl<'k> Answer<'k> {
 
     /// Gives back what the local store charged for request_rate (an enforced refusal
     /// followed): the charges no longer stand.
-    fn give_back_rate_here(&mut self, unix: u64) {
-        if let Some(Ok(rate)) = &mut self.rate {
-            if std::mem::take(&mut rate.written) {
-                undo_rate(self.keyed.local(), self.ask, rate, unix);
-            }
+    fn give_back_rate_here(&mut self, ask: &ClientAsk, unix: u64) {
+        if self.rate_failed.is_none() && std::mem::take(&mut self.rate.written) {
+            undo_rate(self.keyed.local(), ask, &self.rate, unix);
         }
     }
 }
 
 impl Drop for Answer<'_> {
     /// Gives back the permit and the fleet slot the decision did not take over.
+    #[inline]
     fn drop(&mut self) {
         if self.in_flight_held || self.fleet_held {
-            let key = self
-                .ask
-                .in_flight
-                .filter(|_| self.in_flight_held)
-                .map(|(key, _)| key);
+            let key = self.in_flight_held.then_some(self.permit_key);
             self.keyed.release(self.held, key, self.fleet_held);
         }
     }
 }
 
-/// request_rate's buckets and quotas answered by `store`; a refusal or an error gives back
-/// what was charged before it.
+/// request_rate's buckets and quotas answered by `store`, into `rate` (empty); a refusal or
+/// an error gives back what was charged before it.
 fn rate_here(
     store: &dyn Store,
     ask: &ClientAsk,
-    now: u64,
-    unix: u64,
-) -> Result<RateAnswer, StoreError> {
-    let mut rate = RateAnswer::default();
+    rate: &mut RateAnswer,
+    (now, unix): (u64, u64),
+) -> Result<(), StoreError> {
     for b in &ask.buckets {
         match store.rate_charge(b.key, now, b.increment, b.tolerance) {
             Ok(charge) => {
                 rate.buckets.push(charge);
                 if let Charge::Denied { .. } = charge {
-                    undo_rate(store, ask, &rate, unix);
-                    return Ok(rate);
+                    undo_rate(store, ask, rate, unix);
+                    return Ok(());
                 }
             }
             Err(e) => {
-                undo_rate(store, ask, &rate, unix);
+                undo_rate(store, ask, rate, unix);
                 return Err(e);
             }
         }
@@ -304,18 +318,18 @@ fn rate_here(
             Ok(check) => {
                 rate.quotas.push(check);
                 if !check.allowed {
-                    undo_rate(store, ask, &rate, unix);
-                    return Ok(rate);
+                    undo_rate(store, ask, rate, unix);
+                    return Ok(());
                 }
             }
             Err(e) => {
-                undo_rate(store, ask, &rate, unix);
+                undo_rate(store, ask, rate, unix);
                 return Err(e);
             }
         }
     }
     rate.written = true;
-    Ok(rate)
+    Ok(())
 }
 
 /// Gives back what `rate` shows charged: the buckets that allowed the request and the quotas

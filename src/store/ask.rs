@@ -44,7 +44,7 @@ pub struct QuotaAsk {
 /// buckets and quotas (request_rate), its permit (concurrent_requests) and a fleet slot
 /// (fleet_usage). An enforced refusal stops the answer there with nothing kept; a refusal in
 /// dark mode keeps nothing for that limiter and goes on.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientAsk {
     /// The buckets, the per-IP ceiling first.
     pub buckets: ArrayVec<BucketAsk, MAX_BUCKETS>,
@@ -65,6 +65,24 @@ pub struct ClientAsk {
     pub fleet: Option<u64>,
     /// fleet_usage is enforced.
     pub fleet_enforced: bool,
+}
+
+impl Default for ClientAsk {
+    /// Nothing asked. (Written field by field: the lists' room is left as it is, not copied.)
+    #[inline]
+    fn default() -> Self {
+        Self {
+            buckets: ArrayVec::new_const(),
+            quotas: ArrayVec::new_const(),
+            plan: 0,
+            elastic: false,
+            in_flight: None,
+            rate_enforced: false,
+            in_flight_enforced: false,
+            fleet: None,
+            fleet_enforced: false,
+        }
+    }
 }
 
 impl ClientAsk {

@@ -1,7 +1,7 @@
 //! The engine's keyed state as one part: the store the per-key limiters decide on here, and,
 //! in fleet mode, the shared store behind it and how the two work together (`store.sync`).
 //! Above it, nothing names the shared store's types: a request's ask is answered here
-//! ([`Answer::here`](super::Answer::here)) or by the shared store
+//! ([`Answer::answer_here`](super::Answer::answer_here)) or by the shared store
 //! ([`Keyed::answer_shared`]), and what it took is [`Held`] wherever it was taken.
 
 #[cfg(feature = "redis")]
@@ -205,10 +205,7 @@ impl Keyed {
     /// The shared store's answer to `ask`, in one round trip; `Err`: answer on the local
     /// store instead.
     #[cfg(feature = "redis")]
-    pub(crate) async fn answer_shared<'k>(
-        &'k self,
-        ask: &'k ClientAsk,
-    ) -> Result<Answer<'k>, Unanswered> {
+    pub(crate) async fn answer_shared(&self, ask: &ClientAsk) -> Result<Answer<'_>, Unanswered> {
         match &self.shared {
             Some(shared) => Ok(shared.decide_detached(ask.clone()).await?.answer(self, ask)),
             None => Err(Unanswered {
@@ -224,11 +221,7 @@ impl Keyed {
     pub(crate) fn refund_bucket(&self, held: Held, tag: u64, key: u64, increment: u64) {
         #[cfg(feature = "redis")]
         if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
-            shared.undo(super::redis::Undo::Bucket {
-                tag,
-                key,
-                increment,
-            });
+            shared.refund_bucket(tag, key, increment);
             return;
         }
         let _ = (held, tag);
@@ -246,11 +239,7 @@ impl Keyed {
     ) {
         #[cfg(feature = "redis")]
         if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
-            shared.undo(super::redis::Undo::Quota {
-                index,
-                key,
-                window: rule.window,
-            });
+            shared.refund_quota(index, key, rule.window);
             return;
         }
         let _ = held;

@@ -224,7 +224,8 @@ impl RateRules {
             ..ClientAsk::default()
         };
         self.ask(req, elastic, &mut ask);
-        let answer = crate::store::Answer::here(keyed, &ask, (at.mono, at.unix), &mut None);
+        let mut answer = crate::store::Answer::new(keyed);
+        answer.answer_here(&ask, (at.mono, at.unix), &mut None);
         self.decide(answer.rate()?, &ask, req, at)
     }
 

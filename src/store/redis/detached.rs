@@ -12,7 +12,7 @@ use std::sync::Arc;
 impl SharedAnswer {
     /// The reply as an answer to `ask`, on `keyed`, whose shared store gave it: what the
     /// script wrote is held as this request's member.
-    pub(crate) fn answer<'k>(self, keyed: &'k Keyed, ask: &'k ClientAsk) -> Answer<'k> {
+    pub(crate) fn answer<'k>(self, keyed: &'k Keyed, ask: &ClientAsk) -> Answer<'k> {
         let reply = self.reply;
         let rate = RateAnswer::shared(&reply.buckets, &reply.quotas, reply.rate_written, reply.now);
         Answer::shared(

@@ -30,6 +30,22 @@ impl RedisStore {
         }
     }
 
+    /// Gives back `increment` µs charged to bucket `key` under hash tag `tag` (a later limiter
+    /// refused the request).
+    pub(crate) fn refund_bucket(&self, tag: u64, key: u64, increment: u64) {
+        self.undo(Undo::Bucket {
+            tag,
+            key,
+            increment,
+        });
+    }
+
+    /// Takes back one request counted against quota `index` of `key` in its current window
+    /// of `window` µs.
+    pub(crate) fn refund_quota(&self, index: usize, key: u64, window: u64) {
+        self.undo(Undo::Quota { index, key, window });
+    }
+
     /// Gives back, after its response, what a request decided here took as `member`: the
     /// permit of client `key`, if it took one, and a fleet slot, if it took one.
     pub(crate) fn release_request(&self, member: u64, key: Option<u64>, fleet: bool) {
