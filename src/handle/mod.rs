@@ -222,7 +222,9 @@ impl Brownout {
     /// The decision the middleware would make, for code outside actix and for benchmarks:
     /// classify `facts`, run every limiter, count the outcome. Hold the [`Decision::Allowed`]
     /// value while the request runs: it carries the in-flight count and the limiter permits.
-    /// (RateLimit fields and failure-counting quotas are the middleware's job.)
+    /// (RateLimit fields and failure-counting quotas are the middleware's job.) It answers at
+    /// once, so the per-key limiters decide on this process's store: in fleet mode with
+    /// `store.sync: per_request`, only the middleware asks Redis.
     ///
     /// # Examples
     /// A request outside actix (a gRPC call, a job from a queue), against a bucket of 2:

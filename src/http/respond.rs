@@ -140,9 +140,7 @@ where
                     rate_fields(settings, policy(status), status, Some((&rejection, secs)));
                 insert_rate_fields(response.headers_mut(), fields);
             }
-            ResponseFuture::Rejected {
-                response: Some(req.into_response(response)),
-            }
+            ResponseFuture::rejected(req.into_response(response))
         }
         Verdict::Allow(mut admission) => {
             let after = AfterResponse::new(engine, settings, &admission, policy);
@@ -161,9 +159,7 @@ where
                     after,
                     expiry,
                 };
-                return ResponseFuture::Shared {
-                    fut: Box::pin(wait(waiting, queued)),
-                };
+                return ResponseFuture::boxed(Box::pin(wait(waiting, queued)));
             }
             let guard = RequestGuard::admit(engine.clone(), tier, admission);
             ResponseFuture::allowed(service.call(req), guard, after, expiry, tier)
@@ -172,6 +168,23 @@ where
 }
 
 impl<F, B> ResponseFuture<F, B> {
+    /// A refusal, answered at once.
+    pub(super) fn rejected(response: ServiceResponse<BoxBody>) -> Self {
+        Self {
+            state: State::Rejected {
+                response: Some(response),
+            },
+        }
+    }
+
+    /// An answer that waits for more than the app: the shared store, or adaptive_concurrency's
+    /// room (boxed: a network round trip or a wait dwarfs one allocation).
+    pub(super) fn boxed(fut: BoxedAnswer<B>) -> Self {
+        Self {
+            state: State::Shared { fut },
+        }
+    }
+
     /// The app's answer `fut` to a request let through, holding its guard.
     pub(super) fn allowed(
         fut: F,
@@ -180,24 +193,36 @@ impl<F, B> ResponseFuture<F, B> {
         expiry: Expiry,
         tier: Tier,
     ) -> Self {
-        Self::Allowed {
-            fut,
-            guard: Some(guard),
-            after,
-            deadline: None,
-            expiry: Some(expiry),
-            tier,
+        Self {
+            state: State::Allowed {
+                fut,
+                guard: Some(guard),
+                after,
+                deadline: None,
+                expiry: Some(expiry),
+                tier,
+            },
         }
     }
 }
 
+/// The middleware's answer, boxed (it waits for more than the app).
+type BoxedAnswer<B> =
+    Pin<Box<dyn Future<Output = Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>>>>;
+
 pin_project! {
     /// The middleware's response future: the app's response with a tracked body, or a ready
-    /// rejection. An enum, not a box: no allocation per request.
-    /// (Its fields are private in spirit: the app's future and guard, or the rejection.)
-    #[project = ResponseFutureProj]
-    #[allow(missing_docs)]
-    pub enum ResponseFuture<F, B> {
+    /// rejection. Not a box: no allocation per request.
+    pub struct ResponseFuture<F, B> {
+        #[pin]
+        state: State<F, B>,
+    }
+}
+
+pin_project! {
+    /// Where a [`ResponseFuture`] is.
+    #[project = StateProj]
+    enum State<F, B> {
         /// The request was let through.
         Allowed {
             #[pin]
@@ -218,7 +243,7 @@ pin_project! {
         /// Fleet mode: the decision waits for the shared store (boxed: a network round trip
         /// dwarfs one allocation); or the request waits for adaptive_concurrency's room.
         Shared {
-            fut: Pin<Box<dyn Future<Output = Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>>>>,
+            fut: BoxedAnswer<B>,
         },
     }
 }
@@ -231,8 +256,8 @@ where
     type Output = Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project() {
-            ResponseFutureProj::Allowed {
+        match self.project().state.project() {
+            StateProj::Allowed {
                 fut,
                 guard,
                 after,
@@ -269,11 +294,11 @@ where
                     EitherBody::left(TrackedBody::new(body, guard))
                 })))
             }
-            ResponseFutureProj::Rejected { response } => Poll::Ready(Ok(response
+            StateProj::Rejected { response } => Poll::Ready(Ok(response
                 .take()
                 .expect("ResponseFuture polled after completion")
                 .map_into_right_body())),
-            ResponseFutureProj::Shared { fut } => fut.as_mut().poll(cx),
+            StateProj::Shared { fut } => fut.as_mut().poll(cx),
         }
     }
 }
