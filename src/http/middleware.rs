@@ -243,16 +243,18 @@ where
             if let Some(asked) = crate::engine::asks(&live, &request, &engine.plan().load()) {
                 let plan = request.plan.map(str::to_owned);
                 let seed = self.rng.try_borrow_mut().map_or(0, |mut r| r.next_u64());
-                return ResponseFuture::boxed(Box::pin(fleet::decide(fleet::Pending {
-                    service: self.service.clone(),
-                    engine: self.engine.clone(),
-                    settings: live,
-                    req,
-                    classified,
-                    plan,
-                    asked,
-                    rng: SplitMix64::new(seed),
-                })));
+                return ResponseFuture::Shared {
+                    fut: Box::pin(fleet::decide(fleet::Pending {
+                        service: self.service.clone(),
+                        engine: self.engine.clone(),
+                        settings: live,
+                        req,
+                        classified,
+                        plan,
+                        asked,
+                        rng: SplitMix64::new(seed),
+                    })),
+                };
             }
         }
         let verdict = match self.rng.try_borrow_mut() {

@@ -140,7 +140,9 @@ where
                     rate_fields(settings, policy(status), status, Some((&rejection, secs)));
                 insert_rate_fields(response.headers_mut(), fields);
             }
-            ResponseFuture::rejected(req.into_response(response))
+            ResponseFuture::Rejected {
+                response: Some(req.into_response(response)),
+            }
         }
         Verdict::Allow(mut admission) => {
             let after = AfterResponse::new(engine, settings, &admission, policy);
@@ -159,7 +161,9 @@ where
                     after,
                     expiry,
                 };
-                return ResponseFuture::boxed(Box::pin(wait(waiting, queued)));
+                return ResponseFuture::Shared {
+                    fut: Box::pin(wait(waiting, queued)),
+                };
             }
             let guard = RequestGuard::admit(engine.clone(), tier, admission);
             ResponseFuture::allowed(service.call(req), guard, after, expiry, tier)
@@ -168,23 +172,6 @@ where
 }
 
 impl<F, B> ResponseFuture<F, B> {
-    /// A refusal, answered at once.
-    pub(super) fn rejected(response: ServiceResponse<BoxBody>) -> Self {
-        Self {
-            state: State::Rejected {
-                response: Some(response),
-            },
-        }
-    }
-
-    /// An answer that waits for more than the app: the shared store, or adaptive_concurrency's
-    /// room (boxed: a network round trip or a wait dwarfs one allocation).
-    pub(super) fn boxed(fut: BoxedAnswer<B>) -> Self {
-        Self {
-            state: State::Shared { fut },
-        }
-    }
-
     /// The app's answer `fut` to a request let through, holding its guard.
     pub(super) fn allowed(
         fut: F,
@@ -193,36 +180,24 @@ impl<F, B> ResponseFuture<F, B> {
         expiry: Expiry,
         tier: Tier,
     ) -> Self {
-        Self {
-            state: State::Allowed {
-                fut,
-                guard: Some(guard),
-                after,
-                deadline: None,
-                expiry: Some(expiry),
-                tier,
-            },
+        Self::Allowed {
+            fut,
+            guard: Some(guard),
+            after,
+            deadline: None,
+            expiry: Some(expiry),
+            tier,
         }
     }
 }
 
-/// The middleware's answer, boxed (it waits for more than the app).
-type BoxedAnswer<B> =
-    Pin<Box<dyn Future<Output = Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>>>>;
-
 pin_project! {
     /// The middleware's response future: the app's response with a tracked body, or a ready
-    /// rejection. Not a box: no allocation per request.
-    pub struct ResponseFuture<F, B> {
-        #[pin]
-        state: State<F, B>,
-    }
-}
-
-pin_project! {
-    /// Where a [`ResponseFuture`] is.
-    #[project = StateProj]
-    enum State<F, B> {
+    /// rejection. An enum, not a box: no allocation per request.
+    /// (Its fields are private in spirit: the app's future and guard, or the rejection.)
+    #[project = ResponseFutureProj]
+    #[allow(missing_docs)]
+    pub enum ResponseFuture<F, B> {
         /// The request was let through.
         Allowed {
             #[pin]
@@ -243,7 +218,7 @@ pin_project! {
         /// Fleet mode: the decision waits for the shared store (boxed: a network round trip
         /// dwarfs one allocation); or the request waits for adaptive_concurrency's room.
         Shared {
-            fut: BoxedAnswer<B>,
+            fut: Pin<Box<dyn Future<Output = Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>>>>,
         },
     }
 }
@@ -256,8 +231,8 @@ where
     type Output = Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            StateProj::Allowed {
+        match self.project() {
+            ResponseFutureProj::Allowed {
                 fut,
                 guard,
                 after,
@@ -294,11 +269,11 @@ where
                     EitherBody::left(TrackedBody::new(body, guard))
                 })))
             }
-            StateProj::Rejected { response } => Poll::Ready(Ok(response
+            ResponseFutureProj::Rejected { response } => Poll::Ready(Ok(response
                 .take()
                 .expect("ResponseFuture polled after completion")
                 .map_into_right_body())),
-            StateProj::Shared { fut } => fut.as_mut().poll(cx),
+            ResponseFutureProj::Shared { fut } => fut.as_mut().poll(cx),
         }
     }
 }
