@@ -346,3 +346,7 @@ fn undo_rate(store: &dyn Store, ask: &ClientAsk, rate: &RateAnswer, unix: u64) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "answer_tests.rs"]
+mod tests;
