@@ -105,14 +105,15 @@ pub(crate) fn decide<'a: 'k, 'k, P: EngineRef>(
     let mut running = None;
     let mut part = None;
     let chain = AssertUnwindSafe(|| {
-        let steps = Steps {
+        let request = (req, now, may_wait);
+        run(
             owner,
             settings,
-            req,
-            now,
-            may_wait,
-        };
-        steps.run(rng, answered, (&mut running, &mut part))
+            request,
+            rng,
+            answered,
+            (&mut running, &mut part),
+        )
     });
     catch_unwind(chain).unwrap_or_else(|_| {
         let limiter = running
@@ -127,15 +128,6 @@ pub(crate) fn decide<'a: 'k, 'k, P: EngineRef>(
             .fail_open(limiter, "panic", || format!("{limiter} panicked"));
         Verdict::Allow(Admission::new(Outcome::FailedOpen))
     })
-}
-
-/// One request going through the chain.
-struct Steps<'a, 'r, P> {
-    owner: &'a P,
-    settings: &'r Settings,
-    req: &'r Request<'r>,
-    now: Duration,
-    may_wait: bool,
 }
 
 /// What a request asked of the keyed store, and the store's answer (held by the caller, which
@@ -153,151 +145,141 @@ fn answer_of<'x, 'k>(
     }
 }
 
-impl<'a, P: EngineRef> Steps<'a, '_, P> {
-    /// (Inlined into `decide`: out of line, its verdict is copied once more on the way out.)
-    #[inline]
-    fn run<'k>(
-        self,
-        rng: &mut SplitMix64,
-        answered: Option<Answered<'_, 'k>>,
-        (running, part): (&mut Option<LimiterName>, &mut Option<Part>),
-    ) -> Verdict<'a, P>
-    where
-        'a: 'k,
-    {
-        let Self {
-            owner,
-            settings,
-            req,
-            now,
-            may_wait,
-        } = self;
-        let engine = owner.engine();
-        if settings.kill_switch {
-            return Verdict::Allow(Admission::new(Outcome::Allowed));
-        }
-        let limiters = &settings.limiters;
-        let at = engine.check_time(now);
-        let plan = engine.plan.load();
-        // What applies to this request, under which mode (Settings::modes_for: a CORS
-        // preflight spends no client's quota, a critical request no fleet slot).
-        let modes = settings.modes_for(req);
-        let mode = |limiter: LimiterName| modes.of(limiter);
-        // Plan and answer: what the request asks of the keyed store, answered by the local
-        // store now unless a store that answers later has answered it already.
-        // (Both filled in place: moving them would cost more than answering.)
-        let mut ask = ClientAsk::default();
-        let mut local: Answer<'k> = Answer::new(engine.keyed());
-        let mut answer = match answered {
-            Some(answered) => Some(answered),
-            None if plan_ask(settings, req, &modes, elastic(settings, &plan), &mut ask) => {
-                local.answer_here(&ask, (at.mono, at.unix), part);
-                Some((&ask, &mut local))
-            }
-            None => None,
-        };
-        let held = answer
-            .as_ref()
-            .map_or(Held::LOCAL, |(_, answer)| answer.held());
-        let mut outcome = Outcome::Allowed;
-        let mut eval = Evaluation {
-            owner,
-            tier: req.tier,
-            outcome: &mut outcome,
-            running,
-        };
-
-        // Decide.
-        let headers = mode(LimiterName::RequestRate) == Mode::Enforce && settings.rules.headers;
-        let admitted = match eval.evaluate(
-            LimiterName::RequestRate,
-            mode(LimiterName::RequestRate),
-            || {
-                let (ask, answer) = answer_of(&mut answer)?;
-                Ok(settings.rules.decide(answer.rate()?, ask, req, at)?)
-            },
-        ) {
-            Step::Pass(admitted) => admitted,
-            Step::Stop(rejection, status) => {
-                return Verdict::Reject(rejection, headers.then_some(status))
-            }
-        };
-        let ticket = admitted.map(|a| a.ticket);
-        let shown = admitted.filter(|_| headers);
-        let refunded_status = shown.map(|a| a.status.with_tat(a.refunded));
-        // A later limiter's rejection gives the request's credits back (its permits go back
-        // as they are dropped with the unfinished admission).
-        let reject = |rejection: Rejection| {
-            if let Some(t) = ticket {
-                settings.rules.refund(engine.keyed(), held, &t, at);
-            }
-            Verdict::Reject(rejection, refunded_status)
-        };
-
-        let cr = &limiters.concurrent_requests;
-        let concurrency = match eval.evaluate(
-            LimiterName::ConcurrentRequests,
-            mode(LimiterName::ConcurrentRequests),
-            || concurrent_requests::decide(cr, owner, answer_of(&mut answer)?.1, req.key, req.tier),
-        ) {
-            Step::Pass(permit) => permit,
-            Step::Stop(rejection, ()) => return reject(rejection),
-        };
-        let fu = &limiters.fleet_usage;
-        let fleet = match eval.evaluate(
-            LimiterName::FleetUsage,
-            mode(LimiterName::FleetUsage),
-            || fleet_usage::decide(fu, owner, answer_of(&mut answer)?.1, req.tier),
-        ) {
-            Step::Pass(permit) => permit.flatten(),
-            Step::Stop(rejection, ()) => return reject(rejection),
-        };
-        // The controller's plan before the fast guard: the two loops share one plan, the
-        // controller shedding by tier what lasting overload asks, the fast guard trimming what
-        // it lets through. A request the plan sheds takes no slot and holds no tier off, and
-        // gets the controller's answer.
-        let wu = &limiters.worker_utilization;
-        let shed = eval.evaluate(
-            LimiterName::WorkerUtilization,
-            mode(LimiterName::WorkerUtilization),
-            || worker_utilization::check(wu, &plan, req.tier, req.key, now, rng),
-        );
-        if let Step::Stop(rejection, ()) = shed {
-            return reject(rejection);
-        }
-        let ac = &limiters.adaptive_concurrency;
-        // Only an enforced limit makes a request wait (a dark one never delays traffic).
-        let ac_mode = mode(LimiterName::AdaptiveConcurrency);
-        let may_wait = may_wait && ac_mode == Mode::Enforce;
-        let (adaptive, wait) =
-            match eval.evaluate(LimiterName::AdaptiveConcurrency, ac_mode, || {
-                let state = &engine.adaptive;
-                adaptive_concurrency::acquire(ac, state, (req.tier, req.key), now, may_wait)
-            }) {
-                Step::Pass(Some(Slot::Held(permit))) => (Some(permit), None),
-                Step::Pass(Some(Slot::Waiting(wait))) => (None, Some(wait)),
-                Step::Pass(None) => (None, None),
-                Step::Stop(rejection, ()) => return reject(rejection),
-            };
-        Verdict::Allow(Admission {
-            outcome,
-            held,
-            rate: shown.map(|a| a.status),
-            failures: ticket.filter(|t| t.failures != 0),
-            concurrency,
-            fleet,
-            adaptive,
-            queued: wait.map(|wait| {
-                Box::new(Queued {
-                    wait,
-                    refund: ticket,
-                    held,
-                    at,
-                    refunded: refunded_status,
-                })
-            }),
-        })
+/// The chain's steps for one request. (Inlined into `decide`: out of line, its verdict is
+/// copied once more on the way out.)
+#[inline]
+fn run<'a: 'k, 'k, P: EngineRef>(
+    owner: &'a P,
+    settings: &Settings,
+    (req, now, may_wait): (&Request<'_>, Duration, bool),
+    rng: &mut SplitMix64,
+    answered: Option<Answered<'_, 'k>>,
+    (running, part): (&mut Option<LimiterName>, &mut Option<Part>),
+) -> Verdict<'a, P> {
+    let engine = owner.engine();
+    if settings.kill_switch {
+        return Verdict::Allow(Admission::new(Outcome::Allowed));
     }
+    let limiters = &settings.limiters;
+    let at = engine.check_time(now);
+    let plan = engine.plan.load();
+    // What applies to this request, under which mode (Settings::modes_for: a CORS
+    // preflight spends no client's quota, a critical request no fleet slot).
+    let modes = settings.modes_for(req);
+    let mode = |limiter: LimiterName| modes.of(limiter);
+    // Plan and answer: what the request asks of the keyed store, answered by the local
+    // store now unless a store that answers later has answered it already.
+    // (Both filled in place: moving them would cost more than answering.)
+    let mut ask = ClientAsk::default();
+    let mut local: Answer<'k> = Answer::new(engine.keyed());
+    let mut answer = match answered {
+        Some(answered) => Some(answered),
+        None if plan_ask(settings, req, &modes, elastic(settings, &plan), &mut ask) => {
+            local.answer_here(&ask, (at.mono, at.unix), part);
+            Some((&ask, &mut local))
+        }
+        None => None,
+    };
+    let held = answer
+        .as_ref()
+        .map_or(Held::LOCAL, |(_, answer)| answer.held());
+    let mut outcome = Outcome::Allowed;
+    let mut eval = Evaluation {
+        owner,
+        tier: req.tier,
+        outcome: &mut outcome,
+        running,
+    };
+
+    // Decide.
+    let headers = mode(LimiterName::RequestRate) == Mode::Enforce && settings.rules.headers;
+    let admitted = match eval.evaluate(
+        LimiterName::RequestRate,
+        mode(LimiterName::RequestRate),
+        || {
+            let (ask, answer) = answer_of(&mut answer)?;
+            Ok(settings.rules.decide(answer.rate()?, ask, req, at)?)
+        },
+    ) {
+        Step::Pass(admitted) => admitted,
+        Step::Stop(rejection, status) => {
+            return Verdict::Reject(rejection, headers.then_some(status))
+        }
+    };
+    let ticket = admitted.map(|a| a.ticket);
+    let shown = admitted.filter(|_| headers);
+    let refunded_status = shown.map(|a| a.status.with_tat(a.refunded));
+    // A later limiter's rejection gives the request's credits back (its permits go back
+    // as they are dropped with the unfinished admission).
+    let reject = |rejection: Rejection| {
+        if let Some(t) = ticket {
+            settings.rules.refund(engine.keyed(), held, &t, at);
+        }
+        Verdict::Reject(rejection, refunded_status)
+    };
+
+    let cr = &limiters.concurrent_requests;
+    let concurrency = match eval.evaluate(
+        LimiterName::ConcurrentRequests,
+        mode(LimiterName::ConcurrentRequests),
+        || concurrent_requests::decide(cr, owner, answer_of(&mut answer)?.1, req.key, req.tier),
+    ) {
+        Step::Pass(permit) => permit,
+        Step::Stop(rejection, ()) => return reject(rejection),
+    };
+    let fu = &limiters.fleet_usage;
+    let fleet = match eval.evaluate(
+        LimiterName::FleetUsage,
+        mode(LimiterName::FleetUsage),
+        || fleet_usage::decide(fu, owner, answer_of(&mut answer)?.1, req.tier),
+    ) {
+        Step::Pass(permit) => permit.flatten(),
+        Step::Stop(rejection, ()) => return reject(rejection),
+    };
+    // The controller's plan before the fast guard: the two loops share one plan, the
+    // controller shedding by tier what lasting overload asks, the fast guard trimming what
+    // it lets through. A request the plan sheds takes no slot and holds no tier off, and
+    // gets the controller's answer.
+    let wu = &limiters.worker_utilization;
+    let shed = eval.evaluate(
+        LimiterName::WorkerUtilization,
+        mode(LimiterName::WorkerUtilization),
+        || worker_utilization::check(wu, &plan, req.tier, req.key, now, rng),
+    );
+    if let Step::Stop(rejection, ()) = shed {
+        return reject(rejection);
+    }
+    let ac = &limiters.adaptive_concurrency;
+    // Only an enforced limit makes a request wait (a dark one never delays traffic).
+    let ac_mode = mode(LimiterName::AdaptiveConcurrency);
+    let may_wait = may_wait && ac_mode == Mode::Enforce;
+    let (adaptive, wait) = match eval.evaluate(LimiterName::AdaptiveConcurrency, ac_mode, || {
+        let state = &engine.adaptive;
+        adaptive_concurrency::acquire(ac, state, (req.tier, req.key), now, may_wait)
+    }) {
+        Step::Pass(Some(Slot::Held(permit))) => (Some(permit), None),
+        Step::Pass(Some(Slot::Waiting(wait))) => (None, Some(wait)),
+        Step::Pass(None) => (None, None),
+        Step::Stop(rejection, ()) => return reject(rejection),
+    };
+    Verdict::Allow(Admission {
+        outcome,
+        held,
+        rate: shown.map(|a| a.status),
+        failures: ticket.filter(|t| t.failures != 0),
+        concurrency,
+        fleet,
+        adaptive,
+        queued: wait.map(|wait| {
+            Box::new(Queued {
+                wait,
+                refund: ticket,
+                held,
+                at,
+                refunded: refunded_status,
+            })
+        }),
+    })
 }
 
 /// One limiter's part in the chain.
