@@ -95,7 +95,8 @@ impl<P: EngineRef> RequestGuard<P> {
 
     /// Takes over the admission's permits for a request that waits for adaptive_concurrency's
     /// room: it enters the in-flight count once [`granted`](Self::granted).
-    #[inline]
+    /// (Always inlined: out of line, the middleware paid for a call and the admission's copy.)
+    #[inline(always)]
     pub(crate) fn waiting<Q: EngineRef>(
         engine: P,
         tier: Tier,
