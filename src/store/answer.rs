@@ -273,7 +273,8 @@ impl<'k> Answer<'k> {
     /// Gives back what the local store charged for request_rate (an enforced refusal
     /// followed): the charges no longer stand.
     fn give_back_rate_here(&mut self, ask: &ClientAsk, unix: u64) {
-        if self.rate_failed.is_none() && std::mem::take(&mut self.rate.written) {
+        // (`written` is set only when every bucket and quota answered and passed.)
+        if std::mem::take(&mut self.rate.written) {
             undo_rate(self.keyed.local(), ask, &self.rate, unix);
         }
     }
