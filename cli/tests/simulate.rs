@@ -9,9 +9,14 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn simulate(args: &[&str]) -> Output {
+    simulate_with("config.yaml", args)
+}
+
+/// `brownout --config <config> simulate <args>`.
+fn simulate_with(config: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_brownout"))
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .arg("simulate")
+        .args(["--config", config, "simulate"])
         .args(args)
         .output()
         .expect("the binary runs")
@@ -93,10 +98,12 @@ fn settings_and_a_trace_drive_the_run() {
     );
     let csv = Csv::read(&dir.join("simulate.csv"));
     assert_eq!(csv.rows.len(), 110);
-    // With 8 s before shedding (and 2 s samples), test traffic is shed from about 18 s.
+    // With 8 s before shedding (and 2 s samples), test traffic is shed from about 18 s, and
+    // a stretch or two later (2 s each) here: the capacity is learned in the overload's
+    // first seconds, and until then the controller reads nothing.
     let shed_test = csv.column("shed_test");
     let first = shed_test.iter().position(|&s| s > 0.0).unwrap();
-    assert!((18..=20).contains(&first), "{first}");
+    assert!((18..=24).contains(&first), "{first}");
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -136,12 +143,17 @@ fn a_bad_setting_is_refused_by_name_and_nothing_is_written() {
 
 #[test]
 fn the_model_is_within_five_points_of_the_committed_full_run() {
-    // docs/scorecard/hold/config.csv is a full `bench overload` run of the shipped config (one
-    // row per second of the scorecard, 1,020 s); simulate models the same config and profile.
+    // docs/scorecard/hold/config.csv is a full `bench overload` run of the configuration
+    // tuned for the demo's app (docs/tuned.yaml, which config.yaml was then; one row per
+    // second of the scorecard, 1,020 s); simulate models the same config and profile.
     let dir = scratch("fidelity");
     // The demo's requests spend about 2 ms outside their worker (loopback, actix): its floor
     // reads about 52 ms.
-    let out = simulate(&["--overhead", "2ms", "--out", dir.to_str().unwrap()]);
+    let tuned = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/tuned.yaml");
+    let out = simulate_with(
+        tuned,
+        &["--overhead", "2ms", "--out", dir.to_str().unwrap()],
+    );
     assert!(out.status.success());
     let model = Csv::read(&dir.join("simulate.csv"));
     let real = Csv::read(

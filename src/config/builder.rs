@@ -88,7 +88,7 @@ impl ConfigBuilder {
 
     /// The requests the app serves at once (its workers): worker_utilization's `capacity`.
     pub fn capacity(mut self, requests_in_flight: u32) -> Self {
-        self.config.limiters.worker_utilization.capacity = requests_in_flight;
+        self.config.limiters.worker_utilization.capacity = Some(requests_in_flight);
         self
     }
 

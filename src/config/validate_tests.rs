@@ -14,7 +14,7 @@ fn a_range_error_says_on_which_line_the_key_is() {
         "{e}"
     );
     // A key left at its default is not in the file: no line.
-    let e = refused("limiters:\n  worker_utilization:\n    end_of_good: 0.9\n");
+    let e = refused("limiters:\n  worker_utilization:\n    end_of_good: 0.98\n");
     assert!(!e.contains("(line"), "{e}");
 }
 
@@ -112,16 +112,18 @@ mod shipped {
         let e = Config::load(path).unwrap_err().to_string();
         assert!(e.contains("demo is not a known key"), "{e}");
         let d = Config::default();
-        // The code keeps Stripe's thresholds and interval; the demo tunes its own, and says
-        // so on each line with the default beside it.
+        // The code's thresholds hold the work let past just below the learned capacity; the
+        // shipped file runs on them (a file that tuned its own would say so on each line
+        // with the default beside it).
         let wu = &d.limiters.worker_utilization;
-        assert_eq!((wu.end_of_good, wu.start_of_bad), (0.7, 0.8));
+        assert_eq!((wu.end_of_good, wu.start_of_bad), (0.9, 0.97));
+        assert_eq!(wu.capacity, None, "learned");
         assert_eq!(wu.sample_interval.get(), std::time::Duration::from_secs(8));
         let text = std::fs::read_to_string(path).unwrap();
         let shipped = &c.limiters.worker_utilization;
         for (key, value, default) in [
-            ("end_of_good", shipped.end_of_good.to_string(), "0.7"),
-            ("start_of_bad", shipped.start_of_bad.to_string(), "0.8"),
+            ("end_of_good", shipped.end_of_good.to_string(), "0.9"),
+            ("start_of_bad", shipped.start_of_bad.to_string(), "0.97"),
             ("sample_interval", shipped.sample_interval.to_string(), "8s"),
         ] {
             let line = format!("    {key}: {value}");

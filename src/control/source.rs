@@ -288,7 +288,9 @@ mod tests {
         let in_flight = Arc::new(InFlight::default());
         let capacity = Arc::new(std::sync::atomic::AtomicU32::new(4));
         let cap = capacity.clone();
-        let mut s = InFlightSource::new(in_flight.clone(), move || cap.load(Ordering::Relaxed));
+        let mut s = InFlightSource::new(in_flight.clone(), move || {
+            Some(f64::from(cap.load(Ordering::Relaxed)))
+        });
         assert_eq!(s.sample(Duration::ZERO), Ok(0.0));
         in_flight.enter(Tier::Get);
         in_flight.enter(Tier::Post);
@@ -303,7 +305,7 @@ mod tests {
     #[test]
     fn in_flight_reports_the_average_over_the_interval() {
         let in_flight = Arc::new(InFlight::default());
-        let mut s = InFlightSource::new(in_flight.clone(), || 8);
+        let mut s = InFlightSource::new(in_flight.clone(), || Some(8.0));
         let at = |ms: u64| Duration::from_millis(ms);
         assert_eq!(s.sample(at(0)), Ok(0.0));
         // 8 requests (full) for the first quarter of an 8 s interval, then none.

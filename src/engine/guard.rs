@@ -128,8 +128,14 @@ impl<P: EngineRef> RequestGuard<P> {
 
 impl<P: EngineRef> RequestGuard<P> {
     /// Gives everything back for a request still running past its deadline, and counts it.
-    pub(crate) fn expire(self) {
-        self.engine.engine().metrics.expired(self.tier);
+    /// Its time so far is not a service time (brownout stopped waiting for it): its
+    /// adaptive_concurrency slot goes back without a latency.
+    pub(crate) fn expire(mut self) {
+        let engine = self.engine.engine();
+        engine.metrics.expired(self.tier);
+        if self.adaptive.take().is_some() {
+            engine.adaptive.release(self.tier, None, engine.clock.now());
+        }
     }
 }
 

@@ -338,19 +338,22 @@ fn build_sources(
             SourceKind::InFlight => {
                 let weak = Arc::downgrade(engine);
                 let (counts, service) = (weak.clone(), weak.clone());
+                // Pinned by the operator, else learned from what the app was seen to serve.
                 let source = InFlightSource::new(engine.in_flight().clone(), move || {
-                    weak.upgrade().map_or(1, |s| {
-                        s.settings().load().limiters.worker_utilization.capacity
-                    })
+                    let s = weak.upgrade()?;
+                    let pinned = s.settings().load().limiters.worker_utilization.capacity;
+                    pinned.map(f64::from).or_else(|| s.adaptive().capacity())
                 });
                 Box::new(source.with_traffic(
                     move || counts.upgrade().map_or_else(Default::default, |s| s.metrics().traffic()),
-                    // adaptive_concurrency's floor: the app's time per request, measured
-                    // without a queue (while it runs; else the mean time in the app).
+                    // Each tier's service time, learned by adaptive_concurrency from the
+                    // requests the app served (while it runs; else the mean time in the app).
                     move || {
-                        let s = service.upgrade()?;
+                        let Some(s) = service.upgrade() else {
+                            return [None; 4];
+                        };
                         let on = s.settings().load().limiters.adaptive_concurrency.mode != Mode::Off;
-                        on.then(|| s.adaptive().floor()).flatten()
+                        if on { s.adaptive().floors() } else { [None; 4] }
                     },
                 ))
             }

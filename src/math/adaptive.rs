@@ -8,12 +8,15 @@
 //! A window that refused nothing leaves the limit as it is: the load it let through did not
 //! reach it, so a burst of latency then is not the limit's doing (shrinking on such bursts
 //! would ratchet the limit down at a steady moderate load until it refused traffic it had
-//! room for). The floor is the lowest latency seen within `floor_window`. A floor measured
+//! room for). The floor is what the window's requests take without a queue, by their mix of
+//! tiers: each tier's service time ([`super::service`]: a low quantile of its mean latency
+//! in windows that refused nothing), so one cheap route cannot make every request look free
+//! and a window of charges is not read as a queue of GETs. A floor measured
 //! while the limit keeps refusing would include the queue the limit allows, and creep up; so
 //! while the limit binds, every `floor_window` the floor is measured afresh by admitting only
 //! `min_limit` for two windows (the first drains the queue, the second measures) — unless
-//! traffic itself confirmed the floor: when some request of the last `floor_window` was
-//! within [`FLOOR_DRIFT`] of the floor last measured, nothing has crept and no probe is due
+//! traffic itself confirmed the floor: when the fastest request of the last `floor_window`
+//! was within [`FLOOR_DRIFT`] of the fastest when the floor was last measured, nothing has crept and no probe is due
 //! (a probe refuses every tier down to `min_limit` for half a second). When the server itself
 //! got slower (a capacity drop), the limit falls to `min_limit` within a few windows and the
 //! requests there are still [`STALE_FLOOR`] times slower than the floor — no queue the limit
@@ -25,7 +28,7 @@
 //! windows are quiet because the controller carries the overload, not because it is over, and
 //! a limit grown back to `rest` would let a queue build in the app ahead of critical requests.
 
-use std::collections::VecDeque;
+use super::service::ServiceFloor;
 
 /// The limit's settings, in µs where they are times.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -42,19 +45,37 @@ pub struct LimitParams {
     pub rest: f64,
 }
 
-/// What one window saw: requests finished, their latencies, and whether the limit refused any.
+/// What one window saw: requests finished per tier, their latencies, and whether the limit
+/// refused any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Window {
     /// The window's end (µs).
     pub at: u64,
-    /// Requests that finished in it.
-    pub count: u64,
-    /// Sum and minimum of their latencies (µs).
-    pub sum: u64,
-    /// See `sum`.
+    /// Requests that finished in it, per tier (`Tier::index` order).
+    pub count: [u64; 4],
+    /// Sum of their latencies per tier (µs).
+    pub sum: [u64; 4],
+    /// The lowest single latency (µs).
     pub min: u64,
     /// Whether the limit refused a request in it.
     pub binding: bool,
+    /// Requests the limiter counted in flight at its end.
+    pub in_flight: u64,
+}
+
+impl Window {
+    /// Requests that finished in it.
+    pub fn total(&self) -> u64 {
+        self.count.iter().sum()
+    }
+
+    /// Their mean latency (µs), if any finished.
+    pub fn mean(&self) -> Option<f64> {
+        match self.total() {
+            0 => None,
+            n => Some(self.sum.iter().sum::<u64>() as f64 / n as f64),
+        }
+    }
 }
 
 /// Where the floor measurement stands.
@@ -73,8 +94,8 @@ pub enum Probe {
 pub struct AdaptiveLimit {
     params: LimitParams,
     limit: f64,
-    /// (time, lowest latency) of recent windows.
-    floors: VecDeque<(u64, u64)>,
+    /// Each tier's service time, from the mean latencies of recent windows.
+    service: ServiceFloor,
     probe: Probe,
     last_probe: u64,
     /// The floor as last measured (by a probe, or the first window), and the lowest latency
@@ -86,18 +107,38 @@ pub struct AdaptiveLimit {
     stale: u32,
     /// Quiet windows do not bring the limit back towards `rest` (another loop is shedding).
     hold: bool,
+    /// The app was never seen saturated: a binding window at the floor doubles the limit,
+    /// at most once per service time (what it let in shows in the latencies only then).
+    slow_start: bool,
+    /// When the limit last doubled (µs).
+    doubled_at: u64,
+    /// Windows spent draining in the current probe.
+    drained: u32,
+    /// The floors came from a window with a queue: measure them at the next binding one.
+    provisional: bool,
 }
 
 /// How far above the last measured floor the lowest latency may be before a probe is due.
 pub const FLOOR_DRIFT: f64 = 1.1;
 
+/// How many times their service time a binding window's requests must take for the app to
+/// count as saturated (the limit settles where they take `tolerance` times it).
+pub const SATURATED: f64 = 1.1;
+
 /// How many times the floor requests at `min` must take, [`STALE_WINDOWS`] windows in a row,
 /// for the floor to be measured afresh at once: at `min` in flight, a queue the limit allows
 /// cannot double the latency, a slower server can.
-pub const STALE_FLOOR: f64 = 2.0;
+pub const STALE_FLOOR: f64 = 1.6;
 
 /// See [`STALE_FLOOR`].
 pub const STALE_WINDOWS: u32 = 2;
+
+/// How slow (over the floor) a binding window's requests may be for the limit to double
+/// while the capacity is unknown.
+pub const SLOW_START_SLOWDOWN: f64 = 1.05;
+
+/// Most windows a probe waits for the app to drain to `min_limit` before it measures.
+pub const DRAIN_WINDOWS: u32 = 8;
 
 impl AdaptiveLimit {
     /// A limit of `initial`, as of `now` (µs).
@@ -105,13 +146,17 @@ impl AdaptiveLimit {
         Self {
             params,
             limit: initial.clamp(params.min, params.max),
-            floors: VecDeque::new(),
+            service: ServiceFloor::default(),
             probe: Probe::Off,
             last_probe: now,
             anchor: None,
             lowest_since: u64::MAX,
             stale: 0,
             hold: false,
+            slow_start: false,
+            doubled_at: 0,
+            drained: 0,
+            provisional: false,
         }
     }
 
@@ -124,6 +169,14 @@ impl AdaptiveLimit {
     /// Whether quiet windows leave the limit where it is.
     pub fn set_hold(&mut self, hold: bool) {
         self.hold = hold;
+    }
+
+    /// Whether the app's capacity is still unknown: until it is, a window in which the limit
+    /// refused requests that were no slower than the floor doubles the limit (instead of
+    /// adding `√limit`), so an app serving many more than `initial_limit` at once is not
+    /// refused for seconds at a load it carries.
+    pub fn set_slow_start(&mut self, slow_start: bool) {
+        self.slow_start = slow_start;
     }
 
     /// The settings in force.
@@ -139,9 +192,56 @@ impl AdaptiveLimit {
         }
     }
 
-    /// The floor latency (µs), once one was seen.
-    pub fn floor(&self) -> Option<u64> {
-        self.floors.iter().map(|&(_, f)| f).min()
+    /// The limit learned, whether or not a probe admits `min` now.
+    pub fn learned(&self) -> f64 {
+        self.limit
+    }
+
+    /// Each tier's service time (µs): what its requests take in the app without a queue.
+    pub fn service(&self) -> &ServiceFloor {
+        &self.service
+    }
+
+    /// What a window's requests should take on average without a queue (µs), by its mix (a
+    /// tier not seen yet at the mean of the others).
+    fn expected(&self, w: &Window) -> Option<f64> {
+        self.service.mean_for(w.count)
+    }
+
+    /// How long the next window lasts (µs): `window`, or twice the slowest tier's service
+    /// time if longer. What the limit lets in shows in the latencies one service time later;
+    /// a limit that moved every 250 ms on requests of 500 ms would act two or three times on
+    /// the same news (halving on a queue it had already cut, growing past the point it was
+    /// about to learn of) and swing between `min_limit` and far past the capacity.
+    pub fn period(&self, window: u64) -> u64 {
+        let slowest = self
+            .service
+            .floors()
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(0);
+        window.max(slowest.saturating_mul(2))
+    }
+
+    /// Whether the app was saturated in `w`: its requests queued in it (they took
+    /// [`SATURATED`] times their service time while the limit refused requests, or
+    /// [`STALE_FLOOR`] times whatever the limit did), so what it served is all it can.
+    pub fn saturated(&self, w: &Window) -> bool {
+        match (w.mean(), self.expected(w)) {
+            (Some(mean), Some(floor)) => {
+                let slowdown = mean / floor.max(1.0);
+                (w.binding && slowdown >= SATURATED) || slowdown >= STALE_FLOOR
+            }
+            _ => false,
+        }
+    }
+
+    /// The work `w`'s requests brought the app (µs of service time), by their tiers' floors.
+    pub fn work(&self, w: &Window) -> f64 {
+        self.service
+            .mean_for(w.count)
+            .map_or(0.0, |m| m * w.total() as f64)
     }
 
     /// Where the floor measurement stands.
@@ -153,15 +253,25 @@ impl AdaptiveLimit {
     /// Learns from one window; returns the limit to admit under.
     pub fn update(&mut self, w: Window) -> f64 {
         match self.probe {
+            // Until what is in the app is down to min_limit (a deep queue takes more than a
+            // window to drain), at most DRAIN_WINDOWS windows (critical requests, which the
+            // limit does not refuse, may keep more in flight).
             Probe::Draining => {
-                self.probe = Probe::Measuring;
+                self.drained += 1;
+                if w.in_flight <= self.params.min as u64 || self.drained >= DRAIN_WINDOWS {
+                    self.probe = Probe::Measuring;
+                }
                 return self.limit();
             }
+            // A probe that could not drain (critical requests, which the limit does not
+            // refuse, kept more in flight) measured a queue, not the app: it keeps the floors.
             Probe::Measuring => {
-                if w.count > 0 {
-                    self.floors.clear();
-                    self.floors.push_back((w.at, w.min));
+                let drained = w.in_flight <= self.params.min as u64;
+                if let (Some(mean), true) = (w.mean(), drained) {
+                    let ratio = self.expected(&w).map_or(1.0, |e| mean / e.max(1.0));
+                    self.service.reset(w.at, w.count, w.sum, ratio);
                     self.anchor = Some(w.min);
+                    self.provisional = false;
                 }
                 self.probe = Probe::Off;
                 self.last_probe = w.at;
@@ -171,22 +281,66 @@ impl AdaptiveLimit {
             Probe::Off => {}
         }
         let keep_from = w.at.saturating_sub(self.params.floor_window);
-        while self.floors.front().is_some_and(|&(at, _)| at < keep_from) {
-            self.floors.pop_front();
+        // A window that refused nothing, and whose requests were no slower than `tolerance`
+        // times expected, measured the app without much of a queue (a looser bar would let
+        // the floor creep up on the queues of a busy app). A tier not seen before counts
+        // from any window that refused nothing (its own cost is what is not known yet), and
+        // before any tier has a floor, any window counts (there is nothing else yet).
+        let (mut count, mut sum) = (w.count, w.sum);
+        let queued = match (w.mean(), self.expected(&w)) {
+            (Some(mean), Some(floor)) => mean > self.params.tolerance * floor.max(1.0),
+            _ => false,
+        };
+        let floors = self.service.floors();
+        let any = floors.iter().any(Option::is_some);
+        // A window no slower than expected says the floor is not too low, whatever the limit
+        // did (a floor learned under a queue, on a cold start into overload, comes down).
+        let faster = matches!((w.mean(), self.expected(&w)), (Some(m), Some(e)) if m <= e);
+        for t in 0..4 {
+            let keep = match floors[t] {
+                Some(_) => (!w.binding && !queued) || faster,
+                None => !w.binding || !any,
+            };
+            if !keep {
+                (count[t], sum[t]) = (0, 0);
+            }
         }
-        if w.count > 0 {
-            self.floors.push_back((w.at, w.min));
+        // The first floors, taken from a window that refused requests or queued them (a cold
+        // start into overload), are provisional: the next window that binds measures them.
+        let queued_alone = w
+            .mean()
+            .is_some_and(|m| m > STALE_FLOOR * w.min.max(1) as f64);
+        if !any && w.total() > 0 && (w.binding || queued_alone) {
+            self.provisional = true;
+        }
+        self.service.add(w.at, count, sum, keep_from);
+        if w.total() > 0 {
             self.anchor.get_or_insert(w.min);
             self.lowest_since = self.lowest_since.min(w.min);
         }
         let mut stale = false;
-        if w.count > 0 {
-            let floor = self.floor().unwrap_or(w.min).max(1) as f64;
-            let mean = (w.sum as f64 / w.count as f64).max(1.0);
+        if let (Some(mean), Some(floor)) = (w.mean(), self.expected(&w)) {
+            let (mean, floor) = (mean.max(1.0), floor.max(1.0));
             let gradient = (self.params.tolerance * floor / mean).clamp(0.5, 1.0);
             if w.binding {
-                stale = self.limit <= self.params.min && mean >= STALE_FLOOR * floor;
-                let headroom = if gradient >= 1.0 {
+                // At min_limit, with no more than that in flight (no queue of critical
+                // requests explains it), requests much slower than expected mean a slower app.
+                stale = self.limit <= self.params.min
+                    && w.in_flight <= self.params.min as u64
+                    && mean >= STALE_FLOOR * floor;
+                let since = w.at.saturating_sub(self.doubled_at) as f64;
+                // Doubling wants requests as fast as without any queue (what the limit let in
+                // shows in them a service time later).
+                // And a limit in use: a refusal of `tier_hold` with little in flight says
+                // nothing of what the app can take.
+                let doubles = self.slow_start
+                    && since >= floor
+                    && mean <= SLOW_START_SLOWDOWN * floor
+                    && w.in_flight as f64 >= self.limit / 2.0;
+                let headroom = if gradient >= 1.0 && doubles {
+                    self.doubled_at = w.at;
+                    self.limit
+                } else if gradient >= 1.0 {
                     self.limit.sqrt()
                 } else {
                     0.0
@@ -195,12 +349,21 @@ impl AdaptiveLimit {
                     (self.limit * gradient + headroom).clamp(self.params.min, self.params.max);
             } else if gradient >= 1.0 && self.limit < self.params.rest && !self.hold {
                 self.limit = (self.limit + self.limit.sqrt()).min(self.params.rest);
+            } else if self.limit > self.params.rest {
+                // A limit above its rest that refuses nothing is room no load has used (or a
+                // queue the app is already slow with): it comes down towards the rest (by the
+                // gradient, when there is a queue), so the next step meets a limit sized by
+                // what the app was seen to serve, not a queue of `initial_limit`, and a load
+                // of fewer clients than that is trimmed too.
+                let down = (self.limit * gradient).min(self.limit - self.limit.sqrt());
+                self.limit = down.max(self.params.rest);
             }
         }
         self.stale = if stale { self.stale + 1 } else { 0 };
         if self.stale >= STALE_WINDOWS {
             self.stale = 0;
             self.probe = Probe::Draining;
+            self.drained = 0;
             return self.limit();
         }
         if w.binding && w.at.saturating_sub(self.last_probe) >= self.params.floor_window {
@@ -212,7 +375,11 @@ impl AdaptiveLimit {
                 self.lowest_since = u64::MAX;
             } else {
                 self.probe = Probe::Draining;
+                self.drained = 0;
             }
+        } else if w.binding && self.provisional {
+            self.probe = Probe::Draining;
+            self.drained = 0;
         }
         self.limit()
     }

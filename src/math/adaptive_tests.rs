@@ -18,10 +18,11 @@ fn params() -> LimitParams {
 fn window(at_ms: u64, count: u64, latency_ms: u64, binding: bool) -> Window {
     Window {
         at: at_ms * MS,
-        count,
-        sum: count * latency_ms * MS,
+        count: [0, 0, count, 0],
+        sum: [0, 0, count * latency_ms * MS, 0],
         min: latency_ms * MS,
         binding,
+        in_flight: 0,
     }
 }
 
@@ -29,17 +30,30 @@ fn window(at_ms: u64, count: u64, latency_ms: u64, binding: bool) -> Window {
 fn within_tolerance_the_limit_holds_and_grows_only_when_it_binds() {
     let mut l = AdaptiveLimit::new(params(), 20.0, 0);
     assert_eq!(l.update(window(250, 10, 50, false)), 20.0);
-    assert_eq!(l.floor(), Some(50 * MS));
+    assert_eq!(l.service().floors()[2], Some(50 * MS));
     // 60 ms is within 1.25 × 50: the limit refused requests, so it grows by √20.
     let grown = l.update(window(500, 10, 60, true));
     assert!((grown - (20.0 + 20f64.sqrt())).abs() < 1e-9, "{grown}");
-    // Slower than that while refusing nothing: the limit was not what the load met.
-    assert_eq!(l.update(window(750, 10, 200, false)), grown);
+    // Slower than that while refusing nothing: the limit was not what the load met, and it
+    // does not shrink by the gradient; above its rest (20) it only comes back to it.
+    assert_eq!(l.update(window(750, 10, 200, false)), 20.0);
+    let mut l = AdaptiveLimit::new(params(), 10.0, 0);
+    let below = l.update(window(250, 10, 50, false));
+    assert!(below < 20.0);
+    assert_eq!(
+        l.update(window(500, 10, 200, false)),
+        below,
+        "below its rest: unchanged"
+    );
 }
 
 #[test]
 fn queueing_shrinks_the_limit_by_the_gradient_at_most_halving_it() {
-    let mut l = AdaptiveLimit::new(params(), 40.0, 0);
+    let rest = LimitParams {
+        rest: 40.0,
+        ..params()
+    };
+    let mut l = AdaptiveLimit::new(rest, 40.0, 0);
     l.update(window(250, 10, 50, false));
     // 100 ms against 1.25 × 50: gradient 0.625, and no headroom added.
     assert!((l.update(window(500, 10, 100, true)) - 25.0).abs() < 1e-9);
@@ -77,13 +91,13 @@ fn it_settles_where_latency_is_the_tolerated_multiple_of_the_floor() {
 fn a_binding_limit_whose_floor_is_not_confirmed_measures_it_afresh() {
     let mut l = AdaptiveLimit::new(params(), 20.0, 0);
     l.update(window(250, 10, 50, false));
-    // Requests take 90 ms and the limit keeps binding (at min, too little for a stale
+    // Requests take 75 ms and the limit keeps binding (at min, too little for a stale
     // floor). At 30 s the 50 ms request of the first window still confirms the floor;
     // by 60 s nothing has for 30 s.
     let mut at = 250;
     while l.probe() == Probe::Off {
         at += 250;
-        l.update(window(at, 10, 90, true));
+        l.update(window(at, 10, 75, true));
         assert!(at <= 60_500, "no probe by {at} ms");
     }
     assert!(at >= 60_000, "probed at {at} ms");
@@ -93,7 +107,7 @@ fn a_binding_limit_whose_floor_is_not_confirmed_measures_it_afresh() {
     l.update(window(at + 500, 4, 100, true)); // measured at low concurrency
     assert_eq!(l.probe(), Probe::Off);
     assert_eq!(
-        l.floor(),
+        l.service().floors()[2],
         Some(100 * MS),
         "the new floor replaces the old one"
     );
@@ -213,21 +227,21 @@ fn a_server_that_got_slower_has_its_floor_measured_at_once() {
     l.update(window(at + 250, 4, 130, true)); // draining
     l.update(window(at + 500, 4, 100, true)); // measuring
     assert_eq!(l.probe(), Probe::Off);
-    assert_eq!(l.floor(), Some(100 * MS));
+    assert_eq!(l.service().floors()[2], Some(100 * MS));
     // Against the new floor, 110 ms is within tolerance: the limit grows again.
     assert!(l.update(window(at + 750, 10, 110, true)) > 4.0);
 
-    // At min with requests 1.5 × the floor (a queue of critical requests the limit does
+    // At min with requests 1.4 × the floor (a queue of critical requests the limit does
     // not count): no probe before floor_window.
     let mut l = AdaptiveLimit::new(params(), 4.0, 0);
     l.update(window(250, 10, 50, false));
     for i in 2..=100 {
-        l.update(window(250 * i, 10, 75, true));
+        l.update(window(250 * i, 10, 70, true));
         assert_eq!(l.probe(), Probe::Off, "at {} ms", 250 * i);
     }
     // One slow window between ordinary ones is not two in a row.
     for i in 101..=140 {
-        let latency = if i % 2 == 0 { 120 } else { 75 };
+        let latency = if i % 2 == 0 { 120 } else { 70 };
         l.update(window(250 * i, 10, latency, true));
         assert_eq!(l.probe(), Probe::Off, "at {} ms", 250 * i);
     }
@@ -241,4 +255,35 @@ fn new_bounds_clamp_the_limit() {
         ..params()
     });
     assert_eq!(l.limit(), 10.0);
+}
+
+#[test]
+fn until_the_capacity_is_known_a_limit_that_refused_fast_requests_doubles() {
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    l.set_slow_start(true);
+    l.update(window(250, 10, 500, false));
+    // A refusal of tier_hold with little in flight says nothing of the app: √limit.
+    let mut idle = window(300, 40, 500, true);
+    idle.in_flight = 2;
+    let grown = l.update(idle);
+    assert!((grown - (20.0 + 20f64.sqrt())).abs() < 1e-9, "{grown}");
+    // A big app at half its capacity: many in flight at the floor, the limit in use and
+    // refusing: it doubles...
+    let busy = |at, ms| Window {
+        in_flight: 1000,
+        ..window(at, 40, ms, true)
+    };
+    assert!((l.update(busy(800, 500)) - 2.0 * grown).abs() < 1e-9);
+    // ... not again before what it let in has had a service time to show in the latencies.
+    let before = l.limit();
+    assert!((l.update(busy(1000, 500)) - (before + before.sqrt())).abs() < 1e-9);
+    let before = l.limit();
+    assert!((l.update(busy(1300, 500)) - 2.0 * before).abs() < 1e-9);
+    // Requests slower than without a queue: the ordinary rule.
+    let before = l.limit();
+    assert!((l.update(busy(1900, 600)) - (before + before.sqrt())).abs() < 1e-9);
+    // Known: back to √limit.
+    l.set_slow_start(false);
+    let before = l.limit();
+    assert!((l.update(busy(2500, 500)) - (before + before.sqrt())).abs() < 1e-9);
 }

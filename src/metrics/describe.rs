@@ -37,7 +37,7 @@ pub(super) fn describe(r: &PrometheusRecorder) {
     let gauges = [
         (
             "brownout_utilization_ratio",
-            "Utilization last seen by the worker-utilization controller (0..1).",
+            "Demand last read by the worker-utilization controller: work offered over the capacity (1 at capacity, about 2 at twice it; the controller itself reads at most 1).",
         ),
         (
             "brownout_shedding_amount",
@@ -66,6 +66,14 @@ pub(super) fn describe(r: &PrometheusRecorder) {
         (
             "brownout_concurrency_critical_share",
             "The share of critical clients (by cohort) adaptive_concurrency admits: 1 unless critical demand alone overflowed critical_ceiling times the limit.",
+        ),
+        (
+            "brownout_capacity_requests",
+            "Requests the app serves at once that worker_utilization reads demand against: pinned by worker_utilization.capacity, else learned from what the app was seen to serve when saturated (0 until then).",
+        ),
+        (
+            "brownout_service_time_seconds",
+            "What a request of the tier takes in the app without a queue, learned by adaptive_concurrency from the requests the app served (0 until seen).",
         ),
         (
             "brownout_store_breaker_state",

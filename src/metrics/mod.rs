@@ -4,20 +4,21 @@
 //! Each [`Brownout`](crate::Brownout) owns its own recorder (no global state), so several
 //! instances — in tests, say — never mix their numbers.
 
+mod counts;
 mod describe;
 mod histogram;
 
 pub(crate) use histogram::AtomicHistogram;
 
-use crate::control::{InFlight, ShedPlan, Traffic};
+use crate::control::{InFlight, ShedPlan};
 use crate::limiter::LimiterName;
 use crate::schema::Mode;
 use crate::shard::Sharded;
 use crate::tier::Tier;
 use metrics::{Counter, Gauge, Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
-use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Every admin action's name: the `action` of an audit entry and of
 /// `brownout_admin_changes_total`, in [`Action`] order. The names are written only here.
@@ -102,6 +103,8 @@ pub(crate) struct Metrics {
     concurrency_limit: Gauge,
     concurrency_waiting: Gauge,
     concurrency_critical_share: Gauge,
+    capacity: Gauge,
+    service_time: [Gauge; 4],
     kill_switch: Gauge,
     decision: AtomicHistogram,
     config_version: Gauge,
@@ -110,17 +113,8 @@ pub(crate) struct Metrics {
     store_errors: [Counter; 3],
     /// Per limiter: rejected, dark_rejected, failed_open (for the admin state).
     totals: [[AtomicU64; 3]; LimiterName::COUNT],
-}
-
-/// One limiter's counts since start, as shown by `GET /v1/state`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub(crate) struct LimiterCounts {
-    /// Enforced rejections.
-    pub rejected: u64,
-    /// Rejections in dark mode.
-    pub dark_rejected: u64,
-    /// Fail-opens.
-    pub failed_open: u64,
+    /// Per limiter and tier: enforced rejections (for the controller's demand).
+    refused: [[AtomicU64; 4]; LimiterName::COUNT],
 }
 
 impl std::fmt::Debug for Metrics {
@@ -202,6 +196,9 @@ impl Metrics {
             concurrency_limit: gauge("brownout_concurrency_limit", &[]),
             concurrency_waiting: gauge("brownout_concurrency_waiting", &[]),
             concurrency_critical_share: gauge("brownout_concurrency_critical_share", &[]),
+            capacity: gauge("brownout_capacity_requests", &[]),
+            service_time: Tier::ALL
+                .map(|t| gauge("brownout_service_time_seconds", &[("tier", t.as_str())])),
             kill_switch: gauge("brownout_kill_switch_engaged", &[]),
             decision: AtomicHistogram::new(&DECISION_BUCKETS),
             config_version: gauge("brownout_config_version", &[]),
@@ -216,6 +213,7 @@ impl Metrics {
             admin_changes: ACTIONS
                 .map(|a| counter("brownout_admin_changes_total", &[("action", a)])),
             totals: Default::default(),
+            refused: Default::default(),
             recorder,
         }
     }
@@ -231,34 +229,8 @@ impl Metrics {
     pub fn rejection(&self, limiter: LimiterName, tier: Tier, dark: bool) {
         self.rejections[limiter as usize][tier.index()][usize::from(dark)].increment(1);
         self.totals[limiter as usize][usize::from(dark)].fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Requests since start as the controller's demand reads them: those that reached the
-    /// load limiters, those worker_utilization shed, and those let into the app.
-    pub fn traffic(&self) -> Traffic {
-        let total = (0..16)
-            .map(|i| self.request_counts.sum(i).max(0) as u64)
-            .sum::<u64>();
-        let refused = |l: LimiterName| self.totals[l as usize][0].load(Ordering::Relaxed);
-        let all = LimiterName::ALL.iter().map(|&l| refused(l)).sum::<u64>();
-        Traffic {
-            reached: total
-                .saturating_sub(refused(LimiterName::RequestRate))
-                .saturating_sub(refused(LimiterName::ConcurrentRequests)),
-            shed: refused(LimiterName::WorkerUtilization),
-            admitted: total.saturating_sub(all),
-        }
-    }
-
-    /// A limiter's counts since start.
-    pub fn counts(&self, limiter: LimiterName) -> LimiterCounts {
-        let [rejected, dark_rejected, failed_open] = self.totals[limiter as usize]
-            .each_ref()
-            .map(|c| c.load(Ordering::Relaxed));
-        LimiterCounts {
-            rejected,
-            dark_rejected,
-            failed_open,
+        if !dark {
+            self.refused[limiter as usize][tier.index()].fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -296,6 +268,15 @@ impl Metrics {
     }
 
     /// Publishes adaptive_concurrency's limit, and how many requests wait for room under it.
+    /// Publishes the capacity in force (pinned or learned; 0 until known) and each tier's
+    /// service time (0 until seen).
+    pub fn publish_capacity(&self, capacity: Option<f64>, service: [Option<Duration>; 4]) {
+        self.capacity.set(capacity.unwrap_or(0.0));
+        for (gauge, s) in self.service_time.iter().zip(service) {
+            gauge.set(s.map_or(0.0, |d| d.as_secs_f64()));
+        }
+    }
+
     pub fn publish_concurrency_limit(&self, limit: f64, waiting: u64, critical_share: f64) {
         self.concurrency_limit.set(limit);
         self.concurrency_waiting.set(waiting as f64);

@@ -15,6 +15,7 @@
 use crate::config::AdaptiveConcurrencyConfig;
 use crate::limiter::adaptive_concurrency::params;
 use crate::math::adaptive::{AdaptiveLimit, Window};
+use crate::math::capacity::CapacityEstimate;
 use crate::math::critical::{critical_share, CriticalPressure};
 use crate::tier::Tier;
 use std::collections::VecDeque;
@@ -51,6 +52,7 @@ pub struct FastGuard {
     c: AdaptiveConcurrencyConfig,
     enforced: bool,
     limit: AdaptiveLimit,
+    capacity: CapacityEstimate,
     next_window: f64,
     /// Per tier: until when it is held off (s).
     held_until: [f64; 4],
@@ -74,6 +76,7 @@ impl FastGuard {
             c: c.clone(),
             enforced,
             limit: AdaptiveLimit::new(params(c), f64::from(c.initial_limit), 0),
+            capacity: CapacityEstimate::default(),
             next_window: c.window.get().as_secs_f64(),
             held_until: [0.0; 4],
             toward_hold: [0.5; 4],
@@ -94,9 +97,16 @@ impl FastGuard {
         self.limit.limit()
     }
 
-    /// The floor latency learned (seconds), once one was seen: the app's time per request.
+    /// The service time learned (seconds), once one was seen: the app's time per request
+    /// (the model has one service time for every tier).
     pub fn floor(&self) -> Option<f64> {
-        self.limit.floor().map(|us| us as f64 / 1e6)
+        self.limit.service().floors()[Tier::Get.index()].map(|us| us as f64 / 1e6)
+    }
+
+    /// The app's capacity learned (requests at once), once it was seen saturated, as the
+    /// middleware's sampler learns it.
+    pub fn capacity(&self) -> Option<f64> {
+        self.capacity.learned()
     }
 
     /// The share of critical cohorts admitted.
@@ -187,7 +197,10 @@ impl FastGuard {
         let amount = amount - outside;
         let limit = self.limit();
         let before: f64 = in_flight.iter().sum();
-        let ceiling = (limit * self.c.critical_ceiling).floor().max(1.0);
+        // A probe's min_limit does not lower it (as in the middleware).
+        let ceiling = (limit.max(self.limit.learned()) * self.c.critical_ceiling)
+            .floor()
+            .max(1.0);
         let admitted = amount.min((ceiling - before).max(0.0));
         if amount - admitted > DUST {
             self.window.overflowed = true;
@@ -291,11 +304,12 @@ impl FastGuard {
 
     /// Closes the window if it is over at `now`: the limit learns from it and the critical
     /// share moves by what critical requests met in it.
-    pub fn end_of_tick(&mut self, now: f64) {
+    pub fn end_of_tick(&mut self, now: f64, in_flight: f64) {
         if now < self.next_window - 1e-9 {
             return;
         }
-        self.next_window += self.c.window.get().as_secs_f64();
+        self.next_window +=
+            self.limit.period(micros(self.c.window.get().as_secs_f64())) as f64 / 1e6;
         let w = std::mem::take(&mut self.window);
         let count = if w.count > DUST {
             w.count.round().max(1.0)
@@ -303,13 +317,29 @@ impl FastGuard {
             0.0
         };
         let mean = if w.count > DUST { w.sum / w.count } else { 0.0 };
-        self.limit.update(Window {
+        // The model's requests all take one service time: one tier stands for them all.
+        let mut window = Window {
             at: micros(now),
-            count: count as u64,
-            sum: micros(mean * count),
             min: w.min.map_or(u64::MAX, micros),
             binding: w.held_back >= 0.5,
-        });
+            in_flight: in_flight.round().max(0.0) as u64,
+            ..Window::default()
+        };
+        let p = self.capacity.bounds(params(&self.c));
+        if p != self.limit.params() {
+            self.limit.set_params(p);
+        }
+        self.limit.set_slow_start(self.capacity.learned().is_none());
+        window.count[Tier::Get.index()] = count as u64;
+        window.sum[Tier::Get.index()] = micros(mean * count);
+        self.limit.update(window);
+        let work = self.limit.work(&window);
+        self.capacity.observe(
+            window.at,
+            work,
+            self.limit.saturated(&window),
+            self.limit.service().mean_for([0; 4]).unwrap_or(0.0),
+        );
         if self.enforced && self.c.critical_ceiling > 0.0 {
             let pressure = match (w.overflowed, w.at_limit) {
                 (true, _) => CriticalPressure::Overflowed,
@@ -379,7 +409,7 @@ mod tests {
         let a = g.admit(0.0, [8.0, 0.0, 0.0, 0.0], [15.0, 0.0, 0.0, 0.0]);
         assert!((a.admitted[0].0[0] - 5.0).abs() < 1e-9);
         assert!((a.refused[0] - 3.0).abs() < 1e-9);
-        g.end_of_tick(0.25);
+        g.end_of_tick(0.25, 0.0);
         assert!((g.critical_share() - 0.9).abs() < 1e-9);
         // Outside the share: a tenth is refused before the ceiling is looked at.
         let a = g.admit(0.26, [10.0, 0.0, 0.0, 0.0], [0.0; 4]);
@@ -397,13 +427,14 @@ mod tests {
         // A binding window whose requests took twice the floor (50 ms, then 100 ms): the limit
         // halves (the gradient is clamped at 0.5).
         g.started(10.0, 0.05);
-        g.admit(0.0, [0.0, 20.0, 0.0, 0.0], [0.0; 4]);
-        g.end_of_tick(0.25);
+        g.admit(0.0, [0.0, 5.0, 0.0, 0.0], [0.0; 4]);
+        g.end_of_tick(0.25, 0.0);
         assert!((g.floor().unwrap() - 0.05).abs() < 1e-9);
+        let before = g.limit();
         g.started(10.0, 0.1);
         g.admit(0.3, [0.0, 20.0, 0.0, 0.0], [0.0, 10.0, 0.0, 0.0]);
-        g.end_of_tick(0.5);
-        assert!(g.limit() < 10.0, "{}", g.limit());
+        g.end_of_tick(0.5, 0.0);
+        assert!(g.limit() <= 0.625 * before + 1e-9, "{} {before}", g.limit());
     }
 
     #[test]

@@ -151,6 +151,9 @@ pub struct Second {
     pub amount: f64,
     /// See `utilization`.
     pub probability: [f64; 4],
+    /// The capacity demand is read against (requests at once: pinned, or learned; 0 while
+    /// unknown).
+    pub capacity: f64,
 }
 
 /// What happened in one phase.
@@ -220,7 +223,10 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
     let enforced = wu.mode == Mode::Enforce && !kill_switch;
     let mut guard = (ac.mode != Mode::Off)
         .then(|| FastGuard::new(ac, ac.mode == Mode::Enforce && !kill_switch));
-    let capacity = f64::from(wu.capacity.max(1));
+    // Pinned, or learned by the fast guard's model as the middleware learns it.
+    let pinned = wu.capacity.map(|c| f64::from(c.max(1)));
+    let capacity_now =
+        |guard: &Option<FastGuard>| pinned.or_else(|| guard.as_ref().and_then(FastGuard::capacity));
     let phases = scenario.phases();
     let total: f64 = phases.iter().map(|p| p.seconds).sum();
     let ticks = (total / dt).round() as u64;
@@ -231,7 +237,7 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
     let mut amount = controller.amount();
     let mut next_sample = interval;
     // Requests that reached the controller, were shed by it, and were let into the app.
-    let mut traffic = [0.0; 3];
+    let mut traffic = [[0.0; 4]; 3];
     let mut arrivals = scenario.poisson.map(SplitMix64::new);
     let mut seconds: Vec<Second> = Vec::new();
     let mut reports: Vec<PhaseReport> = Vec::new();
@@ -270,10 +276,14 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
         };
         for &(amounts, waited) in &admission.admitted {
             server.push(now, amounts, waited);
-            traffic[2] += amounts.iter().sum::<f64>();
+            for t in 0..4 {
+                traffic[2][t] += amounts[t];
+            }
         }
-        traffic[0] += offered.iter().sum::<f64>();
-        traffic[1] += shed.iter().sum::<f64>();
+        for t in 0..4 {
+            traffic[0][t] += offered[t];
+            traffic[1][t] += shed[t];
+        }
         let overhead = scenario.overhead;
         let tick = server.start(now, p.slowdown, scenario.deadline, &mut |st| {
             log.latencies[st.tier].add(st.total + overhead, st.amount);
@@ -291,22 +301,26 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
                 scenario.service_time * p.slowdown + overhead,
             );
             g.set_hold(amount > 0.0);
-            g.end_of_tick(end);
+            g.end_of_tick(end, server.in_flight());
         }
-        let reading = server.in_flight() / capacity;
+        let capacity = capacity_now(&guard);
+        let reading = capacity.map_or(0.0, |c| server.in_flight() / c);
         average.observe(Duration::from_secs_f64(end), reading);
         if end >= next_sample - 1e-9 {
             let mean = average.take(Duration::from_secs_f64(end), reading);
             // The middleware's request counts are whole numbers.
             let counts = Traffic {
-                reached: traffic[0].round() as u64,
-                shed: traffic[1].round() as u64,
-                admitted: traffic[2].round() as u64,
+                reached: traffic[0].map(|n| n.round() as u64),
+                shed: traffic[1].map(|n| n.round() as u64),
+                admitted: traffic[2].iter().sum::<f64>().round() as u64,
             };
-            traffic = [0.0; 3];
-            let service = guard.as_ref().and_then(FastGuard::floor);
-            let input = offered_work(counts, interval, mean * capacity, service)
-                .map_or(mean, |work| work / capacity);
+            traffic = [[0.0; 4]; 3];
+            let service = [guard.as_ref().and_then(FastGuard::floor); 4];
+            // Unknown capacity: the middleware reads 0 (see control::demand).
+            let input = capacity.map_or(0.0, |capacity| {
+                offered_work(counts, interval, mean * capacity, service)
+                    .map_or(mean, |work| work / capacity)
+            });
             demand = with_shed(input, counts);
             utilization = input.min(1.0);
             amount = controller.update(utilization, Duration::from_secs_f64(end));
@@ -326,6 +340,7 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
         }
         s.in_flight = server.in_flight();
         s.limit = guard.as_ref().map_or(0.0, FastGuard::limit);
+        s.capacity = capacity_now(&guard).unwrap_or(0.0);
         (s.utilization, s.demand, s.amount, s.probability) =
             (utilization, demand, amount, probability);
     }

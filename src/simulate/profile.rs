@@ -32,7 +32,7 @@ impl Phase {
 }
 
 /// The built-in profiles, by name, with what each is for.
-pub const BUILT_IN: [(&str, &str); 5] = [
+pub const BUILT_IN: [(&str, &str); 6] = [
     ("step", "0.5C for 60 s, 2C for 300 s, 0.3C for 300 s"),
     ("ramp", "0.2C rising to 3C over 300 s, then falling back over 300 s"),
     ("spike", "0.5C for 60 s, 4C for 30 s, 0.5C for 300 s"),
@@ -43,6 +43,10 @@ pub const BUILT_IN: [(&str, &str); 5] = [
     (
         "capacity_drop",
         "0.75C for 60 s, then the service time doubles for 120 s (1.5× the reduced capacity), then 0.75C for 180 s",
+    ),
+    (
+        "matrix",
+        "0.5C 60 s, 0.75C 180 s, 2C 240 s, 4C 60 s, 0.3C 120 s, 10C 20 s, 0.3C 30 s, 1.5C with the capacity halved 80 s, 0.3C 40 s (the phases of bench overload's app matrix)",
     ),
 ];
 
@@ -80,6 +84,20 @@ pub fn built_in(name: &str) -> Option<Vec<Phase>> {
                 ..Phase::flat("drop 1.5C", 120.0, 1.5)
             },
             Phase::flat("restored 1.5C", 60.0, 1.5),
+        ],
+        "matrix" => vec![
+            Phase::flat("0.5C", 60.0, 0.5),
+            Phase::flat("0.75C", 180.0, 0.75),
+            Phase::flat("2C", 240.0, 2.0),
+            Phase::flat("4C", 60.0, 4.0),
+            Phase::flat("0.3C", 120.0, 0.3),
+            Phase::flat("10C spike", 20.0, 10.0),
+            Phase::flat("after 0.3C", 30.0, 0.3),
+            Phase {
+                slowdown: 2.0,
+                ..Phase::flat("halved 1.5C", 80.0, 1.5)
+            },
+            Phase::flat("back 0.3C", 40.0, 0.3),
         ],
         "capacity_drop" => vec![
             Phase::flat("0.75C", 60.0, 0.75),

@@ -55,14 +55,14 @@ mod tests {
         let killed = apply(
             &mut c,
             &sets(&[
-                "limiters.worker_utilization.start_of_bad=0.85",
+                "limiters.worker_utilization.start_of_bad=0.95",
                 "limiters.worker_utilization.mode=dark",
                 "limiters.worker_utilization.sample_interval=2s",
             ]),
         )
         .unwrap();
         let wu = &c.limiters.worker_utilization;
-        assert_eq!(wu.start_of_bad, 0.85);
+        assert_eq!(wu.start_of_bad, 0.95);
         assert_eq!(wu.mode, crate::config::Mode::Dark);
         assert_eq!(wu.sample_interval.get(), std::time::Duration::from_secs(2));
         assert!(!killed);

@@ -19,9 +19,13 @@ fn demo(load: Load) -> Scenario {
     }
 }
 
+/// The controller alone (the fast guard off), with Stripe's thresholds and the capacity
+/// pinned at the model's 8 workers.
 fn wu() -> LimitersConfig {
     let mut c = LimitersConfig::default();
-    c.worker_utilization.capacity = 8;
+    c.adaptive_concurrency.mode = crate::config::Mode::Off;
+    let w = &mut c.worker_utilization;
+    (w.capacity, w.end_of_good, w.start_of_bad) = (Some(8), 0.7, 0.8);
     c
 }
 
@@ -235,4 +239,57 @@ fn poisson_arrivals_offer_the_rate_on_average_and_are_the_same_for_a_seed() {
     let (a, b) = (run(&c, false, &random), run(&c, false, &random));
     assert_eq!(a.phases[0].goodput, b.phases[0].goodput);
     assert!(a.phases[0].goodput < 1.0, "{}", a.phases[0].goodput);
+}
+
+/// The library's defaults on the model of every app of bench overload's matrix (a few fast
+/// workers to very many slow ones, random arrivals): nothing tells them the capacity, and
+/// they learn it within 20% of the workers, read demand within 20% of the true ratio at 2C,
+/// refuse nothing at 0.5C and 0.75C, and serve the critical tier at 2C and 4C.
+#[test]
+fn the_defaults_learn_the_capacity_of_any_app() {
+    for (workers, service_time) in [(2, 0.01), (8, 0.05), (32, 0.2), (100, 0.5)] {
+        let app = Scenario {
+            workers,
+            service_time,
+            poisson: Some(7),
+            ..demo(Load::Phases(built_in("matrix").unwrap()))
+        };
+        let o = run(&LimitersConfig::default(), false, &app);
+        let phase = |name: &str| o.phases.iter().find(|p| p.name == name).unwrap();
+        let at = |name: &str| {
+            let p = phase(name);
+            o.seconds
+                .iter()
+                .filter(|s| s.t >= p.start + p.seconds / 2.0 && s.t < p.start + p.seconds)
+                .collect::<Vec<_>>()
+        };
+        let mean = |v: &[&Second], f: fn(&Second) -> f64| {
+            v.iter().map(|s| f(s)).sum::<f64>() / v.len() as f64
+        };
+        let shape = format!("{workers} × {service_time} s");
+        for calm in ["0.5C", "0.75C"] {
+            let p = phase(calm);
+            let refused: f64 = (0..4).map(|t| p.shed[t] + p.refused[t]).sum();
+            assert!(refused < 0.001, "{shape}: refused {refused} at {calm}");
+        }
+        let learned = mean(&at("2C"), |s| s.capacity) / f64::from(workers);
+        assert!(
+            (0.8..=1.2).contains(&learned),
+            "{shape}: capacity {learned} × workers"
+        );
+        let demand = mean(&at("2C"), |s| s.demand);
+        // (2 workers of 10 ms read 2.32: their service times carry some of the queue that
+        // random arrivals make at 0.5C and 0.75C.)
+        assert!(
+            (1.6..=2.4).contains(&demand),
+            "{shape}: demand {demand} at 2C"
+        );
+        for overload in ["2C", "4C"] {
+            let critical = phase(overload).success[Tier::Critical.index()];
+            assert!(
+                critical > 0.995,
+                "{shape}: critical {critical} at {overload}"
+            );
+        }
+    }
 }

@@ -37,6 +37,10 @@ pub enum Profile {
     /// Low-priority traffic only: 0.5C, 30 s at 1C, 30 s of test and GET traffic at 11C on
     /// top of the 1C mix, and 30 s at 1C after it.
     LowSpike,
+    /// Every target of the app matrix in one run: 0.5C, 3 minutes of 0.75C, 2C, 4C, 0.3C, a
+    /// 10C spike of the standard mix and 30 s at 0.3C after it, then the capacity halved at
+    /// 1.5C of the original capacity, and 0.3C.
+    Matrix,
 }
 
 /// The phases of `profile`, each `1 / compress` as long, but for a spike and the 30 s after
@@ -54,6 +58,17 @@ pub fn phases(profile: Profile, compress: f64) -> Vec<Phase> {
         |name, seconds: f64, load, slow| with(name, (seconds / compress).max(2.0), load, slow, MIX);
     let fixed = |name, seconds, load| with(name, seconds, load, false, MIX);
     match profile {
+        Profile::Matrix => vec![
+            p("0.5C", 60.0, 0.5, false),
+            p("0.75C", 180.0, 0.75, false),
+            p("2C", 240.0, 2.0, false),
+            p("4C", 60.0, 4.0, false),
+            p("0.3C", 120.0, 0.3, false),
+            fixed("10C spike", 20.0, 10.0),
+            fixed("after 0.3C", 30.0, 0.3),
+            p("halved 1.5C", 80.0, 1.5, true),
+            p("back 0.3C", 40.0, 0.3, false),
+        ],
         Profile::Scorecard => vec![
             p("0.5C", 60.0, 0.5, false),
             p("0.75C", 180.0, 0.75, false),
@@ -105,15 +120,20 @@ pub struct Arrival {
     pub tier: Tier,
     /// Its client.
     pub key: u64,
+    /// Sent to a path the app answers at once (a 404), outside the mix.
+    pub cheap: bool,
 }
 
-/// Draws the whole schedule: Poisson arrivals at each phase's rate (capacity × load).
-pub fn schedule(phases: &[Phase], capacity: f64, seed: u64) -> Vec<Arrival> {
+/// Draws the whole schedule: Poisson arrivals at each phase's rate (capacity × load), and
+/// `cheap` of all arrivals more on a path the app answers at once (so the mix keeps its
+/// rate: 10% cheap adds a ninth).
+pub fn schedule(phases: &[Phase], capacity: f64, seed: u64, cheap: f64) -> Vec<Arrival> {
     let mut rng = SplitMix64::new(seed);
     let mut out = Vec::new();
     let mut start = 0.0;
+    let cheap = cheap.clamp(0.0, 0.9);
     for (i, p) in phases.iter().enumerate() {
-        let rate = capacity * p.load;
+        let rate = capacity * p.load / (1.0 - cheap);
         let mut t = start;
         loop {
             t += -(1.0 - rng.next_f64()).ln() / rate;
@@ -129,11 +149,14 @@ pub fn schedule(phases: &[Phase], capacity: f64, seed: u64) -> Vec<Arrival> {
                     pick < 0.0
                 })
                 .map_or(Tier::Get, |(t, _)| t);
+            let key = rng.next_u64() % KEYS;
+            let is_cheap = cheap > 0.0 && rng.next_f64() < cheap;
             out.push(Arrival {
                 at: t,
                 phase: i,
-                tier,
-                key: rng.next_u64() % KEYS,
+                tier: if is_cheap { Tier::Get } else { tier },
+                key,
+                cheap: is_cheap,
             });
         }
         start += p.seconds;
@@ -250,6 +273,7 @@ pub async fn run(
         let planned = start + Duration::from_secs_f64(arrival.at);
         tokio::time::sleep_until(planned).await;
         let (method, path, key) = match arrival.tier {
+            _ if arrival.cheap => ("GET", "/v1/none", "sk_live"),
             Tier::Critical => ("POST", "/v1/charges", "sk_live"),
             Tier::Post => ("POST", "/v1/items", "sk_live"),
             Tier::Get => ("GET", "/v1/items", "sk_live"),
@@ -328,8 +352,8 @@ mod tests {
     #[test]
     fn the_schedule_is_seeded_poisson_at_each_phases_rate_with_the_mix() {
         let phases = phases(Profile::Scorecard, 1.0);
-        let a = schedule(&phases, 160.0, 7);
-        let b = schedule(&phases, 160.0, 7);
+        let a = schedule(&phases, 160.0, 7, 0.0);
+        let b = schedule(&phases, 160.0, 7, 0.0);
         assert_eq!(a.len(), b.len(), "the same seed, the same schedule");
         let in_phase = |i: usize| a.iter().filter(|x| x.phase == i).count() as f64;
         // 0.5C for 60 s: 4,800 expected; 4C for 60 s: 38,400.
@@ -348,7 +372,7 @@ mod tests {
         assert_eq!((spike[4].seconds, spike[4].load), (30.0, 10.0));
         assert_eq!(spike[5].seconds, 30.0, "and the 30 s after it is not");
         let low = phases(Profile::LowSpike, 1.0);
-        let a = schedule(&low, 160.0, 3);
+        let a = schedule(&low, 160.0, 3, 0.0);
         let rate = |tier: Tier| {
             a.iter().filter(|x| x.phase == 2 && x.tier == tier).count() as f64 / 30.0 / 160.0
         };

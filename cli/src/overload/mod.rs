@@ -4,18 +4,19 @@
 
 mod chart;
 mod load;
+mod matrix;
 mod probe;
+mod process;
 mod report;
 
 use brownout::Mode;
 use brownout_cli::config::{AlternativeLimiter, CliConfig, DemoWork};
 use clap::Args;
 use load::Phase;
+use process::DemoProcess;
 use report::PhaseReport;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::Duration;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
 
 #[derive(Args)]
 pub struct OverloadArgs {
@@ -70,6 +71,32 @@ pub struct OverloadArgs {
     /// Where to write scorecard.md and each arm's CSV and SVG.
     #[arg(long, default_value = "scorecard")]
     out: PathBuf,
+    /// The apps to run it on, each in turn (`WORKERSxTIME[:cpu][+cheap]`, e.g. `8x50ms`,
+    /// `2x10ms:cpu`, `8xmixed+cheap`: mixed is 10 ms GETs, 100 ms POSTs and 200 ms charges,
+    /// +cheap sends 10% of the arrivals to a path answered at once); each app's scorecard
+    /// goes to its own folder under --out, and matrix.md gets one row of targets per app.
+    /// Unset: the config file's demo section.
+    #[arg(long, value_delimiter = ',')]
+    app: Vec<matrix::AppSpec>,
+    /// The app matrix (every shape of `--app` the zero-tuning targets are judged on) on the
+    /// matrix profile.
+    #[arg(long, conflicts_with = "app")]
+    matrix: bool,
+    /// Which brownout settings the demo runs: `file` (the config file's) or `defaults`
+    /// (the library's defaults, what an embedder gets without a file; the file's demo
+    /// section still says what the app is).
+    /// (Named `--settings`: `--config` is the config file's path, which gives the app.)
+    #[arg(long, value_enum, default_value = "file")]
+    settings: Settings,
+}
+
+/// `bench overload --config`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Settings {
+    /// The config file's.
+    File,
+    /// The library's defaults.
+    Defaults,
 }
 
 /// The config of one arm: the demo on free loopback ports, no overrides file, and no per-IP
@@ -110,105 +137,6 @@ fn arm_config(base: &CliConfig, arm: &str, cap: u32) -> Option<CliConfig> {
         _ => return None,
     }
     Some(c)
-}
-
-/// A demo process of this binary, stopped when dropped.
-struct DemoProcess {
-    child: Child,
-    app: String,
-    admin: String,
-    token: String,
-}
-
-impl Drop for DemoProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl DemoProcess {
-    /// Starts `config` (on `cpus`, if given) and waits (at most 30 s) for it to say where it
-    /// listens; its log goes to `log`.
-    fn start(
-        config: &CliConfig,
-        file: &Path,
-        log: &Path,
-        cpus: Option<&str>,
-    ) -> Result<Self, String> {
-        let json = serde_json::to_string_pretty(config).map_err(|e| e.to_string())?;
-        // JSON is YAML: the demo reads it like config.yaml.
-        std::fs::write(file, json).map_err(|e| format!("{}: {e}", file.display()))?;
-        let token = format!(
-            "{:016x}{:016x}",
-            brownout::rng::os_seed(),
-            brownout::rng::os_seed()
-        );
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let mut command = match cpus {
-            Some(cpus) => {
-                let mut c = Command::new("taskset");
-                c.arg("-c").arg(cpus).arg(exe);
-                c
-            }
-            None => Command::new(exe),
-        };
-        let mut child = command
-            .arg("--config")
-            .arg(file)
-            .arg("run")
-            .env(&config.brownout.admin.token_env, &token)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("starting the demo: {e}"))?;
-        let stderr = child.stderr.take().expect("piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let log = std::fs::File::create(log).map_err(|e| e.to_string())?;
-        std::thread::spawn(move || {
-            let mut log = std::io::BufWriter::new(log);
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                for (what, marker) in [
-                    ("app", "demo app listening on "),
-                    ("admin", "admin API listening on "),
-                ] {
-                    if let Some(i) = line.find(marker) {
-                        let url: String = line[i + marker.len()..]
-                            .split_whitespace()
-                            .take(1)
-                            .collect();
-                        let _ = tx.send((what, url));
-                    }
-                }
-                let _ = std::io::Write::write_all(&mut log, format!("{line}\n").as_bytes());
-            }
-        });
-        let (mut app, mut admin) = (None, None);
-        while app.is_none() || admin.is_none() {
-            match rx.recv_timeout(Duration::from_secs(30)) {
-                Ok(("app", url)) => app = Some(url),
-                Ok((_, url)) => admin = Some(url),
-                Err(_) => return Err("the demo did not start within 30 s (see its log)".into()),
-            }
-        }
-        let strip = |s: String| s.trim_end_matches(|c: char| !c.is_ascii_digit()).to_owned();
-        Ok(Self {
-            child,
-            app: strip(app.expect("set")),
-            admin: strip(admin.expect("set")),
-            token,
-        })
-    }
-
-    /// Sends SIGUSR1 (capacity drop) or SIGUSR2 (restored) to the demo.
-    fn signal(&self, slow: bool) {
-        let sig = if slow { "-USR1" } else { "-USR2" };
-        let _ = Command::new("kill")
-            .arg(sig)
-            .arg(self.child.id().to_string())
-            .status();
-    }
 }
 
 /// What one arm measured: the phase reports, every second by tier, and what `/v1/state` said
@@ -259,6 +187,8 @@ fn run_arm(
         (outcomes, poller.await.unwrap_or_default())
     });
     drop(demo);
+    // The cheap path's answers are the app's 404s: not part of the mix the tables score.
+    let outcomes: Vec<load::Outcome> = outcomes.into_iter().filter(|o| !o.arrival.cheap).collect();
     let total: f64 = phases.iter().map(|p| p.seconds).sum();
     let per_second = report::seconds(&outcomes, total);
     let amounts: Vec<f64> = polled.iter().map(|p| p.amount).collect();
@@ -278,20 +208,35 @@ fn run_arm(
     })
 }
 
-pub fn run(config: CliConfig, args: OverloadArgs) -> ExitCode {
+/// What one app measured on every arm, for the matrix.
+struct AppResult {
+    capacity: f64,
+    at_once: f64,
+    arms: Vec<(String, ArmResult)>,
+}
+
+pub fn run(mut config: CliConfig, mut args: OverloadArgs) -> ExitCode {
     let fail = |m: String| {
         eprintln!("error: {m}");
         ExitCode::from(2)
     };
-    let mut configs = Vec::new();
+    if args.settings == Settings::Defaults {
+        config.brownout = brownout::Config::default();
+    }
     for arm in &args.arms {
-        match arm_config(&config, arm, args.cap) {
-            Some(c) => configs.push((arm.clone(), c)),
-            None => {
-                return fail(format!(
-                    "--arms: {arm:?} is not one of off, static_cap, vegas, gradient, config, adaptive, stripe"
-                ))
-            }
+        if arm_config(&config, arm, args.cap).is_none() {
+            return fail(format!(
+                "--arms: {arm:?} is not one of off, static_cap, vegas, gradient, config, adaptive, stripe"
+            ));
+        }
+    }
+    if args.matrix {
+        args.app = matrix::MATRIX
+            .split(',')
+            .map(|a| a.parse().expect("the matrix's apps parse"))
+            .collect();
+        if args.profile == load::Profile::Scorecard {
+            args.profile = load::Profile::Matrix;
         }
     }
     if let Err(e) = std::fs::create_dir_all(&args.out) {
@@ -314,16 +259,106 @@ pub fn run(config: CliConfig, args: OverloadArgs) -> ExitCode {
             return fail(format!("--load-cpus {cpus}: taskset failed"));
         }
     }
-    let (capacity, how) = match config.demo.work {
+    if args.app.is_empty() {
+        return match run_app(&config, &args, &phases, compress, None) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        };
+    }
+    let mut table = matrix::head();
+    let mut details = String::new();
+    let root = args.out.clone();
+    for app in args.app.clone() {
+        eprintln!("app {}…", app.name);
+        args.out = root.join(app.folder());
+        if let Err(e) = std::fs::create_dir_all(&args.out) {
+            return fail(format!("{}: {e}", args.out.display()));
+        }
+        let result = match run_app(&app.apply(&config), &args, &phases, compress, Some(&app)) {
+            Ok(r) => r,
+            Err(e) => return fail(format!("app {}: {e}", app.name)),
+        };
+        for (arm, r) in &result.arms {
+            let name = format!("{} ({arm})", app.name);
+            table.push_str(&matrix::row(&matrix::AppRun {
+                app: &name,
+                capacity: result.capacity,
+                at_once: result.at_once,
+                phases: &phases,
+                reports: &r.reports,
+                per_second: &r.per_second,
+                tier_times: matrix::tier_times(app.apply(&config).demo.times()),
+                polled: &r.polled,
+            }));
+            let _ = std::fmt::Write::write_fmt(
+                &mut details,
+                format_args!(
+                    "\n### {name}: refusals by limiter\n\n{}",
+                    matrix::refusals(&r.reports, &phases)
+                ),
+            );
+        }
+        println!("{table}");
+        let doc = format!(
+            "# App matrix\n\nbrownout's settings: {}; profile {:?}{}; deadline {}, seed {}\n\n{table}{details}",
+            match args.settings {
+                Settings::Defaults => "the library's defaults",
+                Settings::File => "the config file's",
+            },
+            args.profile,
+            if compress > 1.0 {
+                format!(", phases {compress}× shorter")
+            } else {
+                String::new()
+            },
+            args.deadline,
+            args.seed,
+        );
+        if let Err(e) = std::fs::write(root.join("matrix.md"), doc) {
+            return fail(format!("writing matrix.md: {e}"));
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// Every arm on one app (`config`'s demo section): the scorecard in `args.out`.
+fn run_app(
+    config: &CliConfig,
+    args: &OverloadArgs,
+    phases: &[Phase],
+    compress: f64,
+    app: Option<&matrix::AppSpec>,
+) -> Result<AppResult, String> {
+    let configs: Vec<(String, CliConfig)> = args
+        .arms
+        .iter()
+        .filter_map(|arm| arm_config(config, arm, args.cap).map(|c| (arm.clone(), c)))
+        .collect();
+    let mean = matrix::mean_service(config.demo.times());
+    let (capacity, how, at_once) = match config.demo.work {
         DemoWork::Sleep => (
-            f64::from(config.demo.workers) / config.demo.service_time.get().as_secs_f64(),
-            format!(
-                "{} workers × {}",
-                config.demo.workers, config.demo.service_time
-            ),
+            f64::from(config.demo.workers) / mean,
+            match config.demo.route_times {
+                None => format!(
+                    "{} workers × {}",
+                    config.demo.workers, config.demo.service_time
+                ),
+                Some(_) => format!(
+                    "{} workers × {:.0} ms (the mix's mean of its route times)",
+                    config.demo.workers,
+                    mean * 1000.0
+                ),
+            },
+            f64::from(config.demo.workers),
         ),
-        DemoWork::Cpu => match probe::measure_capacity(&config, &args) {
-            Ok(c) => (
+        DemoWork::Cpu => {
+            let c = probe::measure_capacity(config, args)
+                .map_err(|e| format!("measuring the capacity: {e}"))?;
+            let cores = args.server_cpus.as_ref().map_or_else(
+                || std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
+                |c| c.split(',').count() as f64,
+            );
+            (
                 c,
                 format!(
                     "measured: {} of CPU per request, {} workers{}",
@@ -333,52 +368,56 @@ pub fn run(config: CliConfig, args: OverloadArgs) -> ExitCode {
                         .as_ref()
                         .map_or_else(String::new, |c| format!(" on CPUs {c}"))
                 ),
-            ),
-            Err(e) => return fail(format!("measuring the capacity: {e}")),
-        },
+                cores.min(f64::from(config.demo.workers)),
+            )
+        }
     };
-    let arrivals = load::schedule(&phases, capacity, args.seed);
+    let cheap = if app.is_some_and(|a| a.cheap) {
+        matrix::CHEAP_SHARE
+    } else {
+        0.0
+    };
+    let arrivals = load::schedule(phases, capacity, args.seed, cheap);
     eprintln!(
         "{} requests per arm over {:.0} s",
         arrivals.len(),
         phases.iter().map(|p| p.seconds).sum::<f64>()
     );
     let mut results = Vec::new();
+    let mut arms = Vec::new();
     let mut details = String::new();
     for (arm, c) in &configs {
         eprintln!("arm {arm}…");
-        let ArmResult {
-            reports,
-            per_second,
-            polled,
-        } = match run_arm(c, (arm, capacity), &args, &phases, &arrivals) {
-            Ok(r) => r,
-            Err(e) => return fail(format!("arm {arm}: {e}")),
-        };
-        let written = std::fs::write(
+        let result = run_arm(c, (arm, capacity), args, phases, &arrivals)
+            .map_err(|e| format!("arm {arm}: {e}"))?;
+        std::fs::write(
             args.out.join(format!("{arm}.csv")),
-            report::csv(&per_second, &polled),
+            report::csv(&result.per_second, &result.polled),
         )
         .map_err(|e| e.to_string())
         .and_then(|()| {
             chart::arm(
                 &args.out.join(format!("{arm}.svg")),
                 arm,
-                &per_second,
-                &polled,
-                &phases,
+                &result.per_second,
+                &result.polled,
+                phases,
             )
-        });
-        if let Err(e) = written {
-            return fail(format!("writing arm {arm}: {e}"));
-        }
-        details.push_str(&report::detail(arm, &reports, &phases));
-        results.push((arm.clone(), reports));
+        })
+        .map_err(|e| format!("writing arm {arm}: {e}"))?;
+        details.push_str(&report::detail(arm, &result.reports, phases));
+        results.push((arm.clone(), result.reports.clone()));
+        arms.push((arm.clone(), result));
     }
-    let summary = report::summary(&results, &phases);
+    let summary = report::summary(&results, phases);
     println!("{summary}");
     let doc = format!(
-        "# Overload scorecard\n\ncapacity C = {capacity:.0} req/s ({how}), deadline {}, {}, seed {}{}\n\n{summary}{details}",
+        "# Overload scorecard\n\ncapacity C = {capacity:.0} req/s ({how}{}), deadline {}, {}, seed {}{}\n\n{summary}{details}",
+        if cheap > 0.0 {
+            format!("; {:.0}% of arrivals more on a path answered at once", cheap * 100.0)
+        } else {
+            String::new()
+        },
         args.deadline,
         match args.retries {
             0 => "no retries".to_owned(),
@@ -395,8 +434,11 @@ pub fn run(config: CliConfig, args: OverloadArgs) -> ExitCode {
             String::new()
         },
     );
-    if let Err(e) = std::fs::write(args.out.join("scorecard.md"), doc) {
-        return fail(format!("writing scorecard.md: {e}"));
-    }
-    ExitCode::SUCCESS
+    std::fs::write(args.out.join("scorecard.md"), doc)
+        .map_err(|e| format!("writing scorecard.md: {e}"))?;
+    Ok(AppResult {
+        capacity,
+        at_once,
+        arms,
+    })
 }

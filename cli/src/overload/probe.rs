@@ -89,6 +89,11 @@ pub(super) async fn poll_state(
             amount: read("controller", "amount"),
             limit: read("adaptive_concurrency", "limit"),
             demand: read("controller", "demand"),
+            capacity: state
+                .as_ref()
+                .and_then(|v| v["controller"]["capacity"]["requests"].as_f64())
+                .unwrap_or(f64::NAN),
+            service: read("adaptive_concurrency", "floor_seconds"),
         });
     }
     polled

@@ -153,6 +153,10 @@ pub struct Polled {
     pub limit: f64,
     /// The controller's demand (the whole demand over capacity).
     pub demand: f64,
+    /// The capacity it reads demand against (requests at once: pinned or learned).
+    pub capacity: f64,
+    /// adaptive_concurrency's service time (the mean of the tiers' learned ones, seconds).
+    pub service: f64,
 }
 
 /// Every second of the run, per tier.
@@ -373,7 +377,7 @@ pub fn csv(per_second: &[[SecondTier; 4]], polled: &[Polled]) -> String {
     for i in 0..REFUSERS {
         let _ = write!(out, ",refused_by_{}", refuser_name(i));
     }
-    out.push('\n');
+    out.push_str(",capacity,service_seconds\n");
     for (i, s) in per_second.iter().enumerate() {
         let (amount, limit, demand) = polled.get(i).map_or_else(Default::default, |p| {
             let f = |x: f64, d: usize| format!("{x:.d$}");
@@ -394,6 +398,11 @@ pub fn csv(per_second: &[[SecondTier; 4]], polled: &[Polled]) -> String {
         for who in 0..REFUSERS {
             let n: u32 = s.iter().map(|t| t.refused[who]).sum();
             let _ = write!(out, ",{n}");
+        }
+        if let Some(p) = polled.get(i) {
+            let _ = write!(out, ",{:.2},{:.4}", p.capacity, p.service);
+        } else {
+            out.push_str(",,");
         }
         out.push('\n');
     }

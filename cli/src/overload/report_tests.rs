@@ -10,6 +10,7 @@ fn outcome(at: f64, tier: Tier, result: Result) -> Outcome {
             phase: 0,
             tier,
             key: 0,
+            cheap: false,
         },
         result,
         latency: 0.05,
@@ -76,6 +77,7 @@ fn an_inversion_after_a_refusal_is_a_lower_tier_success_sent_after_a_higher_tier
     );
     let csv = csv(&per_second, &[]);
     let header = csv.lines().next().unwrap();
-    assert!(header.ends_with(",refused_by_worker_utilization,refused_by_other"));
-    assert!(csv.lines().nth(2).unwrap().ends_with(",0,1,0"), "{csv}");
+    assert!(header
+        .ends_with(",refused_by_worker_utilization,refused_by_other,capacity,service_seconds"));
+    assert!(csv.lines().nth(2).unwrap().ends_with(",0,1,0,,"), "{csv}");
 }

@@ -287,6 +287,25 @@ fn adaptive_json(brownout: &Brownout) -> Value {
         "waiting": state.waiting(),
         "critical_share": state.critical_share(),
         "floor_seconds": state.floor().map(|f| f.as_secs_f64()),
+        "service_time_seconds": Tier::ALL.map(|t| state.floors()[t.index()].map(|f| f.as_secs_f64())),
+    })
+}
+
+/// The capacity worker_utilization reads demand against: pinned, or learned (and until then
+/// the most the app was seen to serve at once).
+fn capacity_json(brownout: &Brownout) -> Value {
+    let state = brownout.engine().adaptive();
+    let pinned = brownout.settings().limiters.worker_utilization.capacity;
+    let (requests, source) = match (pinned, state.capacity()) {
+        (Some(c), _) => (Some(f64::from(c)), "pinned"),
+        (None, Some(c)) => (Some(c), "learned"),
+        (None, None) => (None, "learning"),
+    };
+    json!({
+        "requests": requests,
+        "source": source,
+        "learned": state.capacity(),
+        "at_least": state.capacity_at_least(),
     })
 }
 
@@ -346,6 +365,7 @@ pub(crate) fn state_json(brownout: &Brownout) -> Value {
         "controller": {
             "utilization": plan.utilization,
             "demand": plan.demand,
+            "capacity": capacity_json(brownout),
             "enforced": enforced,
             "note": note,
             "amount": plan.amount,

@@ -125,7 +125,8 @@ impl AdaptiveState {
                 flag.store(true, Ordering::Relaxed);
             }
         };
-        if before >= (limit * c.critical_ceiling).floor().max(1.0) {
+        let ceiling = self.learned_limit().max(limit) * c.critical_ceiling;
+        if before >= ceiling.floor().max(1.0) {
             // Given back as any slot is (a request waiting may be let in meanwhile).
             self.release(tier, None, now);
             raise(&self.critical_overflowed);

@@ -77,9 +77,9 @@ pub struct AdaptiveConcurrencyConfig {
 impl Default for AdaptiveConcurrencyConfig {
     fn default() -> Self {
         Self {
-            mode: Mode::Off,
-            initial_limit: 20,
-            min_limit: 4,
+            mode: Mode::Enforce,
+            initial_limit: 100,
+            min_limit: 1,
             max_limit: 1000,
             tolerance: 1.25,
             window: HumanDuration::from_millis(250),
@@ -87,7 +87,7 @@ impl Default for AdaptiveConcurrencyConfig {
             get_share: 0.9,
             test_share: 0.8,
             tier_hold: HumanDuration::from_secs(1),
-            queue: 0,
+            queue: 32,
             max_wait: HumanDuration::from_millis(100),
             post_max_wait: HumanDuration::from_millis(400),
             critical_ceiling: 4.0,

@@ -13,9 +13,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-/// Row of [`AdaptiveState::finished`]: requests finished, and the sum of their latencies (µs).
+/// Rows of [`AdaptiveState::finished`]: per tier, requests finished (`COUNT + tier`) and the
+/// sum of their latencies in µs (`SUM + tier`).
 const COUNT: usize = 0;
-const SUM: usize = 1;
+const SUM: usize = 4;
 
 /// Per tier: requests in flight, and requests waiting for a slot (critical ones never wait).
 #[derive(Debug, Default)]
@@ -39,14 +40,21 @@ pub struct AdaptiveState {
     pub(super) room: Mutex<Room>,
     /// The limit to admit under (`f64` bits), published by the sampler every window.
     limit: AtomicU64,
-    /// The floor latency learned (µs; 0 before any), published with the limit.
-    floor: AtomicU64,
-    finished: Sharded<2>,
+    /// The limit learned, outside a probe of the service times (`f64` bits): what the
+    /// critical ceiling is a multiple of (a probe admits `min_limit` for a moment; critical
+    /// requests, which it does not hold back, are not refused for it).
+    learned: AtomicU64,
+    /// Each tier's service time learned (µs; 0 before any), published with the limit.
+    floors: [AtomicU64; 4],
+    /// The app's capacity learned (requests at once, `f64` bits; 0 until known) and the most
+    /// it was seen to serve at once.
+    capacity: [AtomicU64; 2],
+    finished: Sharded<8>,
     window_min: AtomicU64,
     pub(super) refused: AtomicU64,
     /// Per tier, until when (µs; 0: not yet) it is held off: a higher tier found no room.
     pub(super) held_until: [AtomicU64; 4],
-    seen: [AtomicU64; 2], // the sums at the end of the last window
+    seen: [AtomicU64; 8], // the sums at the end of the last window
     /// The share of critical cohorts admitted (`f64` bits; 1: every client).
     critical_share: AtomicU64,
     /// This window: a critical request was refused at the ceiling / let in with the limit full.
@@ -61,7 +69,9 @@ impl AdaptiveState {
             counts: CachePadded(Counts::default()),
             room: Mutex::new(Room::default()),
             limit: AtomicU64::new(initial.to_bits()),
-            floor: AtomicU64::new(0),
+            learned: AtomicU64::new(initial.to_bits()),
+            floors: Default::default(),
+            capacity: Default::default(),
             finished: Sharded::default(),
             window_min: AtomicU64::new(u64::MAX),
             refused: AtomicU64::new(0),
@@ -101,19 +111,58 @@ impl AdaptiveState {
         f64::from_bits(self.limit.load(Ordering::Relaxed))
     }
 
-    /// Publishes a new limit, and the floor latency it was learned against.
-    pub fn publish(&self, limit: f64, floor: Option<Duration>) {
+    /// Publishes a new limit, and each tier's service time (µs) it was learned against.
+    pub fn publish(&self, limit: f64, floors: [Option<u64>; 4]) {
         self.limit.store(limit.to_bits(), Ordering::Relaxed);
-        let floor_us = floor.map_or(0, micros);
-        self.floor.store(floor_us, Ordering::Relaxed);
+        self.learned.store(limit.to_bits(), Ordering::Relaxed);
+        for (cell, floor) in self.floors.iter().zip(floors) {
+            cell.store(floor.unwrap_or(0).max(u64::from(floor.is_some())), Ordering::Relaxed);
+        }
     }
 
-    /// The floor latency the limit was learned against, once one was seen.
-    pub fn floor(&self) -> Option<Duration> {
-        match self.floor.load(Ordering::Relaxed) {
+    /// Publishes the limit learned outside a probe (see [`publish`](Self::publish), which
+    /// sets both): the critical ceiling's base.
+    pub fn publish_learned(&self, learned: f64) {
+        self.learned.store(learned.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The limit the critical ceiling is a multiple of.
+    pub fn learned_limit(&self) -> f64 {
+        f64::from_bits(self.learned.load(Ordering::Relaxed))
+    }
+
+    /// Publishes the app's capacity (requests at once; `None` until learned) and the most it
+    /// was seen to serve at once.
+    pub fn publish_capacity(&self, learned: Option<f64>, at_least: f64) {
+        let learned = learned.filter(|c| c.is_finite() && *c > 0.0).unwrap_or(0.0);
+        self.capacity[0].store(learned.to_bits(), Ordering::Relaxed);
+        self.capacity[1].store(at_least.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The app's capacity learned (requests it serves at once), once it was seen saturated.
+    pub fn capacity(&self) -> Option<f64> {
+        let c = f64::from_bits(self.capacity[0].load(Ordering::Relaxed));
+        (c > 0.0).then_some(c)
+    }
+
+    /// The most the app was seen to serve at once.
+    pub fn capacity_at_least(&self) -> f64 {
+        f64::from_bits(self.capacity[1].load(Ordering::Relaxed))
+    }
+
+    /// Each tier's service time (what its requests take without a queue), once seen.
+    pub fn floors(&self) -> [Option<Duration>; 4] {
+        std::array::from_fn(|t| match self.floors[t].load(Ordering::Relaxed) {
             0 => None,
             us => Some(Duration::from_micros(us)),
-        }
+        })
+    }
+
+    /// The mean of the tiers' service times, once one was seen (for display).
+    pub fn floor(&self) -> Option<Duration> {
+        let known: Vec<Duration> = self.floors().into_iter().flatten().collect();
+        let n = u32::try_from(known.len()).ok().filter(|&n| n > 0)?;
+        Some(known.iter().sum::<Duration>() / n)
     }
 
     /// Requests admitted by this limiter and not yet finished (critical ones too).
@@ -134,9 +183,9 @@ impl AdaptiveState {
         self.counts.in_flight[tier.index()].fetch_sub(1, Ordering::SeqCst);
         if let Some(latency) = latency {
             let us = micros(latency);
-            self.finished.add(COUNT, 1);
+            self.finished.add(COUNT + tier.index(), 1);
             self.finished
-                .add(SUM, i64::try_from(us).unwrap_or(i64::MAX));
+                .add(SUM + tier.index(), i64::try_from(us).unwrap_or(i64::MAX));
             if us < self.window_min.load(Ordering::Relaxed) {
                 self.window_min.fetch_min(us, Ordering::Relaxed);
             }
@@ -165,17 +214,18 @@ impl AdaptiveState {
 
     /// Closes the window ending at `at` (µs): what finished since the last one.
     pub fn take_window(&self, at: u64) -> Window {
-        let mut delta = [0u64; 2];
+        let mut delta = [0u64; 8];
         for (i, d) in delta.iter_mut().enumerate() {
             let now = self.finished.sum(i).max(0) as u64;
             *d = now.saturating_sub(self.seen[i].swap(now, Ordering::Relaxed));
         }
         Window {
             at,
-            count: delta[COUNT],
-            sum: delta[SUM],
+            count: std::array::from_fn(|t| delta[COUNT + t]),
+            sum: std::array::from_fn(|t| delta[SUM + t]),
             min: self.window_min.swap(u64::MAX, Ordering::Relaxed),
             binding: self.refused.swap(0, Ordering::Relaxed) > 0,
+            in_flight: self.in_flight(),
         }
     }
 }

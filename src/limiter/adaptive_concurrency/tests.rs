@@ -162,7 +162,7 @@ fn a_limit_that_shrinks_under_lower_tiers_still_has_room_for_posts() {
     }
     assert!(admitted(&c, &s, Tier::Get));
     // The limit falls to 4 with nine lower-tier requests in flight: POSTs count their own.
-    s.publish(4.0, None);
+    s.publish(4.0, [None; 4]);
     for _ in 0..4 {
         assert!(admitted(&c, &s, Tier::Post));
     }
@@ -191,7 +191,7 @@ fn a_dropped_permit_gives_its_slot_back_and_a_kept_one_reports_latency() {
     drop(p);
     assert_eq!(s.in_flight(), 0);
     assert_eq!(
-        s.take_window(1).count,
+        s.take_window(1).total(),
         0,
         "no latency for a request that never ran"
     );
@@ -211,10 +211,11 @@ fn a_dropped_permit_gives_its_slot_back_and_a_kept_one_reports_latency() {
     let w = s.take_window(2);
     assert_eq!(
         (w.count, w.sum, w.min, w.binding),
-        (3, 60_000, 10_000, false)
+        ([0, 0, 3, 0], [0, 0, 60_000, 0], 10_000, false),
+        "counted under the request's tier"
     );
     let next = s.take_window(3);
-    assert_eq!((next.count, next.sum, next.min), (0, 0, u64::MAX));
+    assert_eq!((next.total(), next.min), (0, u64::MAX));
 }
 
 #[test]

@@ -233,7 +233,7 @@ mod tests {
         assert_eq!(poll(&mut test), Poll::Ready(Ok(ms(14))), "oldest first");
         assert!(poll(&mut test2).is_pending());
         // A grown limit lets it in at the next dispatch.
-        s.publish(3.0, None);
+        s.publish(3.0, [None; 4]);
         s.dispatch(ms(15));
         assert_eq!(poll(&mut test2), Poll::Ready(Ok(ms(15))));
         assert_eq!((s.waiting(), s.in_flight()), (0, 3));

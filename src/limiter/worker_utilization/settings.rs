@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 /// ",
 /// )?;
 /// let wu = &config.limiters.worker_utilization;
-/// assert_eq!((wu.source, wu.capacity), (SourceKind::InFlight, 16));
-/// assert_eq!((wu.end_of_good, wu.start_of_bad), (0.7, 0.8), "Stripe's thresholds by default");
+/// assert_eq!((wu.source, wu.capacity), (SourceKind::InFlight, Some(16)));
+/// assert_eq!((wu.end_of_good, wu.start_of_bad), (0.9, 0.97));
 /// # Ok::<(), brownout::Report>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,8 +39,10 @@ pub struct WorkerUtilizationConfig {
     pub source: SourceKind,
     /// With `source: max`, the sources to take the maximum of.
     pub sources: Vec<SourceKind>,
-    /// In-flight requests that mean 100% utilization (`source: in_flight`).
-    pub capacity: u32,
+    /// Requests the app serves at once that mean 100% utilization (`source: in_flight`):
+    /// `None` (the default) learns it from what the app is seen to serve; a number pins it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u32>,
     /// How often utilization is sampled.
     pub sample_interval: HumanDuration,
     /// Below this utilization, shedding recovers.
@@ -74,10 +76,10 @@ impl Default for WorkerUtilizationConfig {
             mode: Mode::Enforce,
             source: SourceKind::InFlight,
             sources: Vec::new(),
-            capacity: 64,
+            capacity: None,
             sample_interval: HumanDuration::from_secs(8),
-            end_of_good: stripe.end_of_good,
-            start_of_bad: stripe.start_of_bad,
+            end_of_good: END_OF_GOOD,
+            start_of_bad: START_OF_BAD,
             seconds_before_shedding: stripe.seconds_before_shedding,
             seconds_to_shed_all: stripe.seconds_to_shed_all,
             bands: Bands::default(),
@@ -109,6 +111,14 @@ impl WorkerUtilizationConfig {
 }
 
 const WU: &str = "limiters.worker_utilization";
+
+/// The default thresholds. Stripe's (0.7 and 0.8 of a worker pool's busy share) would hold
+/// the work let past at about three quarters of what the app serves; against a capacity
+/// learned as what the app really serves at once, the dead zone sits just below it, and the
+/// fast guard trims what is left.
+pub const END_OF_GOOD: f64 = 0.9;
+/// See [`END_OF_GOOD`].
+pub const START_OF_BAD: f64 = 0.97;
 
 /// Longest `sample_interval`: the controller moves once per interval.
 pub(super) const MAX_SAMPLE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(300);
@@ -160,7 +170,11 @@ pub(crate) fn validate_worker_utilization(w: &WorkerUtilizationConfig) -> Check 
         &key("sample_interval"),
         format!("must be between 1ms and 5m (got {interval:?}): the controller only moves once per interval"),
     )?;
-    ensure(w.capacity >= 1, &key("capacity"), "must be at least 1")?;
+    ensure(
+        w.capacity.is_none_or(|c| c >= 1),
+        &key("capacity"),
+        "must be at least 1 (or left out: learned from what the app serves)",
+    )?;
     ensure(
         !w.cohort_rotation.get().is_zero(),
         &key("cohort_rotation"),

@@ -1,0 +1,193 @@
+//! The app's capacity, learned (pure): how many requests it really serves at once.
+//!
+//! What the app serves is measured as work: every request it answered counts for its tier's
+//! service time ([`super::service`]), so a second in which it answered 160 requests of 50 ms
+//! served 8 requests' worth at once, whatever mix of cheap and dear routes made it up (cheap
+//! requests add little work, whatever their number). That work rate never exceeds what the
+//! app can serve at once, and reaches it only while the app is saturated — requests queue in
+//! it (their latency rises over their service time) while the fast guard refuses or the queue
+//! grows. So the capacity is the work rate of saturated stretches (2 s each, a lumpy second of
+//! long requests averages out), followed quickly upwards and slowly downwards (an app that
+//! got bigger is believed at once; one noisy stretch does not shrink it), and raised by any
+//! stretch that served more without saturating. Until the app has once been seen saturated
+//! its capacity is not known (at least what it served is): a reading of demand against a
+//! guess could shed an app that is merely busy, so none is given.
+
+use super::adaptive::LimitParams;
+
+/// How many times the learned capacity (plus [`REST_SLACK`]) a limit that overload shrank
+/// grows back to when quiet.
+pub const REST_OVER_CAPACITY: f64 = 1.5;
+
+/// See [`REST_OVER_CAPACITY`]: a few requests more, for an app of one or two workers.
+pub const REST_SLACK: f64 = 20.0;
+
+/// The share of the learned capacity the limit never falls below.
+pub const MIN_OVER_CAPACITY: f64 = 0.5;
+
+/// How long each stretch of windows is.
+pub const STRETCH_US: u64 = 2_000_000;
+
+/// How far a saturated stretch moves the capacity towards its work rate: quickly when it is
+/// above, slowly when below.
+const UP: f64 = 0.5;
+const DOWN: f64 = 0.1;
+
+/// The learned capacity and what it is learned from.
+///
+/// The work rates are kept over the service time they were counted with (`scale`), and read
+/// back at the service time of now: a service time that moved since (a busy app's floor
+/// creeping with its queue, a slower app) moves the capacity with it, so the demand read
+/// against it — requests × service time over capacity — stays what was learned, requests
+/// offered over requests served at saturation.
+#[derive(Debug, Clone, Default)]
+pub struct CapacityEstimate {
+    start: Option<u64>,
+    work: f64,
+    windows: u32,
+    saturated: u32,
+    /// The learned capacity and the most served, over the scale.
+    learned: Option<f64>,
+    at_least: f64,
+    scale: f64,
+}
+
+impl CapacityEstimate {
+    /// Adds a window ending at `at` (µs) in which the app served `work` µs of service time
+    /// (its requests, each counted for its tier's service time, whose mean is `scale` µs),
+    /// and whether it was saturated in it. Returns the capacity when a stretch closed and it
+    /// is known.
+    pub fn observe(&mut self, at: u64, work: f64, saturated: bool, scale: f64) -> Option<f64> {
+        if scale.is_finite() && scale > 0.0 {
+            self.scale = scale;
+        }
+        let start = *self.start.get_or_insert(at);
+        if at <= start {
+            return None;
+        }
+        self.work += work.max(0.0);
+        self.windows += 1;
+        self.saturated += u32::from(saturated);
+        let span = at - start;
+        if span < STRETCH_US {
+            return None;
+        }
+        let rate = self.work / span as f64 / self.scale.max(1.0);
+        let saturated = self.saturated * 2 >= self.windows;
+        (self.start, self.work, self.windows, self.saturated) = (Some(at), 0.0, 0, 0);
+        self.at_least = self.at_least.max(rate);
+        self.learned = match self.learned {
+            None if saturated => Some(rate),
+            None => None,
+            Some(c) if rate > c => Some(c + UP * (rate - c)),
+            Some(c) if saturated => Some(c + DOWN * (rate - c)),
+            Some(c) => Some(c),
+        };
+        self.learned()
+    }
+
+    /// The requests the app serves at once, once it was seen saturated.
+    pub fn learned(&self) -> Option<f64> {
+        self.learned.map(|c| c * self.scale.max(1.0))
+    }
+
+    /// The fast guard's bounds for what is learned. Quiet windows bring the limit (from
+    /// below or above) to [`REST_OVER_CAPACITY`] times the capacity plus [`REST_SLACK`]: the
+    /// room a burst at a moderate load needs; before the capacity is known, the same of the
+    /// most the app was seen to serve at once (so the first step to overload meets a limit
+    /// sized by the app, not a queue of `initial_limit`), and before anything was seen,
+    /// `initial_limit`. Once the capacity is known the limit does not fall below half of it
+    /// (more than `min_limit`): an app known to serve 100 at once is not cut to 4 by
+    /// latencies that lag what the limit let in a moment before.
+    pub fn bounds(&self, mut params: LimitParams) -> LimitParams {
+        if let Some(c) = self.learned() {
+            params.min = params
+                .min
+                .max((c * MIN_OVER_CAPACITY).floor())
+                .min(params.max);
+        }
+        let seen = self.learned().unwrap_or(self.at_least());
+        if seen > 0.0 {
+            params.rest = (REST_OVER_CAPACITY * seen + REST_SLACK).clamp(params.min, params.max);
+        }
+        params
+    }
+
+    /// The most it was seen to serve at once (over a stretch).
+    pub fn at_least(&self) -> f64 {
+        self.at_least * self.scale.max(1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1000;
+
+    /// `seconds` of 250 ms windows in which `busy` requests were served at once.
+    fn run(
+        c: &mut CapacityEstimate,
+        from_ms: u64,
+        seconds: u64,
+        busy: f64,
+        saturated: bool,
+    ) -> u64 {
+        let mut at = from_ms;
+        for _ in 0..seconds * 4 {
+            at += 250;
+            c.observe(at * MS, busy * (250 * MS) as f64, saturated, 1.0);
+        }
+        at
+    }
+
+    #[test]
+    fn unknown_until_seen_saturated_then_the_work_rate_of_saturation() {
+        let mut c = CapacityEstimate::default();
+        c.observe(0, 0.0, false, 1.0);
+        // Half busy for a minute: it serves at least 4 at once, nothing more is known.
+        let at = run(&mut c, 0, 60, 4.0, false);
+        assert_eq!(c.learned(), None);
+        assert!((c.at_least() - 4.0).abs() < 1e-9);
+        // Saturated: 8 workers' worth of work a second.
+        run(&mut c, at, 4, 8.0, true);
+        assert!((c.learned().unwrap() - 8.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_noisy_stretch_moves_it_little_a_bigger_app_at_once() {
+        let mut c = CapacityEstimate::default();
+        c.observe(0, 0.0, false, 1.0);
+        let at = run(&mut c, 0, 4, 8.0, true);
+        // One saturated stretch that served 6: a tenth of the way.
+        let at = run(&mut c, at, 2, 6.0, true);
+        assert!((c.learned().unwrap() - 7.8).abs() < 1e-9);
+        // The app serves 16 without saturating: it is bigger than thought.
+        let mut at = at;
+        for _ in 0..6 {
+            at = run(&mut c, at, 2, 16.0, false);
+        }
+        assert!(c.learned().unwrap() > 15.5, "{:?}", c.learned());
+        // Quiet stretches change nothing.
+        let before = c.learned();
+        run(&mut c, at, 20, 1.0, false);
+        assert_eq!(c.learned(), before);
+    }
+
+    #[test]
+    fn a_service_time_that_moved_moves_the_capacity_with_it() {
+        let mut c = CapacityEstimate::default();
+        c.observe(0, 0.0, false, 50_000.0);
+        // 8 requests of 50 ms at once while saturated.
+        let mut at = 0;
+        for _ in 0..8 {
+            at += 250;
+            c.observe(at * MS, 8.0 * (250 * MS) as f64, true, 50_000.0);
+        }
+        assert!((c.learned().unwrap() - 8.0).abs() < 1e-9);
+        // The service time now reads 60 ms: the same requests served, 9.6 of them at once.
+        at += 250;
+        c.observe(at * MS, 0.0, false, 60_000.0);
+        assert!((c.learned().unwrap() - 9.6).abs() < 1e-9);
+    }
+}
