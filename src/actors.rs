@@ -207,25 +207,15 @@ impl Adaptive {
         if c.mode == Mode::Off {
             return;
         }
-        // Once the app's capacity is known, the limit's bounds follow it.
-        let params = self.capacity.bounds(adaptive_concurrency::params(c));
-        if params != self.limit.params() {
-            self.limit.set_params(params);
-        }
-        self.limit.set_slow_start(self.capacity.learned().is_none());
         // While the controller sheds, the windows are quiet because it carries the overload:
         // the limit keeps what the overload taught it (math::adaptive).
         self.limit.set_hold(engine.plan().load().amount > 0.0);
-        let limit = self.limit.update(window);
+        let params = adaptive_concurrency::params(c);
+        let limit = self.capacity.learn(&mut self.limit, params, window);
         engine
             .adaptive()
             .publish(limit, self.limit.service().floors());
         engine.adaptive().publish_learned(self.limit.learned());
-        // What the app served, in requests' worth at once, and whether that was all it can.
-        let saturated = self.limit.saturated(&window);
-        let work = self.limit.work(&window);
-        let scale = self.limit.service().mean_for([0; 4]).unwrap_or(0.0);
-        self.capacity.observe(window.at, work, saturated, scale);
         engine
             .adaptive()
             .publish_capacity(self.capacity.learned(), self.capacity.at_least());

@@ -180,12 +180,13 @@ impl UtilizationSource for InFlightSource {
     }
     fn sample(&mut self, now: Duration) -> Result<f64, SourceError> {
         let average = self.average.take(now, self.reading());
+        let capacity = self.capacity();
         let Some(probe) = self.traffic.as_mut() else {
             return Ok(average);
         };
         let counts = (probe.counts)();
         let last = probe.last.replace((counts, now));
-        let Some(capacity) = (self.capacity)().filter(|c| c.is_finite() && *c > 0.0) else {
+        let Some(capacity) = capacity else {
             return Ok(0.0);
         };
         let Some((earlier, at)) = last else {

@@ -13,7 +13,7 @@
 //! its capacity is not known (at least what it served is): a reading of demand against a
 //! guess could shed an app that is merely busy, so none is given.
 
-use super::adaptive::LimitParams;
+use super::adaptive::{AdaptiveLimit, LimitParams, Window};
 
 /// How many times the learned capacity (plus [`REST_SLACK`]) a limit that overload shrank
 /// grows back to when quiet.
@@ -53,24 +53,39 @@ pub struct CapacityEstimate {
 }
 
 impl CapacityEstimate {
+    /// One window of the fast guard's learning, the same in the middleware's sampler and in
+    /// the simulator: the limit's bounds follow what was learned so far (`params` as
+    /// configured), it learns from `w`, and the capacity from what the app served in it.
+    /// Returns the limit to admit under.
+    pub fn learn(&mut self, limit: &mut AdaptiveLimit, params: LimitParams, w: Window) -> f64 {
+        let params = self.bounds(params);
+        if params != limit.params() {
+            limit.set_params(params);
+        }
+        limit.set_slow_start(self.learned().is_none());
+        let admit = limit.update(w);
+        let scale = limit.service().mean_for([0; 4]).unwrap_or(0.0);
+        self.observe(w.at, limit.work(&w), limit.saturated(&w), scale);
+        admit
+    }
+
     /// Adds a window ending at `at` (µs) in which the app served `work` µs of service time
     /// (its requests, each counted for its tier's service time, whose mean is `scale` µs),
-    /// and whether it was saturated in it. Returns the capacity when a stretch closed and it
-    /// is known.
-    pub fn observe(&mut self, at: u64, work: f64, saturated: bool, scale: f64) -> Option<f64> {
+    /// and whether it was saturated in it.
+    pub fn observe(&mut self, at: u64, work: f64, saturated: bool, scale: f64) {
         if scale.is_finite() && scale > 0.0 {
             self.scale = scale;
         }
         let start = *self.start.get_or_insert(at);
         if at <= start {
-            return None;
+            return;
         }
         self.work += work.max(0.0);
         self.windows += 1;
         self.saturated += u32::from(saturated);
         let span = at - start;
         if span < STRETCH_US {
-            return None;
+            return;
         }
         let rate = self.work / span as f64 / self.scale.max(1.0);
         let saturated = self.saturated * 2 >= self.windows;
@@ -83,7 +98,6 @@ impl CapacityEstimate {
             Some(c) if saturated => Some(c + DOWN * (rate - c)),
             Some(c) => Some(c),
         };
-        self.learned()
     }
 
     /// The requests the app serves at once, once it was seen saturated.

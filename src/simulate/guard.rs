@@ -325,21 +325,10 @@ impl FastGuard {
             in_flight: in_flight.round().max(0.0) as u64,
             ..Window::default()
         };
-        let p = self.capacity.bounds(params(&self.c));
-        if p != self.limit.params() {
-            self.limit.set_params(p);
-        }
-        self.limit.set_slow_start(self.capacity.learned().is_none());
         window.count[Tier::Get.index()] = count as u64;
         window.sum[Tier::Get.index()] = micros(mean * count);
-        self.limit.update(window);
-        let work = self.limit.work(&window);
-        self.capacity.observe(
-            window.at,
-            work,
-            self.limit.saturated(&window),
-            self.limit.service().mean_for([0; 4]).unwrap_or(0.0),
-        );
+        self.capacity
+            .learn(&mut self.limit, params(&self.c), window);
         if self.enforced && self.c.critical_ceiling > 0.0 {
             let pressure = match (w.overflowed, w.at_limit) {
                 (true, _) => CriticalPressure::Overflowed,
