@@ -313,8 +313,23 @@ fn step(
     let Some((input, demand)) = reading else {
         return previous;
     };
-    let utilization = input.min(1.0);
-    let amount = state.update(utilization, at);
+    // A reading that is not a number (a custom gauge's NaN, say) puts the controller at
+    // rest, logged once until the readings are numbers again.
+    let readable = input.is_finite() && demand.is_finite();
+    let (utilization, demand) = if readable {
+        (input.min(1.0), demand)
+    } else {
+        (0.0, 0.0)
+    };
+    let was_faulted = state.faulted();
+    let amount = state.update(if readable { utilization } else { f64::NAN }, at);
+    if state.faulted() && !was_faulted {
+        tracing::error!(
+            input,
+            demand,
+            "worker_utilization: the reading or the controller's amount is not a finite number; the controller is back at rest until it is"
+        );
+    }
     let plan = ShedPlan {
         utilization,
         demand,

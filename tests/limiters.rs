@@ -249,6 +249,35 @@ async fn cors_preflights_spend_no_quota_and_hold_no_slot() {
 }
 
 #[actix_web::test]
+async fn an_options_request_that_is_not_a_cors_preflight_is_charged_like_any_request() {
+    // A bucket of 2: OPTIONS without Origin and Access-Control-Request-Method (an app route
+    // that answers OPTIONS itself, or a client dodging its limits) spends it like a GET.
+    let rig = Rig::new(rated(0.001, 2));
+    let app = app!(rig, gate());
+    let options = |origin: bool| {
+        let req = test::TestRequest::default()
+            .method(actix_web::http::Method::OPTIONS)
+            .uri("/v1/items")
+            .insert_header(("Authorization", "Bearer sk_live_options"));
+        // Origin alone is not a preflight either: the method header is missing.
+        if origin {
+            req.insert_header(("Origin", "https://app.example"))
+        } else {
+            req
+        }
+    };
+    for origin in [false, true] {
+        let res = test::call_service(&*app, options(origin).to_request()).await;
+        assert_ne!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_ne!(header(&res, "ratelimit"), "", "the quota is shown");
+    }
+    let res = test::call_service(&*app, options(false).to_request()).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    let res = test::call_service(&*app, get("sk_live_options").to_request()).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[actix_web::test]
 async fn with_charge_preflights_a_preflight_spends_quota_like_any_request() {
     // A bucket of 2: two preflights spend it, and the client's GET is refused.
     let mut c = rated(0.001, 2);

@@ -81,6 +81,9 @@ pub struct RequestFacts<'a> {
     pub peer: Option<IpAddr>,
     /// The client as the app named it (its key hook); wins over the bearer key and the IP.
     pub client: Option<ClientKey>,
+    /// A CORS preflight (`OPTIONS` with `Origin` and `Access-Control-Request-Method`): the
+    /// per-client limiters leave it alone unless `classifier.charge_preflights`.
+    pub preflight: bool,
 }
 
 impl<'a> RequestFacts<'a> {
@@ -105,6 +108,7 @@ impl<'a> RequestFacts<'a> {
             forwarded_for: &[],
             peer: None,
             client: None,
+            preflight: false,
         }
     }
 
@@ -135,6 +139,13 @@ impl<'a> RequestFacts<'a> {
     /// With the client as the app names it (wins over the bearer key and the IP).
     pub const fn with_client(mut self, client: ClientKey) -> Self {
         self.client = Some(client);
+        self
+    }
+
+    /// As a CORS preflight: an `OPTIONS` request that carried `Origin` and
+    /// `Access-Control-Request-Method` (any other `OPTIONS` is charged like any request).
+    pub const fn as_preflight(mut self) -> Self {
+        self.preflight = true;
         self
     }
 }

@@ -2,10 +2,11 @@
 //! its key (each limiter's block is checked in its own module, `crate::limiter::<name>`).
 
 use super::Config;
-use crate::schema::validate::{ensure, Check};
+use crate::schema::validate::{duration, ensure, Check};
 use crate::schema::MAX_FORWARDED_LINES;
 use crate::schema::{AdminScope, ConfigError, RoutePattern, StoreKind, StoreSync};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 fn address(value: &str, key: &str) -> Check {
     ensure(
@@ -24,12 +25,10 @@ impl Config {
             "admin.token_env",
             "must name an environment variable",
         )?;
-        let body_timeout = self.admin.body_timeout.get();
-        ensure(
-            body_timeout >= std::time::Duration::from_millis(10)
-                && body_timeout <= std::time::Duration::from_secs(300),
+        duration(
+            self.admin.body_timeout.get(),
             "admin.body_timeout",
-            format!("must be between 10ms and 5m (got {body_timeout:?})"),
+            (Duration::from_millis(10), Duration::from_secs(300)),
         )?;
         for (i, route) in self.classifier.critical.iter().enumerate() {
             RoutePattern::parse(route)
@@ -65,21 +64,15 @@ impl Config {
 
     pub(super) fn validate_store(&self) -> Check {
         let s = &self.store;
-        ensure(
-            !s.timeout.get().is_zero(),
+        duration(
+            s.timeout.get(),
             "store.timeout",
-            "must be greater than zero",
+            (Duration::from_millis(1), Duration::from_secs(1)),
         )?;
-        ensure(
-            s.timeout.get() <= std::time::Duration::from_secs(1),
-            "store.timeout",
-            "must be at most 1s (it bounds every request's wait for Redis)",
-        )?;
-        ensure(
-            s.permit_ttl.get() >= std::time::Duration::from_secs(1)
-                && s.permit_ttl.get() <= std::time::Duration::from_secs(86_400),
+        duration(
+            s.permit_ttl.get(),
             "store.permit_ttl",
-            "must be between 1s and 24h",
+            (Duration::from_secs(1), Duration::from_secs(86_400)),
         )?;
         if s.kind == StoreKind::Redis {
             // Fleet mode talks to Redis through the redis crate: only with the feature.
@@ -105,12 +98,10 @@ impl Config {
                 )?;
             }
         }
-        let interval = s.sync_interval.get();
-        ensure(
-            interval >= std::time::Duration::from_millis(10)
-                && interval <= std::time::Duration::from_secs(10),
+        duration(
+            s.sync_interval.get(),
             "store.sync_interval",
-            "must be between 10ms and 10s",
+            (Duration::from_millis(10), Duration::from_secs(10)),
         )?;
         ensure(
             s.sync == StoreSync::PerRequest || s.kind == StoreKind::Redis,

@@ -59,16 +59,39 @@ pub struct Controller {
     params: ControllerParams,
     amount: f64,
     last: Duration,
+    /// The last update was given a non-finite reading or worked out a non-finite amount, and
+    /// went back to rest instead.
+    faulted: bool,
 }
 
 impl Controller {
     /// A controller at rest, as of `now`.
     pub fn new(params: ControllerParams, now: Duration) -> Self {
-        Self {
-            amount: params.resting(),
+        let mut controller = Self {
+            amount: 0.0,
             params,
             last: now,
+            faulted: false,
+        };
+        controller.amount = controller.rest();
+        controller
+    }
+
+    /// The amount at rest, finite whatever the parameters (validated ones always give a
+    /// finite one; 0 stands in otherwise).
+    fn rest(&self) -> f64 {
+        let resting = self.params.resting();
+        if resting.is_finite() {
+            resting.min(0.0)
+        } else {
+            0.0
         }
+    }
+
+    /// Whether the last update went back to rest because its reading or the amount it worked
+    /// out was not a finite number (NaN or infinite): the caller logs it.
+    pub fn faulted(&self) -> bool {
+        self.faulted
     }
 
     /// The current amount, in `[resting, 1]`.
@@ -85,21 +108,38 @@ impl Controller {
     /// Changes the parameters (a live config update), keeping the amount within the new range.
     pub fn set_params(&mut self, params: ControllerParams) {
         self.params = params;
-        self.amount = self.amount.clamp(params.resting(), 1.0);
+        self.amount = self.settle(self.amount);
+    }
+
+    /// `next` within `[rest, 1]`, or the rest if it is not a finite number.
+    fn settle(&mut self, next: f64) -> f64 {
+        let rest = self.rest();
+        self.faulted = !next.is_finite();
+        if self.faulted {
+            rest
+        } else {
+            next.clamp(rest, 1.0)
+        }
     }
 
     /// Feeds one utilization sample taken at `now`; returns the new amount.
     ///
     /// The elapsed time is clamped to `[0, seconds_before_shedding]`, so a long gap between
-    /// samples (or a clock that went backwards) cannot jump the amount.
+    /// samples (or a clock that went backwards) cannot jump the amount. A reading that is not
+    /// a finite number, or an amount that would not be one, puts the controller back at rest
+    /// (and [`faulted`](Self::faulted) says so).
     pub fn update(&mut self, utilization: f64, now: Duration) -> f64 {
         let dt = now
             .saturating_sub(self.last)
             .as_secs_f64()
             .min(self.params.seconds_before_shedding);
         self.last = now;
-        let next = self.amount + dt * self.params.derivative(utilization);
-        self.amount = next.clamp(self.params.resting(), 1.0);
+        let next = if utilization.is_finite() {
+            self.amount + dt * self.params.derivative(utilization)
+        } else {
+            f64::NAN
+        };
+        self.amount = self.settle(next);
         self.amount
     }
 }

@@ -102,9 +102,19 @@ impl PublishedPlan {
     }
 }
 
-/// How far `amount` is through `band`, in `[0, 1]`.
+/// How far `amount` is through `band`, in `[0, 1]` (0 for anything that is not a number).
 fn through(amount: f64, [start, end]: [f64; 2]) -> f64 {
-    ((amount - start) / (end - start)).clamp(0.0, 1.0)
+    finite_share((amount - start) / (end - start))
+}
+
+/// `p` within `[0, 1]`; 0 when it is not a number (nothing is shed on a value that means
+/// nothing).
+fn finite_share(p: f64) -> f64 {
+    if p.is_nan() {
+        0.0
+    } else {
+        p.clamp(0.0, 1.0)
+    }
 }
 
 /// Drop probability of each tier at `amount`: test over its band first, then get, then post;
@@ -125,7 +135,8 @@ pub fn probabilities(
                 _ => 0.0,
             },
         };
-        raw.min(max_shed.get(tier))
+        // `min` would pick the cap over a NaN: each side is made a share first.
+        raw.min(finite_share(max_shed.get(tier)))
     })
 }
 

@@ -170,7 +170,7 @@ impl BrownoutBuilder {
         }
         let overrides = load_overrides(&self.config);
         let settings = Settings::new(
-            1,
+            overrides.version.max(1),
             overrides.kill_switch,
             overrides.limiters,
             classifier,
@@ -269,6 +269,8 @@ struct StartOverrides {
     limiters: LimitersConfig,
     kill_switch: bool,
     reverts: Vec<PendingRevert>,
+    /// The version the overrides file was written at (0: none).
+    version: u64,
 }
 
 /// config.yaml's limiters with `admin.overrides_file` applied over them. A file that cannot be
@@ -278,6 +280,7 @@ fn load_overrides(config: &Config) -> StartOverrides {
         limiters: config.limiters.clone(),
         kill_switch: false,
         reverts: Vec::new(),
+        version: 0,
     };
     let Some(path) = &config.admin.overrides_file else {
         return plain;
@@ -294,6 +297,7 @@ fn load_overrides(config: &Config) -> StartOverrides {
             limiters,
             kill_switch: o.kill_switch,
             reverts: o.reverts,
+            version: o.version,
         }))
     });
     match applied {

@@ -255,6 +255,7 @@ impl Brownout {
             method: facts.method,
             path: facts.path,
             plan,
+            preflight: facts.preflight,
         };
         let verdict = CHECK_RNG.with(|cell| {
             // Each thread draws from its own stream: no shared counter on this path.

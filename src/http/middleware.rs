@@ -154,6 +154,7 @@ impl<S> BrownoutService<S> {
             forwarded_for: &lines[..forwarded],
             peer: req.peer_addr().map(|a| a.ip()),
             client: self.hooked_key(req),
+            preflight: super::request::is_preflight(req),
         };
         let mut classified = settings.classifier.classify(&facts);
         if let Some(hook) = &self.hooks.tier {

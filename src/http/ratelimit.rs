@@ -256,6 +256,7 @@ mod tests {
             method: "POST",
             path: "/v1/accounts",
             plan: None,
+            preflight: false,
         };
         let at = CheckTime::default();
         for _ in 0..2 {

@@ -4,6 +4,8 @@
 use crate::classify::Classified;
 use crate::limiter::Request;
 use actix_web::dev::ServiceRequest;
+use actix_web::http::header::{ACCESS_CONTROL_REQUEST_METHOD, ORIGIN};
+use actix_web::http::Method;
 
 /// The request as the limiters see it.
 #[inline]
@@ -19,5 +21,16 @@ pub(super) fn request_of<'a>(
         method: req.method().as_str(),
         path: req.match_info().as_str(),
         plan,
+        preflight: is_preflight(req),
     }
+}
+
+/// Whether `req` is a CORS preflight: `OPTIONS` with `Origin` and
+/// `Access-Control-Request-Method` (an `OPTIONS` without them is an ordinary request).
+#[inline]
+pub(super) fn is_preflight(req: &ServiceRequest) -> bool {
+    let headers = req.headers();
+    req.method() == Method::OPTIONS
+        && headers.contains_key(ORIGIN)
+        && headers.contains_key(ACCESS_CONTROL_REQUEST_METHOD)
 }

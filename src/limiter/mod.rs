@@ -184,16 +184,20 @@ pub(crate) struct Request<'a> {
     pub path: &'a str,
     /// The request-rate plan named by the app, if any.
     pub plan: Option<&'a str>,
+    /// A CORS preflight: `OPTIONS` with `Origin` and `Access-Control-Request-Method`.
+    pub preflight: bool,
 }
 
 impl Request<'_> {
     /// Whether the per-client limiters (request_rate, concurrent_requests) count it. A CORS
-    /// preflight (`OPTIONS`), which a browser sends on its own before the app's request,
-    /// spends none of the client's quota and holds none of its slots unless
-    /// `charge_preflights` (`classifier.charge_preflights`); the limiters that protect the
-    /// server (fleet_usage, worker_utilization, adaptive_concurrency) always see it.
+    /// preflight (`OPTIONS` with `Origin` and `Access-Control-Request-Method`), which a
+    /// browser sends on its own before the app's request, spends none of the client's quota
+    /// and holds none of its slots unless `charge_preflights`
+    /// (`classifier.charge_preflights`); any other `OPTIONS` is charged like any request. The
+    /// limiters that protect the server (fleet_usage, worker_utilization,
+    /// adaptive_concurrency) always see it.
     pub fn per_client(&self, charge_preflights: bool) -> bool {
-        charge_preflights || self.method != "OPTIONS"
+        charge_preflights || !self.preflight
     }
 }
 

@@ -19,6 +19,11 @@ pub struct Overrides {
     /// Temporary mode changes still to be reverted.
     #[serde(default)]
     pub reverts: Vec<PendingRevert>,
+    /// The settings version these are: a restart goes on from it, so an `If-Match` read
+    /// before the restart never matches other settings after it (0: a file from before
+    /// versions were kept).
+    #[serde(default)]
+    pub version: u64,
 }
 
 /// A temporary mode change's revert, by wall-clock time.
@@ -87,6 +92,7 @@ mod tests {
                 mode: crate::config::Mode::Enforce,
                 at_unix_ms: 42,
             }],
+            version: 5,
         };
         save(&path, &o).unwrap();
         assert_eq!(load(&path), Ok(Some(o)));

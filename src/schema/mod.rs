@@ -21,7 +21,7 @@ pub use worker::{Bands, MaxShed, Selection, SourceKind};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
-use validate::{ensure, Check};
+use validate::Check;
 
 /// Most `X-Forwarded-For` header lines read (the last ones: entries are taken from the end).
 pub(crate) const MAX_FORWARDED_LINES: usize = 8;
@@ -208,11 +208,10 @@ impl Default for DeadlineConfig {
 
 impl DeadlineConfig {
     pub(crate) fn validate(&self) -> Check {
-        let after = self.after.get();
-        ensure(
-            (Duration::from_millis(10)..=Duration::from_secs(3600)).contains(&after),
+        validate::duration(
+            self.after.get(),
             "limiters.deadline.after",
-            format!("must be between 10ms and 1h (got {})", self.after),
+            (Duration::from_millis(10), Duration::from_secs(3600)),
         )
     }
 }

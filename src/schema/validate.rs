@@ -93,11 +93,74 @@ pub(crate) fn ensure(ok: bool, key: &str, message: impl Into<String>) -> Check {
     }
 }
 
-pub(crate) fn ratio(value: f64, key: &str) -> Check {
+/// A number as a message shows it: plainly when it reads well, in exponent form when it is
+/// tiny or huge (`1e-320`, not three hundred zeros).
+pub(crate) struct Num(pub f64);
+
+impl std::fmt::Display for Num {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.0;
+        if v != 0.0 && v.is_finite() && !(1e-4..1e9).contains(&v.abs()) {
+            write!(f, "{v:e}")
+        } else {
+            write!(f, "{v}")
+        }
+    }
+}
+
+/// The smallest share, cap, reserve or band width other than 0: a smaller one (a denormal,
+/// say) would act as 0 while reading as something else.
+pub(crate) const MIN_SHARE: f64 = 0.01;
+
+/// A share of something (of a limit, of the capacity, of the drop probability): 0, or from
+/// [`MIN_SHARE`] to 1.
+pub(crate) fn share(value: f64, key: &str) -> Check {
     ensure(
-        value.is_finite() && (0.0..=1.0).contains(&value),
+        value == 0.0 || (value.is_finite() && (MIN_SHARE..=1.0).contains(&value)),
         key,
-        format!("must be between 0 and 1 (got {value})"),
+        format!(
+            "must be 0 or between {MIN_SHARE} and 1 (got {})",
+            Num(value)
+        ),
+    )
+}
+
+/// A duration from `min` to `max`, both written as the file writes them.
+pub(crate) fn duration(
+    value: std::time::Duration,
+    key: &str,
+    (min, max): (std::time::Duration, std::time::Duration),
+) -> Check {
+    use super::HumanDuration;
+    ensure(
+        (min..=max).contains(&value),
+        key,
+        format!(
+            "must be between {} and {} (got {})",
+            HumanDuration(min),
+            HumanDuration(max),
+            HumanDuration(value)
+        ),
+    )
+}
+
+/// The range of every `retry_after` and cohort rotation: from a millisecond to a day (a
+/// longer `Retry-After` is an answer no client waits for).
+pub(crate) const MS_TO_A_DAY: (std::time::Duration, std::time::Duration) = (
+    std::time::Duration::from_millis(1),
+    std::time::Duration::from_secs(86_400),
+);
+
+/// A number of seconds written as a number (the controller's time constants): finite, from
+/// `min` to `max`.
+pub(crate) fn seconds(value: f64, key: &str, (min, max): (f64, f64)) -> Check {
+    ensure(
+        value.is_finite() && (min..=max).contains(&value),
+        key,
+        format!(
+            "must be between {min} and {max} seconds (got {})",
+            Num(value)
+        ),
     )
 }
 

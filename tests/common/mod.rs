@@ -216,6 +216,54 @@ impl Csv {
     }
 }
 
+use serde_json::Value;
+
+/// The admin API of a rig over HTTP, with the rigs' token.
+pub struct AdminClient {
+    pub base: String,
+    pub http: awc::Client,
+}
+
+impl AdminClient {
+    /// The admin API of `rig`, started on a loopback port.
+    pub async fn new(rig: &Rig) -> Self {
+        Self {
+            base: rig.admin(),
+            http: awc::Client::new(),
+        }
+    }
+
+    /// Sends `method path` with an optional JSON body and extra headers; the status, the
+    /// JSON answer (null if none) and the headers.
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value, awc::http::header::HeaderMap) {
+        let mut req = self
+            .http
+            .request(method.parse().unwrap(), format!("{}{path}", self.base))
+            .bearer_auth("test-token");
+        for (k, v) in headers {
+            req = req.insert_header((*k, *v));
+        }
+        let mut res = match body {
+            Some(b) => {
+                req.insert_header(("content-type", "application/json"))
+                    .send_body(b.to_string())
+                    .await
+            }
+            None => req.send().await,
+        }
+        .unwrap();
+        let bytes = res.body().limit(1 << 20).await.unwrap();
+        let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (res.status().as_u16(), value, res.headers().clone())
+    }
+}
+
 /// `GET /v1/state` of the admin API at `base`, with the rigs' token.
 pub async fn state(base: &str) -> serde_json::Value {
     let mut res = awc::Client::new()

@@ -1,6 +1,6 @@
 //! `limiters.adaptive_concurrency:` — the fast guard's settings, with their validation.
 
-use crate::schema::validate::{ensure, ratio, Check};
+use crate::schema::validate::{duration, ensure, share, Check, MS_TO_A_DAY};
 use crate::schema::{HumanDuration, Mode};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -128,10 +128,15 @@ impl AdaptiveConcurrencyConfig {
         ensure(
             self.floor_window.get() >= window * 4,
             &key("floor_window"),
-            format!("must be at least four windows ({window:?} each)"),
+            format!("must be at least four windows ({} each)", self.window),
         )?;
-        ratio(self.get_share, &key("get_share"))?;
-        ratio(self.test_share, &key("test_share"))?;
+        duration(
+            self.floor_window.get(),
+            &key("floor_window"),
+            (window * 4, Duration::from_secs(3600)),
+        )?;
+        share(self.get_share, &key("get_share"))?;
+        share(self.test_share, &key("test_share"))?;
         ensure(
             self.test_share <= self.get_share,
             &key("test_share"),
@@ -167,16 +172,8 @@ impl AdaptiveConcurrencyConfig {
                 self.critical_ceiling
             ),
         )?;
-        ensure(
-            !self.cohort_rotation.get().is_zero(),
-            &key("cohort_rotation"),
-            "must be greater than zero",
-        )?;
-        ensure(
-            !self.retry_after.get().is_zero(),
-            &key("retry_after"),
-            "must be greater than zero",
-        )
+        duration(self.cohort_rotation.get(), &key("cohort_rotation"), MS_TO_A_DAY)?;
+        duration(self.retry_after.get(), &key("retry_after"), MS_TO_A_DAY)
     }
 
     /// The longest a request of `tier` waits for room.

@@ -1,7 +1,7 @@
 //! `limiters.concurrent_requests:` — the concurrent-requests limiter's settings and their
 //! validation.
 
-use crate::schema::validate::{ensure, max_keys, Check};
+use crate::schema::validate::{duration, ensure, max_keys, Check, MS_TO_A_DAY};
 use crate::schema::{HumanDuration, Mode};
 use serde::{Deserialize, Serialize};
 
@@ -51,10 +51,10 @@ impl ConcurrentRequestsConfig {
             &format!("{key}.max_in_flight"),
             "must be at least 1",
         )?;
-        ensure(
-            !self.retry_after.get().is_zero(),
+        duration(
+            self.retry_after.get(),
             &format!("{key}.retry_after"),
-            "must be greater than zero",
+            MS_TO_A_DAY,
         )?;
         max_keys(self.max_keys, &format!("{key}.max_keys"))
     }

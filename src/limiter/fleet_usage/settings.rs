@@ -1,6 +1,6 @@
 //! `limiters.fleet_usage:` — the fleet-usage limiter's settings and their validation.
 
-use crate::schema::validate::{ensure, ratio, Check};
+use crate::schema::validate::{duration, ensure, share, Check, MS_TO_A_DAY};
 use crate::schema::{HumanDuration, Mode};
 use serde::{Deserialize, Serialize};
 
@@ -61,11 +61,11 @@ impl FleetUsageConfig {
     pub(crate) fn validate(&self) -> Check {
         let key = "limiters.fleet_usage";
         ensure(
-            self.capacity >= 1,
+            (1..=MAX_CAPACITY).contains(&self.capacity),
             &format!("{key}.capacity"),
-            "must be at least 1",
+            format!("must be between 1 and {MAX_CAPACITY} (got {})", self.capacity),
         )?;
-        ratio(
+        share(
             self.reserved_for_critical,
             &format!("{key}.reserved_for_critical"),
         )?;
@@ -74,13 +74,26 @@ impl FleetUsageConfig {
             &format!("{key}.reserved_for_critical"),
             "must be less than 1 (non-critical traffic needs some capacity)",
         )?;
+        // Every tier gets at least one slot: non-critical requests what is not reserved.
+        let least = (1.0 / (1.0 - self.reserved_for_critical)).ceil() as u64;
         ensure(
-            !self.retry_after.get().is_zero(),
+            self.non_critical_limit() >= 1,
+            &format!("{key}.capacity"),
+            format!(
+                "is {}, which leaves no slot to non-critical requests once {} is reserved for critical ones; it must be at least {least}",
+                self.capacity, self.reserved_for_critical
+            ),
+        )?;
+        duration(
+            self.retry_after.get(),
             &format!("{key}.retry_after"),
-            "must be greater than zero",
+            MS_TO_A_DAY,
         )
     }
 }
+
+/// The most requests `capacity` may say the fleet serves at once.
+const MAX_CAPACITY: u32 = 10_000_000;
 
 #[cfg(test)]
 mod tests {

@@ -63,6 +63,7 @@ fn req<'a>(method: &'a str, path: &'a str, plan: Option<&'a str>) -> Request<'a>
         method,
         path,
         plan,
+        preflight: false,
     }
 }
 

@@ -1,7 +1,8 @@
 //! Validation of `limiters.request_rate:`: every refusal names its key.
 
 use super::RequestRateConfig;
-use crate::schema::validate::{ensure, max_keys, Check};
+use crate::schema::validate::{duration, ensure, max_keys, Check, Num, MIN_SHARE};
+use std::time::Duration;
 use crate::schema::{ConfigError, RoutePattern};
 use std::collections::BTreeMap;
 
@@ -80,9 +81,14 @@ impl RequestRateConfig {
             costs(&self.costs, plan.burst, &key)?;
         }
         ensure(
-            self.soft_overage.is_finite() && (0.0..=10.0).contains(&self.soft_overage),
+            self.soft_overage == 0.0
+                || (self.soft_overage.is_finite()
+                    && (MIN_SHARE..=10.0).contains(&self.soft_overage)),
             &format!("{RR}.soft_overage"),
-            format!("must be between 0 and 10 (got {})", self.soft_overage),
+            format!(
+                "must be 0 or between {MIN_SHARE} and 10 (got {})",
+                Num(self.soft_overage)
+            ),
         )?;
         ensure(
             self.elastic_factor.is_finite() && (1.0..=100.0).contains(&self.elastic_factor),
@@ -93,11 +99,10 @@ impl RequestRateConfig {
             rate_and_burst(ceiling.rate, ceiling.burst, &format!("{RR}.per_ip"))?;
         }
         max_keys(self.max_keys, &format!("{RR}.max_keys"))?;
-        let eviction = self.eviction_interval.get();
-        ensure(
-            !eviction.is_zero() && eviction <= std::time::Duration::from_secs(3600),
+        duration(
+            self.eviction_interval.get(),
             &format!("{RR}.eviction_interval"),
-            format!("must be greater than zero and at most 1h (got {eviction:?})"),
+            (Duration::from_millis(1), Duration::from_secs(3600)),
         )?;
         let mut seen = std::collections::BTreeSet::new();
         for (i, q) in self.quotas.iter().enumerate() {
@@ -113,10 +118,10 @@ impl RequestRateConfig {
                 &format!("{key}.limit"),
                 format!("must be between 1 and 65535 (got {})", q.limit),
             )?;
-            ensure(
-                q.window.get() >= std::time::Duration::from_secs(1),
+            duration(
+                q.window.get(),
                 &format!("{key}.window"),
-                "must be at least 1s",
+                (Duration::from_secs(1), Duration::from_secs(365 * 86_400)),
             )?;
             for (j, route) in q.routes.iter().enumerate() {
                 RoutePattern::parse(route)

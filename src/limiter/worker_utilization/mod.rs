@@ -1,6 +1,8 @@
 //! The worker-utilization check: drop a request of tier t with the published probability p(t).
 
 mod settings;
+#[cfg(test)]
+mod safety;
 
 pub use settings::WorkerUtilizationConfig;
 

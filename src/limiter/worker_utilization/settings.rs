@@ -2,7 +2,9 @@
 //! validation.
 
 use crate::control::{probabilities, ControllerParams};
-use crate::schema::validate::{ensure, ratio, Check};
+use crate::schema::validate::{
+    duration, ensure, seconds, share, Check, Num, MIN_SHARE, MS_TO_A_DAY,
+};
 use crate::schema::{Bands, ConfigError, HumanDuration, MaxShed, Mode, Selection, SourceKind};
 use crate::tier::{PerTier, Tier};
 use serde::{Deserialize, Serialize};
@@ -130,65 +132,74 @@ impl WorkerUtilizationConfig {
     }
 }
 
+/// The range of `end_of_good`: below it the controller would recover only when idle, above
+/// it the dead zone would have no room.
+const END_OF_GOOD_RANGE: (f64, f64) = (0.05, 0.98);
+/// The highest `start_of_bad`: closer to 1, a single busy sample would shed at full speed.
+const MAX_START_OF_BAD: f64 = 0.99;
+/// The longest `seconds_before_shedding` and `seconds_to_shed_all`.
+const MAX_CONTROLLER_SECONDS: f64 = 86_400.0;
+/// The most `capacity` may pin.
+const MAX_CAPACITY: u32 = 1_000_000;
+
 /// Checks the worker-utilization block.
 pub(crate) fn validate_worker_utilization(w: &WorkerUtilizationConfig) -> Check {
     let key = |k: &str| format!("{WU}.{k}");
+    let (low, high) = END_OF_GOOD_RANGE;
     ensure(
-        w.end_of_good.is_finite() && w.end_of_good > 0.0 && w.end_of_good < 1.0,
+        w.end_of_good.is_finite() && (low..=high).contains(&w.end_of_good),
         &key("end_of_good"),
         format!(
-            "must be greater than 0 and less than 1 (got {})",
-            w.end_of_good
+            "must be between {low} and {high} (got {})",
+            Num(w.end_of_good)
         ),
     )?;
     ensure(
-        w.start_of_bad.is_finite() && w.start_of_bad > w.end_of_good,
+        w.start_of_bad.is_finite() && w.start_of_bad >= w.end_of_good + MIN_SHARE - 1e-9,
         &key("start_of_bad"),
         format!(
-            "must be greater than end_of_good ({} is not greater than {})",
-            w.start_of_bad, w.end_of_good
+            "must be greater than end_of_good by at least {MIN_SHARE} ({} is not greater than {} by {MIN_SHARE})",
+            Num(w.start_of_bad), Num(w.end_of_good)
         ),
     )?;
     ensure(
-        w.start_of_bad < 1.0,
+        w.start_of_bad <= MAX_START_OF_BAD,
         &key("start_of_bad"),
-        format!("must be less than 1 (got {})", w.start_of_bad),
-    )?;
-    ensure(
-        w.seconds_before_shedding.is_finite() && w.seconds_before_shedding >= 0.0,
-        &key("seconds_before_shedding"),
-        "must be zero or more",
-    )?;
-    ensure(
-        w.seconds_to_shed_all.is_finite() && w.seconds_to_shed_all > 0.0,
-        &key("seconds_to_shed_all"),
-        "must be greater than zero",
+        format!("must be at most {MAX_START_OF_BAD} (got {})", Num(w.start_of_bad)),
     )?;
     let interval = w.sample_interval.get();
-    ensure(
-        interval.as_millis() >= 1 && interval <= MAX_SAMPLE_INTERVAL,
+    duration(
+        interval,
         &key("sample_interval"),
-        format!("must be between 1ms and 5m (got {interval:?}): the controller only moves once per interval"),
+        (std::time::Duration::from_millis(1), MAX_SAMPLE_INTERVAL),
+    )?;
+    // Each step of the controller is capped at seconds_before_shedding: 0 would never move.
+    let least = interval.as_secs_f64().min(1.0);
+    ensure(
+        w.seconds_before_shedding.is_finite()
+            && (least..=MAX_CONTROLLER_SECONDS).contains(&w.seconds_before_shedding),
+        &key("seconds_before_shedding"),
+        format!(
+            "must be between {least} (1 second, or one sample_interval if shorter) and {MAX_CONTROLLER_SECONDS} seconds (got {}): each step of the controller is capped at it, so a shorter one would stop it",
+            Num(w.seconds_before_shedding)
+        ),
+    )?;
+    seconds(
+        w.seconds_to_shed_all,
+        &key("seconds_to_shed_all"),
+        (0.001, MAX_CONTROLLER_SECONDS),
     )?;
     ensure(
-        w.capacity.is_none_or(|c| c >= 1),
+        w.capacity.is_none_or(|c| (1..=MAX_CAPACITY).contains(&c)),
         &key("capacity"),
-        "must be at least 1 (or left out: learned from what the app serves)",
+        format!("must be between 1 and {MAX_CAPACITY} (or left out: learned from what the app serves)"),
     )?;
-    ensure(
-        !w.cohort_rotation.get().is_zero(),
-        &key("cohort_rotation"),
-        "must be greater than zero",
-    )?;
+    duration(w.cohort_rotation.get(), &key("cohort_rotation"), MS_TO_A_DAY)?;
     if let Some(r) = w.retry_after {
-        ensure(
-            !r.get().is_zero(),
-            &key("retry_after"),
-            "must be at least 1s",
-        )?;
+        duration(r.get(), &key("retry_after"), MS_TO_A_DAY)?;
     }
     for tier in Tier::ALL {
-        ratio(w.max_shed.get(tier), &key(&format!("max_shed.{tier}")))?;
+        share(w.max_shed.get(tier), &key(&format!("max_shed.{tier}")))?;
     }
     validate_sources(w)?;
     validate_bands(w)
@@ -228,9 +239,13 @@ fn validate_bands(w: &WorkerUtilizationConfig) -> Check {
     let mut expected_start = 0.0;
     for (name, [start, end]) in ordered {
         ensure(
-            start.is_finite() && end.is_finite() && start < end,
+            start.is_finite() && end.is_finite() && end - start >= MIN_SHARE - EPS,
             &key(name),
-            format!("must be [start, end] with start < end (got [{start}, {end}])"),
+            format!(
+                "must be [start, end] with end at least {MIN_SHARE} above start (got [{}, {}])",
+                Num(start),
+                Num(end)
+            ),
         )?;
         ensure(
             (start - expected_start).abs() < EPS,
@@ -248,9 +263,17 @@ fn validate_bands(w: &WorkerUtilizationConfig) -> Check {
     )?;
     match b.critical {
         Some([start, end]) => ensure(
-            start.is_finite() && end.is_finite() && 0.0 <= start && start < end && end <= 1.0,
+            start.is_finite()
+                && end.is_finite()
+                && (start == 0.0 || start >= MIN_SHARE)
+                && end - start >= MIN_SHARE - EPS
+                && end <= 1.0,
             &key("critical"),
-            format!("must be within [0, 1] with start < end (got [{start}, {end}])"),
+            format!(
+                "must be within [0, 1], start 0 or at least {MIN_SHARE}, end at least {MIN_SHARE} above start (got [{}, {}])",
+                Num(start),
+                Num(end)
+            ),
         ),
         None => ensure(
             !w.shed_critical,

@@ -59,6 +59,14 @@ struct Revert {
     set: Mode,
 }
 
+impl Revert {
+    /// Whether `other` is the same pending revert (the same timer, the same modes).
+    fn same(&self, other: &Revert) -> bool {
+        (self.deadline, self.limiter, self.to, self.set)
+            == (other.deadline, other.limiter, other.to, other.set)
+    }
+}
+
 /// What the operator is started with.
 pub(crate) struct OperatorSetup {
     /// The engine whose settings it changes.
@@ -309,12 +317,34 @@ impl Operator {
     async fn apply(&mut self, change: Change, source: &str) -> Result<Applied, ChangeError> {
         for _ in 0..3 {
             let prepared = self.prepare(change.clone())?;
+            if let Some(current) = self.unchanged(&prepared) {
+                // Nothing would change: no new version, no audit entry, nothing written.
+                return Ok(current);
+            }
             if let Some(applied) = self.make(prepared, source, Durability::Required).await? {
                 return Ok(applied);
             }
             self.sync().await;
         }
         Err(ChangeError::Contended)
+    }
+
+    /// The settings as they stand when `p` would leave every setting, pending revert and
+    /// the file's base as they are (a kill switch set to its state, the GET document sent
+    /// back, a reload of an unchanged file); `None` when it changes something.
+    fn unchanged(&self, p: &Prepared) -> Option<Applied> {
+        let live = self.engine.settings().load_full();
+        let same = p.draft.limiters == live.limiters
+            && p.draft.kill_switch == live.kill_switch
+            && p.draft.metrics_auth == live.metrics_auth
+            && p.draft.classifier.config() == live.classifier.config()
+            && p.base.as_ref().is_none_or(|base| *base == self.base)
+            && p.reverts.len() == self.reverts.len()
+            && p.reverts.iter().zip(&self.reverts).all(|(a, b)| a.same(b));
+        same.then(|| Applied {
+            version: live.version,
+            fleet: self.fleet.is_some() && self.lock_status().in_sync(),
+        })
     }
 
     /// Makes a prepared change on this instance only, as its next version.

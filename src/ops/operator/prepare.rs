@@ -24,13 +24,15 @@ impl Operator {
                 // still goes back to the mode from before the first timed change.
                 let first = reverts.iter().find(|r| r.limiter == limiter).map(|r| r.to);
                 reverts.retain(|r| r.limiter != limiter);
-                if let Some(ttl) = ttl {
+                // A revert to the mode being set would change nothing: none is armed.
+                let to = first.unwrap_or(was);
+                if let Some(ttl) = ttl.filter(|_| to != mode) {
                     let now = self.engine.clock().now();
                     reverts.push(Revert {
                         deadline: now + ttl,
                         wall: self.engine.clock().unix_origin() + now + ttl,
                         limiter,
-                        to: first.unwrap_or(was),
+                        to,
                         set: mode,
                     });
                 }

@@ -30,6 +30,7 @@ impl Operator {
                     at_unix_ms: r.wall.as_millis() as u64,
                 })
                 .collect(),
+            version: settings.version,
         };
         persist::save(path, &overrides).map_err(|e| ChangeError::NotPersisted {
             path: path.clone(),
