@@ -262,10 +262,58 @@ async fn a_clients_limits_are_read_without_spending_them() {
     for (path, field) in [
         ("/v1/clients/bad%20key", "key"),
         ("/v1/clients/sk_live_peek?plan=gold&x=1", "query"),
+        ("/v1/clients/sk_live_peek?plan=default&plan=gold", "query"),
     ] {
         let mut res = get(path.into(), Some("test-token")).await.unwrap();
         assert_eq!(res.status(), 400, "{path}");
         let body: serde_json::Value = res.json().await.unwrap();
         assert_eq!(body["field"], field, "{body}");
     }
+}
+
+#[actix_web::test]
+async fn the_peek_reads_the_bucket_the_header_reports_while_elastic() {
+    use actix_web::{test, web, App};
+    // An idle server (a sample below end_of_good) widens the bucket by elastic_factor.
+    let mut c = config();
+    let rr = &mut c.limiters.request_rate;
+    (rr.mode, rr.rate, rr.burst, rr.elastic_factor) = (brownout::Mode::Enforce, 0.001, 100, 1.5);
+    let rig = Rig::new(c);
+    rig.step(0.1, std::time::Duration::from_secs(8)).await;
+    let base = rig.admin();
+    let app = test::init_service(
+        App::new()
+            .wrap(rig.brownout.middleware())
+            .route("/v1/items", web::get().to(|| async { "items" })),
+    )
+    .await;
+    let req = test::TestRequest::get()
+        .uri("/v1/items")
+        .insert_header(("Authorization", "Bearer sk_live_elastic"))
+        .to_request();
+    let res = test::call_service(&app, req).await;
+    let header = |name: &str| {
+        res.headers()
+            .get(name)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        header("ratelimit-policy"),
+        "\"request_rate\";q=150;w=100000"
+    );
+    assert!(header("ratelimit").starts_with("\"request_rate\";r=149;"));
+    let state = awc::Client::new()
+        .get(format!("{base}/v1/clients/sk_live_elastic"))
+        .bearer_auth("test-token")
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    assert_eq!(state["request_rate"]["burst"], 150, "{state}");
+    assert_eq!(state["request_rate"]["remaining"], 149, "{state}");
 }

@@ -243,3 +243,61 @@ async fn a_reload_of_an_unchanged_file_is_not_a_change() {
     assert_eq!(audit_len(&c).await, 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[actix_web::test]
+async fn refusals_read_as_one_true_sentence() {
+    let rig = Rig::new(config());
+    let c = AdminClient::new(&rig).await;
+    let mode = "/v1/limiters/request_rate/mode";
+    for (ttl, detail) in [
+        (json!(-1), "must be between 1 and 604800 (a week), not -1"),
+        (json!(0), "must be between 1 and 604800 (a week), not 0"),
+        (json!(1.5), "must be a whole number, not 1.5"),
+    ] {
+        let body = json!({"mode": "dark", "ttl_seconds": ttl});
+        let (status, answer, _) = c.send("PUT", mode, Some(body), &[]).await;
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["field"], "ttl_seconds", "{answer}");
+        assert_eq!(
+            answer["detail"],
+            format!("ttl_seconds: {detail}"),
+            "{answer}"
+        );
+    }
+    // A setting that sizes memory at start names the file, not a file name it may not have.
+    let body = json!({"limiters": {"request_rate": {"max_keys": 4096}}});
+    let (status, answer, _) = patch(&c, body, None).await;
+    assert_eq!(status, 400, "{answer}");
+    let detail = answer["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("edit the configuration file and restart"),
+        "{detail}"
+    );
+    assert!(!detail.contains("config.yaml"), "{detail}");
+}
+
+#[test]
+fn the_builder_refuses_what_the_file_and_a_patch_refuse() {
+    // A duration no file can write: Retry-After would read about 1.8e19 seconds.
+    let mut c = config();
+    c.limiters.concurrent_requests.retry_after =
+        brownout::config::HumanDuration(std::time::Duration::MAX);
+    let err = brownout::Brownout::builder(c)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("limiters.concurrent_requests.retry_after must be between 1ms and 1d"),
+        "{err}"
+    );
+    let mut c = config();
+    c.limiters.worker_utilization.seconds_to_shed_all = 1e-320;
+    let err = brownout::Brownout::builder(c)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("limiters.worker_utilization.seconds_to_shed_all must be between 0.001 and 86400 seconds (got 1e-320)"),
+        "{err}"
+    );
+}

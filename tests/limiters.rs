@@ -415,6 +415,48 @@ async fn plans_come_from_a_trusted_header_or_the_hook() {
 }
 
 #[actix_web::test]
+async fn the_policy_lists_what_applies_to_the_request_and_each_has_its_remaining() {
+    // A bucket, a per-IP ceiling and a quota on charges only.
+    let mut c = rated(0.001, 10);
+    c.limiters.request_rate.per_ip = Some(PerIpConfig::new(0.001, 20));
+    c.limiters.request_rate.quotas.push(
+        QuotaConfig::new(
+            "card_failures",
+            QuotaAlgorithm::SlidingWindow,
+            3,
+            HumanDuration::from_secs(86_400),
+        )
+        .with_routes(["POST /v1/charges"])
+        .with_count(QuotaCount::Failures),
+    );
+    let rig = Rig::new(c);
+    let app = app!(rig, gate());
+    let res = test::call_service(&*app, get("sk_live_policy").to_request()).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(
+        header(&res, "ratelimit-policy"),
+        "\"request_rate\";q=10;w=10000, \"per_ip\";q=20;w=20000",
+        "no quota of another route"
+    );
+    let fields = header(&res, "ratelimit");
+    assert!(
+        fields.starts_with("\"request_rate\";r=9;t=") && fields.contains(", \"per_ip\";r=19;t="),
+        "each policy with its remaining: {fields}"
+    );
+    let req = test::TestRequest::post()
+        .uri("/v1/charges")
+        .insert_header(("Authorization", "Bearer sk_live_policy"))
+        .to_request();
+    let res = test::call_service(&*app, req).await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    assert_eq!(
+        header(&res, "ratelimit-policy"),
+        "\"request_rate\";q=10;w=10000, \"per_ip\";q=20;w=20000, \"card_failures\";q=3;w=86400"
+    );
+    assert!(header(&res, "ratelimit").contains("\"card_failures\";r=3;t="));
+}
+
+#[actix_web::test]
 async fn failed_card_attempts_quota_counts_only_failures() {
     let mut c = rated(100.0, 100);
     c.limiters.request_rate.quotas.push(

@@ -11,6 +11,7 @@ mod guard;
 
 #[cfg(feature = "redis")]
 pub(crate) use asks::asks;
+pub(crate) use asks::elastic;
 pub(crate) use cell::SettingsCell;
 pub(crate) use chain::{decide, Admission, Queued, Verdict};
 pub(crate) use guard::{EngineRef, RequestGuard, WorkerEngine};

@@ -168,7 +168,7 @@ impl BrownoutBuilder {
         if let Some(path) = &self.config.admin.overrides_file {
             check_writable_dir(path)?;
         }
-        let overrides = load_overrides(&self.config);
+        let overrides = load_overrides(&self.config, self.config_path.as_deref());
         let settings = Settings::new(
             overrides.version.max(1),
             overrides.kill_switch,
@@ -275,7 +275,7 @@ struct StartOverrides {
 
 /// config.yaml's limiters with `admin.overrides_file` applied over them. A file that cannot be
 /// read, parsed or applied is reported and ignored: config.yaml still applies.
-fn load_overrides(config: &Config) -> StartOverrides {
+fn load_overrides(config: &Config, file: Option<&std::path::Path>) -> StartOverrides {
     let plain = StartOverrides {
         limiters: config.limiters.clone(),
         kill_switch: false,
@@ -302,7 +302,11 @@ fn load_overrides(config: &Config) -> StartOverrides {
     });
     match applied {
         Ok(Some(o)) => {
-            tracing::info!(path = %path.display(), "applied admin overrides over config.yaml");
+            let over = file.map_or_else(
+                || "the configuration the program built".to_owned(),
+                |f| f.display().to_string(),
+            );
+            tracing::info!(path = %path.display(), "applied admin overrides over {over}");
             o
         }
         Ok(None) => plain,

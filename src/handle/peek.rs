@@ -82,7 +82,8 @@ impl Brownout {
         let key = settings.classifier.classify(facts).key;
         let reading = engine.keyed().local().peek(key)?;
         let now = engine.check_time(engine.clock().now()).mono;
-        Ok(state(&settings, plan, reading, now))
+        let elastic = crate::engine::elastic(&settings, &engine.plan().load());
+        Ok(state(&settings, (plan, elastic), reading, now))
     }
 
     /// Like [`peek`](Self::peek), and in fleet mode with `store.sync: per_request` reads the
@@ -100,23 +101,26 @@ impl Brownout {
             let settings = engine.settings().load_full();
             let key = settings.classifier.classify(facts).key;
             let (now, reading) = engine.keyed().read_shared(key).await?;
-            return Ok(state(&settings, plan, reading, now));
+            let elastic = crate::engine::elastic(&settings, &engine.plan().load());
+            return Ok(state(&settings, (plan, elastic), reading, now));
         }
         self.peek(facts, plan)
     }
 }
 
-/// What `reading` (taken at `now` µs, on the clock its TAT is in) means under `settings`.
+/// What `reading` (taken at `now` µs, on the clock its TAT is in) means under `settings`,
+/// for `plan`'s bucket as a request now would be charged in it (widened by `elastic_factor`
+/// while the server has room to spare, as the `RateLimit` fields say).
 fn state(
     settings: &crate::engine::Settings,
-    plan: Option<&str>,
+    (plan, elastic): (Option<&str>, bool),
     reading: ClientReading,
     now: u64,
 ) -> ClientState {
     let l = &settings.limiters;
     let request_rate = (l.request_rate.mode != Mode::Off).then(|| {
         let index = settings.rules.plan(plan);
-        let bucket = settings.rules.bucket(index, false);
+        let bucket = settings.rules.bucket(index, elastic);
         let tat = reading.tat.unwrap_or(0);
         BucketState {
             plan: settings.rules.plan_at(index).name.clone(),

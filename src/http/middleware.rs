@@ -129,7 +129,7 @@ impl<S> BrownoutService<S> {
             *cache = (settings.version, ratelimit::policies(&settings.rules));
         }
         let plan = cache.1.get(usize::from(status.plan))?;
-        Some(plan[usize::from(status.elastic)].clone())
+        ratelimit::policy(&plan[usize::from(status.elastic)], &settings.rules, status)
     }
 
     fn classify(&self, req: &ServiceRequest, settings: &Settings) -> Classified {

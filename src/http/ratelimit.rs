@@ -7,25 +7,14 @@ use crate::limiter::{LimiterName, RatePolicy, Rejection};
 use actix_web::http::header::HeaderValue;
 use std::fmt::Write;
 
-/// `RateLimit-Policy` of every plan, normal and while elastic: the bucket (`q` credits,
-/// `w` the seconds to refill it from empty), the per-IP ceiling and the quotas (`q` requests
-/// per `w` seconds). Computed once per settings version and worker.
+/// `RateLimit-Policy` of every plan, normal and while elastic, for a request no quota
+/// applies to: the bucket (`q` credits, `w` the seconds to refill it from empty) and the
+/// per-IP ceiling. Computed once per settings version and worker; [`policy`] adds the quotas
+/// of a request's route.
 pub(crate) fn policies(rules: &RateRules) -> Vec<[HeaderValue; 2]> {
-    let tail = {
-        let mut t = String::new();
-        if let Some((burst, rate)) = rules.per_ip_limits {
-            let _ = write!(t, ", {}", item("per_ip", burst, rate));
-        }
-        for q in &rules.quotas {
-            let _ = write!(
-                t,
-                ", \"{}\";q={};w={}",
-                q.name,
-                q.rule.limit,
-                secs_up(q.rule.window)
-            );
-        }
-        t
+    let tail = match rules.per_ip_limits {
+        Some((burst, rate)) => format!(", {}", item("per_ip", burst, rate)),
+        None => String::new(),
     };
     (0..rules.plan_count())
         .map(|i| {
@@ -35,6 +24,30 @@ pub(crate) fn policies(rules: &RateRules) -> Vec<[HeaderValue; 2]> {
             })
         })
         .collect()
+}
+
+/// The `RateLimit-Policy` of a request whose plan's policies are `base`: with the quotas
+/// its route was counted in (`q` requests per `w` seconds), and only those.
+pub(crate) fn policy(
+    base: &HeaderValue,
+    rules: &RateRules,
+    status: &RateStatus,
+) -> Option<HeaderValue> {
+    if status.quotas().is_empty() {
+        return Some(base.clone());
+    }
+    let mut text = base.to_str().ok()?.to_owned();
+    for &(i, _, _) in status.quotas() {
+        let q = rules.quotas.get(usize::from(i))?;
+        let _ = write!(
+            text,
+            ", \"{}\";q={};w={}",
+            q.name,
+            q.rule.limit,
+            secs_up(q.rule.window)
+        );
+    }
+    HeaderValue::from_str(&text).ok()
 }
 
 fn item(name: &str, burst: f64, rate: f64) -> String {
@@ -91,12 +104,20 @@ pub(crate) fn rejected(
     field.value()
 }
 
-/// The bucket and the quotas whose effective window ends within `max_t` seconds.
+/// The bucket, the per-IP ceiling and the quotas whose effective window ends within `max_t`
+/// seconds.
 fn service_limits(rules: &RateRules, status: &RateStatus, max_t: u32) -> Option<HeaderValue> {
     let (remaining, reset) = rules.bucket_reading(status);
     let mut field = Field::new();
     if reset <= max_t {
         field.item("request_rate", remaining, reset);
+    }
+    if let Some(ceiling) = &rules.per_ip {
+        let reset = secs_up(status.ip_tat.saturating_sub(status.at));
+        if reset <= max_t {
+            let remaining = saturate(ceiling.remaining(status.ip_tat, status.at));
+            field.item("per_ip", remaining, reset);
+        }
     }
     for &(i, remaining, reset) in status.quotas() {
         if reset > max_t {

@@ -43,12 +43,34 @@ fn describe(text: &str, e: &serde_saphyr::Error, path: &str) -> ConfigError {
         .and_then(|l| scalar_at(text, l.line() as usize, l.column() as usize))
         .unwrap_or_default();
     let mut key = path.to_owned();
+    // A key written with nothing after it (`bind:`), or with YAML's null (`~`, `null`).
+    let empty = matches!(found.as_str(), "" | "\":\"" | "\"~\"" | "\"null\"");
     let message = if let Some(name) = raw.strip_prefix("duplicate mapping key: ") {
         let name = name.split(',').next().unwrap_or(name).trim();
         key = format!("{}{name}", key.trim_end_matches('?'));
         "appears twice in its section; keep one".to_owned()
-    } else if let Some(kind) = raw.strip_prefix("invalid ") {
-        format!("must be {}, not {found}", expected(kind))
+    } else if raw.contains("quoted scalar") {
+        // The parser ran to the end of a value whose opening quote was never closed.
+        "has a quoted value whose closing quote is missing; close it".to_owned()
+    } else if raw.starts_with("cannot deserialize null") {
+        "has no value; write one, or leave the key out for its default".to_owned()
+    } else if let Some(kind) = raw.strip_prefix("invalid ").filter(|k| is_type_name(k)) {
+        if empty {
+            format!(
+                "has no value; write {}, or leave the key out for its default",
+                expected(kind)
+            )
+        } else {
+            format!("must be {}, not {found}", expected(kind))
+        }
+    } else if let Some(rest) = raw.strip_prefix("unknown variant ") {
+        let known = rest.split_once(", expected one of ").map_or("", |(_, k)| k);
+        let known = known.replace('`', "");
+        if empty {
+            format!("has no value; write one of {known}, or leave the key out for its default")
+        } else {
+            format!("must be one of {known}, not {found}")
+        }
     } else if let Some(rest) = raw.strip_prefix("unknown field ") {
         match rest.split_once(", expected one of ") {
             Some((_, known)) => format!("is not a known key; the keys here are {known}"),
@@ -70,7 +92,11 @@ fn describe(text: &str, e: &serde_saphyr::Error, path: &str) -> ConfigError {
 /// type: string "fifty", expected f64` reads `must be a number, not "fifty"`, as the same
 /// mistake in config.yaml does. Messages it does not know are kept.
 pub(crate) fn describe_json(raw: &str) -> String {
-    let raw = raw.trim();
+    // serde_json says where in the body; the field's name says it better.
+    let raw = match raw.trim().rsplit_once(" at line ") {
+        Some((message, at)) if at.contains(" column ") => message,
+        _ => raw.trim(),
+    };
     for prefix in ["invalid type: ", "invalid value: "] {
         if let Some(rest) = raw.strip_prefix(prefix) {
             if let Some((found, kind)) = rest.rsplit_once(", expected ") {
@@ -153,6 +179,15 @@ pub(crate) fn line_of(text: &str, key: &str) -> Option<usize> {
         }
     }
     (part == parts.len() || flow).then_some(best).flatten()
+}
+
+/// Whether `kind` (what follows "invalid " in a parser's message) names a type, as in
+/// `invalid u32`, and not a syntax error such as `invalid indentation in ...`.
+fn is_type_name(kind: &str) -> bool {
+    !kind.contains(' ')
+        || kind.starts_with("a ")
+        || kind.starts_with("an ")
+        || kind == "floating point"
 }
 
 /// What a parser's type name means to an operator.
@@ -305,6 +340,47 @@ mod tests {
         assert_eq!(line_of(text, "limiters.fleet_usage.retry_after"), None);
         assert_eq!(line_of(text, "store.kind"), None);
         assert_eq!(line_of(text, "admin.bind"), Some(3));
+    }
+
+    #[test]
+    fn an_unclosed_quote_and_a_missing_value_read_as_one_true_sentence() {
+        assert_eq!(
+            refused("admin:\n  bind: \"127.0.0.1:9090\n"),
+            "admin has a quoted value whose closing quote is missing; close it (line 3, column 1)"
+        );
+        for (text, key) in [
+            ("admin:\n  bind:\n", "admin.bind"),
+            ("admin:\n  bind: ~\n", "admin.bind"),
+            (
+                "limiters:\n  worker_utilization:\n    sample_interval:\n",
+                "limiters.worker_utilization.sample_interval",
+            ),
+            (
+                "limiters:\n  worker_utilization:\n    end_of_good:\n",
+                "limiters.worker_utilization.end_of_good",
+            ),
+            (
+                "limiters:\n  request_rate:\n    burst: ~\n",
+                "limiters.request_rate.burst",
+            ),
+            (
+                "limiters:\n  worker_utilization:\n    mode: ~\n",
+                "limiters.worker_utilization.mode",
+            ),
+        ] {
+            let e = refused(text);
+            assert!(e.starts_with(&format!("{key} has no value; write")), "{e}");
+            assert!(
+                e.contains("or leave the key out for its default (line"),
+                "{e}"
+            );
+            assert!(!e.contains("Option<") && !e.contains('`'), "{e}");
+        }
+        assert!(
+            refused("limiters:\n  worker_utilization:\n    mode: loud\n").starts_with(
+                "limiters.worker_utilization.mode must be one of enforce, dark, off, not \"loud\""
+            )
+        );
     }
 
     #[test]

@@ -236,6 +236,15 @@ async fn client(
     let mut plan = None;
     for pair in req.query_string().split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
+            Some(("plan", name)) if plan.is_some() => {
+                return Err(AdminError::invalid(
+                    "query",
+                    format!(
+                        "names plan twice (plan={} and plan={name}); name one",
+                        plan.unwrap_or_default()
+                    ),
+                ))
+            }
             Some(("plan", name)) if !name.is_empty() && name.len() <= 64 => plan = Some(name),
             _ => {
                 return Err(AdminError::invalid(

@@ -4,6 +4,7 @@
 
 use super::error::AdminError;
 use super::guard::read_body;
+use crate::config::describe_json;
 use crate::config::Mode;
 use crate::handle::Brownout;
 use crate::limiter::LimiterName;
@@ -22,8 +23,9 @@ const MAX_TTL: u64 = 7 * 86_400;
 #[serde(deny_unknown_fields)]
 struct ModeBody {
     mode: Mode,
+    /// Signed, so that a negative one is refused by the range check in words.
     #[serde(default)]
-    ttl_seconds: Option<u64>,
+    ttl_seconds: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -51,7 +53,7 @@ fn parse<T: DeserializeOwned>(req: &HttpRequest, body: &[u8]) -> Result<T, Admin
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." { "body".to_owned() } else { path };
-        AdminError::invalid(field, e.into_inner().to_string())
+        AdminError::invalid(field, describe_json(&e.into_inner().to_string()))
     })?;
     de.end()
         .map_err(|e| AdminError::invalid("body", e.to_string()))?;
@@ -92,18 +94,25 @@ pub(super) async fn put_mode(
     let name = name.into_inner();
     let limiter = LimiterName::parse(&name).ok_or(AdminError::UnknownLimiter(name))?;
     let body: ModeBody = accept(&req, payload, &brownout).await?;
-    if let Some(ttl) = body.ttl_seconds {
-        if !(1..=MAX_TTL).contains(&ttl) {
-            return Err(AdminError::invalid(
-                "ttl_seconds",
-                "must be between 1 and 604800 (a week)",
-            ));
-        }
-    }
+    let ttl = match body.ttl_seconds {
+        Some(ttl) => match u64::try_from(ttl)
+            .ok()
+            .filter(|t| (1..=MAX_TTL).contains(t))
+        {
+            Some(ttl) => Some(Duration::from_secs(ttl)),
+            None => {
+                return Err(AdminError::invalid(
+                    "ttl_seconds",
+                    format!("must be between 1 and {MAX_TTL} (a week), not {ttl}"),
+                ))
+            }
+        },
+        None => None,
+    };
     let change = Change::Mode {
         limiter,
         mode: body.mode,
-        ttl: body.ttl_seconds.map(Duration::from_secs),
+        ttl,
     };
     let applied = brownout.change(change, source(&req)).await?;
     Ok(HttpResponse::Ok().json(json!({

@@ -217,7 +217,7 @@ fn check_restart_only(old: &LimitersConfig, new: &LimitersConfig) -> Result<(), 
     match fixed.iter().find(|(_, same)| !same) {
         Some((key, _)) => Err(ConfigError::invalid(
             *key,
-            "cannot change while running (it sizes memory or picks sources at start; edit config.yaml and restart). The number of quotas is fixed; their settings can change",
+            "cannot change while running (it sizes memory or picks sources at start; edit the configuration file and restart). The number of quotas is fixed; their settings can change",
         )),
         None => Ok(()),
     }
