@@ -335,7 +335,7 @@ async fn quota_windows_follow_the_calendar_and_the_answer_agrees_with_retry_afte
     assert_eq!(ok.status(), StatusCode::OK);
     assert_eq!(
         h(&ok, "ratelimit"),
-        "\"request_rate\";r=499;t=1, \"signups\";r=0;t=10"
+        "\"request_rate\";r=499;t=1, \"per_ip\";r=999;t=1, \"signups\";r=0;t=10"
     );
     assert_eq!(
         h(&ok, "ratelimit-policy"),
