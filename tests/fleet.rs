@@ -750,3 +750,206 @@ async fn a_clients_shared_limits_are_read_from_redis_without_spending_them() {
         assert_eq!(res.status(), expected, "request {i}");
     }
 }
+
+/// Starts `n` slow requests of client `key` on `app`; their statuses once they end.
+macro_rules! hold {
+    ($app:expr, $key:expr, $n:expr) => {
+        (0..$n)
+            .map(|_| {
+                let app = $app.clone();
+                let req = test::TestRequest::get()
+                    .uri("/slow")
+                    .insert_header(("Authorization", format!("Bearer {}", $key)));
+                actix_web::rt::spawn(async move {
+                    test::call_service(&*app, req.to_request()).await.status()
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+}
+
+#[actix_web::test]
+async fn permits_held_through_a_redis_crash_are_given_back_when_it_restarts() {
+    // Redis persists every write before answering: what a crash does not lose.
+    let dir = redis_server::TempDir::new("crash");
+    let mut redis = RedisServer::persistent(dir.path());
+    let port = redis.port;
+    let mut config = common::slow_bucket(1_000);
+    let cr = &mut config.limiters.concurrent_requests;
+    (cr.mode, cr.max_in_flight) = (Mode::Enforce, 3);
+    let fu = &mut config.limiters.fleet_usage;
+    fu.mode = Mode::Enforce;
+    fu.capacity = 6;
+    fu.reserved_for_critical = 0.5; // three non-critical slots for the fleet
+    let mut config = fleet(config, &redis);
+    // Far longer than the test: only giving them back clears the permits.
+    config.store.permit_ttl = HumanDuration::from_secs(60);
+    let rig = Rig::new(config);
+    shared(&rig).await;
+    let gate = gate();
+    let app = app!(rig, gate);
+    let key = "sk_live_crash";
+    // Three requests of one client hold its three permits and the fleet's three slots.
+    let held = hold!(app, key, 3);
+    let mut c = redis.connection();
+    let client = {
+        let mut client: Vec<String> = Vec::new();
+        until("three permits and three slots taken", || {
+            client = redis::cmd("KEYS")
+                .arg("brownout:*:client")
+                .query(&mut c)
+                .unwrap();
+            client.len() == 1 && permits(&mut c, &client[0]) == 3 && card(&mut c, FLEET) == 3
+        })
+        .await;
+        client.remove(0)
+    };
+    let _: () = redis::cmd("SET")
+        .arg("crash-sentinel")
+        .arg("written before the crash")
+        .query(&mut c)
+        .unwrap();
+    drop(c);
+
+    // Redis dies (SIGKILL) while they are held; they end, and their releases fail.
+    redis.kill();
+    gate.add_permits(3);
+    for h in held {
+        assert_eq!(h.await.unwrap(), StatusCode::OK, "brownout never fails one");
+    }
+    let undo_errors = "brownout_store_errors_total{store=\"redis\",op=\"undo\"}";
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rig.metric(undo_errors) < 1.0 {
+        assert!(Instant::now() < deadline, "the releases were never tried");
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // Redis restarts from its file: the permits are back, and so is everything before them.
+    let redis = RedisServer::persistent_on(port, dir.path());
+    let mut c = redis.connection();
+    let sentinel: Option<String> = redis::cmd("GET")
+        .arg("crash-sentinel")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(sentinel.as_deref(), Some("written before the crash"));
+    // Within one reconnect (not the permit TTL) the failed releases are sent again.
+    let back = Instant::now();
+    until("the permits and slots given back after the restart", || {
+        permits(&mut c, &client) == 0 && card(&mut c, FLEET) == 0
+    })
+    .await;
+    eprintln!(
+        "given back {} ms after Redis answered",
+        back.elapsed().as_millis()
+    );
+    // The client gets its three permits on Redis again, and the fleet its three slots, once
+    // requests decide on Redis again (the restarted server had to be given the scripts).
+    shared(&rig).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let res = test::call_service(&*app, get("sk_live_warm").to_request()).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        let clients: Vec<String> = redis::cmd("KEYS")
+            .arg("brownout:*:client")
+            .query(&mut c)
+            .unwrap();
+        if clients.len() == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "requests never decided on Redis again"
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    let held = hold!(app, key, 3);
+    until("three permits and three slots taken again", || {
+        permits(&mut c, &client) == 3 && card(&mut c, FLEET) == 3
+    })
+    .await;
+    gate.add_permits(3);
+    for h in held {
+        assert_eq!(h.await.unwrap(), StatusCode::OK);
+    }
+    until("given back once more", || {
+        permits(&mut c, &client) == 0 && card(&mut c, FLEET) == 0
+    })
+    .await;
+}
+
+/// Polls `GET /v1/state` at `base` (bounded) until `check` holds of it; the last one read.
+async fn state_until(
+    base: &str,
+    what: &str,
+    check: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let state = common::state(base).await;
+        if check(&state) {
+            return state;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: store {}, settings {}",
+            state["store"],
+            state["settings"]
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[actix_web::test]
+async fn the_state_says_when_the_store_and_the_settings_link_are_down() {
+    let mut redis = RedisServer::start();
+    let port = redis.port;
+    let rig = Rig::new(fleet(common::slow_bucket(10), &redis));
+    shared(&rig).await;
+    let base = rig.admin();
+    let up = |s: &serde_json::Value| {
+        s["store"]["connected"] == true
+            && s["store"]["breaker"] == "closed"
+            && s["store"]["limits"] == "shared"
+            && s["settings"]["scope"] == "fleet"
+            && s["settings"]["connected"] == true
+    };
+    state_until(&base, "both links up", up).await;
+
+    // Redis dies; no request comes: the instance notices all the same.
+    redis.kill();
+    let down = state_until(&base, "both links down", |s| {
+        s["store"]["connected"] == false && s["settings"]["connected"] == false
+    })
+    .await;
+    assert_eq!(down["store"]["kind"], "redis");
+    assert_eq!(down["store"]["limits"], "local", "{}", down["store"]);
+    assert_eq!(down["settings"]["in_sync"], false);
+    let breaker = down["store"]["breaker"].as_str().unwrap_or_default();
+    assert!(
+        ["closed", "open", "half_open"].contains(&breaker),
+        "{breaker}"
+    );
+
+    // Requests meanwhile decide locally and open the breaker: still down, breaker open.
+    let app = app!(rig, gate());
+    for _ in 0..6 {
+        let res = test::call_service(&*app, get("sk_live_state").to_request()).await;
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+    let open = common::state(&base).await;
+    assert_eq!(open["store"]["breaker"], "open", "{}", open["store"]);
+    assert_eq!(open["store"]["connected"], false);
+
+    // Redis is back: both links come back by themselves once the breaker probes.
+    let _redis = RedisServer::on(port);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        rig.clock.advance(Duration::from_millis(100));
+        let _ = test::call_service(&*app, get("sk_live_state").to_request()).await;
+        if up(&common::state(&base).await) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the links did not come back");
+        actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -316,7 +316,8 @@ impl Metrics {
         self.recorder.register_counter(&k, &META).increment(1);
     }
 
-    /// Publishes how many undo operations the shared store dropped (its queue was full).
+    /// Publishes how many undo operations the shared store dropped (its queue was full, or a
+    /// release that failed was kept a permit TTL or past the most kept).
     #[cfg(feature = "redis")]
     pub fn publish_undo_dropped(&self, store: &'static str, dropped: u64) {
         let k = key(

@@ -46,13 +46,14 @@ pub(crate) struct Keyed {
 /// The shared store's state, for the metrics and the admin API.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct SharedStatus {
-    /// Connected, with its scripts loaded.
+    /// The link works: connected with its scripts loaded, the last call answered, and the
+    /// breaker not open.
     pub(crate) connected: bool,
     /// The circuit breaker: `closed`, `open` or `half_open`.
     pub(crate) breaker: &'static str,
     /// The breaker as a gauge (0 closed, 1 open, 0.5 half open).
     pub(crate) breaker_gauge: f64,
-    /// Undo operations dropped because their queue was full.
+    /// Undo operations dropped: their queue was full, or a failed release was given up.
     pub(crate) undo_dropped: u64,
     /// Shared limits are in use: connected, and the breaker closed.
     pub(crate) in_use: bool,
@@ -112,7 +113,7 @@ impl Keyed {
         #[cfg(feature = "redis")]
         if let Some(shared) = &self.shared {
             let breaker = shared.breaker_state();
-            let connected = shared.connected();
+            let connected = shared.link_up();
             return Some(SharedStatus {
                 connected,
                 in_use: connected && breaker == super::redis::BreakerState::Closed,

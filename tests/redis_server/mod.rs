@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test file uses its share
 
 use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -33,13 +34,42 @@ impl RedisServer {
         Self::try_with(port, &[]).expect("redis-server did not start")
     }
 
-    /// Starts one on `port` with extra arguments (e.g. Cluster mode) and waits until it answers;
-    /// `None` if it exited without answering (the port was taken).
+    /// Starts one on a free port that persists every write in an append-only file in `dir`,
+    /// fsynced before it answers (`appendfsync always`): killed with SIGKILL and started again
+    /// with [`persistent_on`](Self::persistent_on) on its port and `dir`, it has every write
+    /// it acknowledged.
+    pub fn persistent(dir: &Path) -> Self {
+        (0..3)
+            .find_map(|_| Self::try_with(free_port(), &Self::aof(dir)))
+            .expect("redis-server did not start")
+    }
+
+    /// Starts one on `port` with its append-only file in `dir` (a restart after a crash: it
+    /// loads the file first).
+    pub fn persistent_on(port: u16, dir: &Path) -> Self {
+        Self::try_with(port, &Self::aof(dir)).expect("redis-server did not restart")
+    }
+
+    fn aof(dir: &Path) -> [&str; 6] {
+        let dir = dir.to_str().expect("a UTF-8 temp dir");
+        [
+            "--dir",
+            dir,
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ]
+    }
+
+    /// Starts one on `port` with extra arguments (e.g. Cluster mode, or persistence: they
+    /// override the defaults) and waits until it answers; `None` if it exited without
+    /// answering (the port was taken).
     fn try_with(port: u16, extra: &[&str]) -> Option<Self> {
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(extra)
             .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -100,6 +130,33 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A directory of a test's own under the system's temp dir, removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A new, empty one named after `what`.
+    pub fn new(what: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "brownout-{what}-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -83,7 +83,8 @@ impl Link {
 }
 
 /// Subscribes to the settings channel and nudges the operator on every announcement, every
-/// [`FLEET_POLL`], and on every (re)subscription.
+/// [`FLEET_POLL`], and on every (re)subscription; tells it when the subscription fails or its
+/// connection is lost.
 async fn watch(
     store: Arc<RedisStore>,
     inbox: mpsc::Sender<OpsMsg>,
@@ -92,6 +93,10 @@ async fn watch(
     let nudge = || {
         // A full mailbox already holds work for the operator; a later poll catches up.
         let _ = inbox.try_send(OpsMsg::FleetChanged);
+    };
+    let unreachable = || {
+        // A full mailbox: the next failed subscription tells it again.
+        let _ = inbox.try_send(OpsMsg::FleetUnreachable);
     };
     let mut attempt = 0;
     let mut wait = Duration::from_millis(100);
@@ -112,6 +117,7 @@ async fn watch(
                     }
                 }
             }
+            unreachable();
             attempt += 1;
         }
         tokio::select! {
@@ -127,6 +133,13 @@ impl Operator {
     fn saw(&mut self, version: u64) {
         if let Some(link) = &mut self.fleet {
             link.seen = version;
+        }
+    }
+
+    /// The settings channel is unreachable: the link is down until a read succeeds.
+    pub(super) fn unreachable(&self) {
+        if self.fleet.is_some() {
+            self.set_status(|s| s.connected = false);
         }
     }
 

@@ -40,4 +40,7 @@ impl Operator {
 
     /// Nothing to catch up with.
     pub(super) async fn sync(&mut self) {}
+
+    /// No settings link to lose.
+    pub(super) fn unreachable(&self) {}
 }

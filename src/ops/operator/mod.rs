@@ -43,6 +43,11 @@ pub(crate) enum OpsMsg {
     /// the fleet link of the `redis` feature.)
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     FleetChanged,
+    /// The fleet's settings channel could not be subscribed to, or its connection was lost:
+    /// the settings link is down until a read of the fleet's settings succeeds. (Sent only by
+    /// the fleet link of the `redis` feature.)
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    FleetUnreachable,
 }
 
 /// A time-limited mode change waiting to be undone.
@@ -246,6 +251,7 @@ impl Operator {
                         let _ = reply.send(());
                     }
                     Some(OpsMsg::FleetChanged) => self.sync().await,
+                    Some(OpsMsg::FleetUnreachable) => self.unreachable(),
                     None => break,
                 },
                 _ = due => self.revert_due().await,

@@ -12,7 +12,8 @@ pub(crate) struct FleetStatus {
     pub(crate) instance: String,
     /// The fleet's settings version this instance last applied or wrote (0: none yet).
     pub(crate) fleet_version: u64,
-    /// Whether the fleet's settings could be read last time.
+    /// Whether the last read or write of the fleet's settings succeeded, and the channel
+    /// that announces them is subscribed since.
     pub(crate) connected: bool,
     /// Changes made here while Redis was unreachable, not (yet) the fleet's.
     pub(crate) local_changes: bool,

@@ -4,11 +4,13 @@
 //! an error, a timeout or a missing script makes the request decide on the local in-memory
 //! limiters instead (the caller does), and a circuit breaker stops calling a failing Redis for
 //! a backoff. What is given back later (permits, refunds, failure counts) goes through a
-//! bounded queue to a task that sends it in batches, off the request path.
+//! bounded queue to a task that sends it in batches, off the request path, and sends again
+//! the permits and fleet slots whose release failed once Redis answers.
 
 mod breaker;
 mod conn;
 mod detached;
+mod pending;
 mod reconcile;
 mod script;
 mod settings;
@@ -66,9 +68,11 @@ pub struct RedisStore {
     undo_rx: Mutex<Option<mpsc::Receiver<Undo>>>,
     /// `conn` is set (read on every request: cheaper than loading it).
     connected: AtomicBool,
+    /// The last call to Redis answered (a decision, an undo batch, a read, a heartbeat).
+    answering: AtomicBool,
     /// A script reload is under way.
     reloading: AtomicBool,
-    /// Undo operations dropped because the queue was full.
+    /// Undo operations dropped: the queue was full, or a failed release was given up.
     dropped: AtomicU64,
     /// Where the settings channel is subscribed: the URL, or each Cluster seed node.
     pubsub_urls: Vec<String>,
@@ -107,6 +111,7 @@ impl RedisStore {
             undo_tx,
             undo_rx: Mutex::new(Some(undo_rx)),
             connected: AtomicBool::new(false),
+            answering: AtomicBool::new(true),
             reloading: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
             pubsub_urls: config.url.iter().chain(&config.nodes).cloned().collect(),
@@ -116,6 +121,28 @@ impl RedisStore {
     /// Whether a connection is up and the scripts were loaded on it.
     pub fn connected(&self) -> bool {
         self.connected.load(Ordering::Relaxed)
+    }
+
+    /// Whether the link to Redis works now: connected, the last call answered, and the
+    /// breaker not open (what `/v1/state` shows as `connected`).
+    pub fn link_up(&self) -> bool {
+        self.connected()
+            && self.answering.load(Ordering::Relaxed)
+            && self.breaker_state() != BreakerState::Open
+    }
+
+    /// Notes whether a call to Redis answered (`ok`); written only when it changes.
+    fn answered(&self, ok: bool) {
+        if self.answering.load(Ordering::Relaxed) != ok {
+            self.answering.store(ok, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts `n` releases given up (kept past the permit TTL, or past the most kept).
+    fn drop_releases(&self, n: usize) {
+        if n > 0 {
+            self.dropped.fetch_add(n as u64, Ordering::Relaxed);
+        }
     }
 
     /// Whether a request should ask Redis now: connected, and the breaker not open (closed,
@@ -162,6 +189,7 @@ impl RedisStore {
         let conn = self.target.connect(self.timeout).await?;
         self.load_scripts(&conn).await?;
         self.conn.store(Some(Arc::new(conn)));
+        self.answered(true);
         self.connected.store(true, Ordering::Release);
         tracing::info!("redis store: connected; limits are shared");
         Ok(())
@@ -324,7 +352,10 @@ impl RedisStore {
         let mut c = conn.clone();
         let result = tokio::time::timeout(self.timeout, cmd.query_async::<T>(&mut c)).await;
         let error = match result {
-            Ok(Ok(v)) => return Ok(v),
+            Ok(Ok(v)) => {
+                self.answered(true);
+                return Ok(v);
+            }
             Err(_) => StoreError::Timeout,
             Ok(Err(e)) => {
                 if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) {
@@ -333,6 +364,7 @@ impl RedisStore {
                 StoreError::Failed(e.to_string())
             }
         };
+        self.answered(false);
         self.breaker.failure(self.now_us());
         Err(Unanswered::failed(error))
     }
@@ -352,6 +384,7 @@ impl RedisStore {
         let mut c = (*conn).clone();
         type Reply = ((u64, u64), Vec<(String, String)>);
         let reply = tokio::time::timeout(self.timeout, pipe.query_async::<Reply>(&mut c)).await;
+        self.answered(matches!(reply, Ok(Ok(_))));
         let ((secs, micros), fields) = match reply {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return Err(StoreError::Failed(e.to_string())),

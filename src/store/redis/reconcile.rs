@@ -38,7 +38,9 @@ impl RedisStore {
             let calls = group
                 .chunks(per_call)
                 .map(|chunk| self.reconcile_call(&conn, chunk));
-            for (chunk, (now, tats)) in group.chunks(per_call).zip(try_join_all(calls).await?) {
+            let replies = try_join_all(calls).await;
+            self.answered(replies.is_ok());
+            for (chunk, (now, tats)) in group.chunks(per_call).zip(replies?) {
                 round.now = round.now.max(now);
                 // TATs are times on the server's clock: one reading converts them all.
                 round

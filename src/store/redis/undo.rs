@@ -1,13 +1,23 @@
 //! What is given back after a decision — permits and fleet slots of finished requests, the
 //! charges of requests a later limiter refused, failed responses counted against failure
 //! quotas — queued without waiting and sent by one task in batches, off the request path.
+//!
+//! A batch that fails (Redis down, a timeout, an error) is not all lost: its releases are
+//! idempotent and kept to be sent again ([`Pending`]) until Redis answers, so that permits
+//! persisted by a Redis that crashed are given back within a reconnect of its restart rather
+//! than held until their TTL. Refunds and failure counts are not idempotent (a call that timed
+//! out may have run): a failed one is dropped and counted.
 
+use super::conn::Conn;
+use super::pending::{self, Kept, Pending};
 use super::script::{self, ClientAsk, ClientReply, SlotSet, Undo};
 use super::RedisStore;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 /// Most undo operations waiting to be sent; past it they are dropped (and counted): permits
 /// then expire by their TTL, refunds are lost (the client was charged for a refused request).
@@ -16,9 +26,15 @@ pub(super) const QUEUE: usize = 65_536;
 const BATCH: usize = 256;
 /// Deadline of an undo batch (off the request path).
 const DEADLINE: Duration = Duration::from_millis(250);
+/// Most kept releases sent again in one batch.
+const RETRY_BATCH: usize = 4 * BATCH;
+/// With nothing to send for this long, a PING tells whether Redis still answers (for
+/// `/v1/state`, and so that the connection comes back before it is needed).
+const HEARTBEAT: Duration = Duration::from_secs(1);
 
 impl RedisStore {
-    /// Undo operations dropped because the queue was full.
+    /// Undo operations dropped: the queue was full, or a release that failed was kept a permit
+    /// TTL or past the most kept.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
@@ -128,101 +144,187 @@ impl RedisStore {
     }
 }
 
-/// Sends queued undo operations in batches of up to [`BATCH`] until the store is gone.
+/// One command to send, with the releases it carries (kept again if it fails).
+struct Outgoing {
+    cmd: redis::Cmd,
+    releases: Vec<Kept>,
+}
+
+/// Sends queued undo operations in batches of up to [`BATCH`], with kept releases due again,
+/// until the store is gone; PINGs Redis when idle for [`HEARTBEAT`].
 pub(super) async fn run(
-    store: std::sync::Weak<RedisStore>,
+    store: Weak<RedisStore>,
     mut rx: mpsc::Receiver<Undo>,
     on_error: Arc<dyn Fn(&'static str) + Send + Sync>,
 ) {
+    let Some(ttl_us) = store.upgrade().map(|s| s.ttl_us) else {
+        return;
+    };
+    let mut pending = Pending::new(pending::CAP, ttl_us);
     let mut batch = Vec::with_capacity(BATCH);
-    while rx.recv_many(&mut batch, BATCH).await > 0 {
+    // The next try of the kept releases, or the next heartbeat when none is kept.
+    let mut next = Instant::now() + HEARTBEAT;
+    loop {
+        tokio::select! {
+            n = rx.recv_many(&mut batch, BATCH) => if n == 0 { return },
+            () = tokio::time::sleep_until(next) => {}
+        }
         let Some(store) = store.upgrade() else { return };
-        let Some(conn) = store.conn.load_full() else {
-            on_error("undo");
-            batch.clear();
-            continue;
+        let now = Instant::now();
+        let retries = if !pending.is_empty() && now >= next {
+            store.drop_releases(pending.expire(store.now_us()));
+            pending.take(RETRY_BATCH)
+        } else {
+            Vec::new()
         };
-        // Releases (nearly all of it) are plain HDELs (a client's permits) and ZREMs (the
-        // fleet's slots), one per key with every member the batch gives back to it (the fleet's
-        // set gets one ZREM per batch, not one per request);
-        // refunds and failure counts need the script's arithmetic. Standalone: one pipeline,
-        // one round trip. Cluster: a pipeline goes to one node, so each command is sent on its
-        // own (all at once).
-        let cluster = store.target.is_cluster();
-        let mut pipe = redis::pipe();
-        let mut alone = Vec::new();
-        let mut releases: Vec<redis::Cmd> = Vec::new();
-        let mut release_of: std::collections::HashMap<SlotSet, usize> = Default::default();
-        let mut commands = Vec::with_capacity(batch.len());
-        for u in batch.drain(..) {
-            match u {
-                Undo::Release { set, member } => {
-                    let member = script::member(store.instance, member);
-                    if let Some(&i) = release_of.get(&set) {
-                        releases[i].arg(member);
-                        continue;
-                    }
-                    let mut cmd = match set {
-                        SlotSet::Client(key) => {
-                            let mut cmd = redis::cmd("HDEL");
-                            cmd.arg(store.keys.client(key));
-                            cmd
-                        }
-                        SlotSet::Fleet => {
-                            let mut cmd = redis::cmd("ZREM");
-                            cmd.arg(store.keys.fleet());
-                            cmd
-                        }
-                    };
-                    cmd.arg(member);
-                    release_of.insert(set, releases.len());
-                    releases.push(cmd);
-                }
-                other => commands.push(script::undo_cmd(
-                    &store.scripts.undo,
-                    &store.keys,
-                    store.instance,
-                    &[other],
-                )),
-            }
-        }
-        for cmd in commands.into_iter().chain(releases) {
-            if cluster {
-                alone.push(cmd);
+        let ok = if batch.is_empty() && retries.is_empty() {
+            heartbeat(&store).await
+        } else {
+            let since = store.now_us();
+            let sends = commands(&store, batch.drain(..), retries, since);
+            let failed = send(&store, sends, &*on_error).await;
+            let ok = failed.is_empty();
+            store.drop_releases(pending.restore(failed, since));
+            ok
+        };
+        store.answered(ok);
+        next = if ok {
+            pending.succeeded();
+            // Redis answers: what is kept goes at once.
+            if pending.is_empty() {
+                Instant::now() + HEARTBEAT
             } else {
-                pipe.add_command(cmd).ignore();
+                Instant::now()
             }
+        } else {
+            Instant::now() + pending.failed()
+        };
+    }
+}
+
+/// PINGs Redis; whether it answered (`false` before the first connection too).
+async fn heartbeat(store: &RedisStore) -> bool {
+    let Some(conn) = store.conn.load_full() else {
+        return false;
+    };
+    let mut c = (*conn).clone();
+    let ping = redis::cmd("PING");
+    let answer = tokio::time::timeout(DEADLINE, ping.query_async::<()>(&mut c)).await;
+    matches!(answer, Ok(Ok(())))
+}
+
+/// The commands for `batch` (its releases tried first at `since`) and the kept releases
+/// `retries`: per client one HDEL with every member it gets back, one ZREM for the fleet's
+/// set, and one undo script call per refund or failure count (they need the script's
+/// arithmetic).
+fn commands(
+    store: &RedisStore,
+    batch: impl Iterator<Item = Undo>,
+    retries: Vec<Kept>,
+    since: u64,
+) -> Vec<Outgoing> {
+    let mut sends = Vec::new();
+    let mut release_of: HashMap<SlotSet, usize> = HashMap::new();
+    let mut release = |sends: &mut Vec<Outgoing>, kept: Kept| {
+        let member = script::member(store.instance, kept.member);
+        if let Some(&i) = release_of.get(&kept.set) {
+            let send: &mut Outgoing = &mut sends[i];
+            send.cmd.arg(member);
+            send.releases.push(kept);
+            return;
         }
-        if cluster {
-            let sends: Vec<_> = alone
-                .into_iter()
-                .map(|cmd| {
-                    let mut c = (*conn).clone();
-                    tokio::spawn(async move {
-                        tokio::time::timeout(DEADLINE, cmd.query_async::<redis::Value>(&mut c))
-                            .await
-                    })
-                })
-                .collect();
-            for send in sends {
-                match send.await {
-                    Ok(Ok(Ok(_))) => {}
-                    _ => on_error("undo"),
-                }
+        let mut cmd = match kept.set {
+            SlotSet::Client(key) => {
+                let mut cmd = redis::cmd("HDEL");
+                cmd.arg(store.keys.client(key));
+                cmd
             }
-            continue;
-        }
-        let mut c = (*conn).clone();
-        let sent = tokio::time::timeout(DEADLINE, pipe.query_async::<()>(&mut c)).await;
-        match sent {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) {
-                    store.reload_scripts();
-                }
-                on_error("undo");
+            SlotSet::Fleet => {
+                let mut cmd = redis::cmd("ZREM");
+                cmd.arg(store.keys.fleet());
+                cmd
             }
-            Err(_) => on_error("undo"),
+        };
+        cmd.arg(member);
+        release_of.insert(kept.set, sends.len());
+        sends.push(Outgoing {
+            cmd,
+            releases: vec![kept],
+        });
+    };
+    for kept in retries {
+        release(&mut sends, kept);
+    }
+    for u in batch {
+        match u {
+            Undo::Release { set, member } => release(&mut sends, Kept { set, member, since }),
+            other => sends.push(Outgoing {
+                cmd: script::undo_cmd(&store.scripts.undo, &store.keys, store.instance, &[other]),
+                releases: Vec::new(),
+            }),
         }
     }
+    sends
+}
+
+/// Sends `sends`; the releases of those that failed (a failed refund or failure count is
+/// dropped; each failure is counted). Standalone: one pipeline, one round trip, that succeeds
+/// or fails whole. Cluster: a pipeline goes to one node, so each command is sent on its own
+/// (all at once).
+async fn send(
+    store: &Arc<RedisStore>,
+    sends: Vec<Outgoing>,
+    on_error: &(dyn Fn(&'static str) + Send + Sync),
+) -> Vec<Kept> {
+    let Some(conn) = store.conn.load_full() else {
+        on_error("undo");
+        return sends.into_iter().flat_map(|s| s.releases).collect();
+    };
+    if store.target.is_cluster() {
+        return send_alone(&conn, sends, on_error).await;
+    }
+    let mut pipe = redis::pipe();
+    let mut releases = Vec::new();
+    for s in sends {
+        pipe.add_command(s.cmd).ignore();
+        releases.extend(s.releases);
+    }
+    let mut c = (*conn).clone();
+    match tokio::time::timeout(DEADLINE, pipe.query_async::<()>(&mut c)).await {
+        Ok(Ok(())) => return Vec::new(),
+        Ok(Err(e)) => {
+            if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) {
+                store.reload_scripts();
+            }
+        }
+        Err(_) => {}
+    }
+    on_error("undo");
+    releases
+}
+
+/// Sends each of `sends` on its own, all at once (Cluster); the releases of those that failed.
+async fn send_alone(
+    conn: &Conn,
+    sends: Vec<Outgoing>,
+    on_error: &(dyn Fn(&'static str) + Send + Sync),
+) -> Vec<Kept> {
+    let calls: Vec<_> = sends
+        .into_iter()
+        .map(|s| {
+            let mut c = conn.clone();
+            let call = tokio::spawn(async move {
+                tokio::time::timeout(DEADLINE, s.cmd.query_async::<redis::Value>(&mut c)).await
+            });
+            (call, s.releases)
+        })
+        .collect();
+    let mut failed = Vec::new();
+    for (call, releases) in calls {
+        if !matches!(call.await, Ok(Ok(Ok(_)))) {
+            on_error("undo");
+            failed.extend(releases);
+        }
+    }
+    failed
 }
