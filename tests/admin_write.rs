@@ -339,12 +339,8 @@ async fn two_operators_racing_on_one_version_one_wins() {
 
 #[actix_web::test]
 async fn changes_survive_a_restart_through_the_overrides_file() {
-    let dir = std::env::temp_dir().join(format!("brownout-overrides-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let (cfg, dir) = common::with_overrides_file("overrides");
     let path = dir.join("overrides.json");
-    let _ = std::fs::remove_file(&path);
-    let mut cfg = config();
-    cfg.admin.overrides_file = Some(path.clone());
     {
         let rig = Rig::new(cfg.clone());
         let c = Client::new(&rig).await;
@@ -551,12 +547,8 @@ async fn ten_thousand_random_bodies_never_crash_or_apply_invalid_settings() {
 
 #[actix_web::test]
 async fn a_revert_overtaken_by_a_patch_is_dropped_and_not_persisted() {
-    let dir = std::env::temp_dir().join(format!("brownout-overtaken-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let (cfg, dir) = common::with_overrides_file("overtaken");
     let path = dir.join("overrides.json");
-    let _ = std::fs::remove_file(&path);
-    let mut cfg = config();
-    cfg.admin.overrides_file = Some(path.clone());
     let rig = Rig::new(cfg);
     let c = Client::new(&rig).await;
     c.send(

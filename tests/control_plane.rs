@@ -134,12 +134,7 @@ async fn the_worst_accepted_controller_settings_shed_and_recover() {
 
 #[actix_web::test]
 async fn the_settings_version_goes_on_across_a_restart() {
-    let dir = std::env::temp_dir().join(format!("brownout-version-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("overrides.json");
-    let _ = std::fs::remove_file(&path);
-    let mut cfg = config();
-    cfg.admin.overrides_file = Some(path.clone());
+    let (cfg, dir) = common::with_overrides_file("version");
     {
         let rig = Rig::new(cfg.clone());
         let c = AdminClient::new(&rig).await;

@@ -264,6 +264,17 @@ impl AdminClient {
     }
 }
 
+/// [`config`] with `admin.overrides_file` in a fresh folder of the test's own (`name`); the
+/// folder, to remove at the end.
+pub fn with_overrides_file(name: &str) -> (Config, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("brownout-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut c = config();
+    c.admin.overrides_file = Some(dir.join("overrides.json"));
+    (c, dir)
+}
+
 /// `GET /v1/state` of the admin API at `base`, with the rigs' token.
 pub async fn state(base: &str) -> serde_json::Value {
     let mut res = awc::Client::new()
