@@ -2,6 +2,7 @@
 
 mod settings;
 #[cfg(test)]
+#[path = "safety_tests.rs"]
 mod safety;
 
 pub use settings::WorkerUtilizationConfig;
