@@ -1,11 +1,14 @@
 //! The README's "Embed it" blocks build as written: a new cargo project whose dependencies are
 //! the toml block's (brownout from this checkout) and whose `src/main.rs` is the rust block,
-//! built offline.
-// Builds a project with cargo, as a new user would.
+//! built offline, and run on the shipped config.yaml until the app answers.
+// Builds a project with cargo and runs it, as a new user would.
 #![allow(clippy::disallowed_methods)]
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// The first fenced block opened by `fence` after `heading`.
 fn block(readme: &str, heading: &str, fence: &str) -> String {
@@ -60,7 +63,68 @@ fn the_embed_snippet_builds_in_a_new_project_as_written() {
         "the README's blocks do not build:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Run as the README says: the shipped config.yaml copied beside it (its ports moved to
+    // free ones, so that the test never meets another server), and an answer from the app.
+    let (app, admin) = (free_port(), free_port());
+    let shipped = std::fs::read_to_string(root.join("config.yaml")).unwrap();
+    assert!(
+        !shipped.contains("\ndemo:"),
+        "config.yaml is the library's settings only"
+    );
+    let config = shipped.replacen("bind: 127.0.0.1:9090", &format!("bind: {admin}"), 1);
+    assert_ne!(config, shipped, "admin.bind is written in config.yaml");
+    std::fs::write(dir.join("config.yaml"), config).unwrap();
+    let exe = root.join("target/readme/debug/embed-from-readme");
+    let mut child = Command::new(exe)
+        .args(["config.yaml", &app.to_string()])
+        .current_dir(&dir)
+        .env("BROWNOUT_ADMIN_TOKEN", "a-token-for-this-test-only")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut answer = None;
+    while Instant::now() < deadline && answer.is_none() {
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut err = String::new();
+            let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
+            panic!("the embedded app exited ({status}): {err}");
+        }
+        answer = get(app, "/").filter(|a| a.starts_with("HTTP/1.1 200"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let admin_health = get(admin, "/healthz");
+    let _ = child.kill();
+    let _ = child.wait();
+    let answer = answer.expect("the embedded app answers within 30 s");
+    assert!(answer.ends_with("hi"), "{answer}");
+    assert!(
+        admin_health.is_some_and(|a| a.ends_with("ok")),
+        "the admin API answers"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn free_port() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// `GET path` over a plain connection: the whole answer, or `None` when nothing answers.
+fn get(addr: SocketAddr, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
 }
 
 #[test]
@@ -78,4 +142,63 @@ fn the_crates_io_page_links_nothing_it_cannot_show() {
     }
     let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
     assert!(manifest.contains("readme = \"crates-io.md\""));
+}
+
+/// Every admin example in the README (`curl … -d '<json>' localhost:9090<path>` and
+/// `admin patch '<json>'`), as (method, path, body).
+fn admin_examples(readme: &str) -> Vec<(&'static str, String, String)> {
+    let mut out = Vec::new();
+    for line in readme.lines() {
+        let Some((_, rest)) = line.split_once("-d '") else {
+            if let Some((_, rest)) = line.split_once("admin patch '") {
+                let body = rest.split_once('\'').expect("the body ends").0;
+                out.push(("PATCH", "/v1/config".to_owned(), body.to_owned()));
+            }
+            continue;
+        };
+        let (body, after) = rest.split_once('\'').expect("the body ends");
+        let path = after.trim().trim_start_matches("localhost:9090").to_owned();
+        let method = if path == "/v1/config" { "PATCH" } else { "PUT" };
+        out.push((method, path, body.to_owned()));
+    }
+    out
+}
+
+#[actix_web::test]
+async fn every_admin_example_is_accepted_by_the_shipped_config() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let examples = admin_examples(&readme);
+    assert!(examples.len() >= 4, "{examples:?}");
+    let config = brownout::Config::load(root.join("config.yaml")).unwrap();
+    let brownout = brownout::Brownout::builder(config)
+        .admin_token("a-token-for-this-test-only")
+        .build()
+        .unwrap();
+    brownout.start().unwrap();
+    let admin = brownout
+        .admin_server_on("127.0.0.1:0".parse().unwrap())
+        .unwrap();
+    actix_web::rt::spawn(admin.server);
+    let client = awc::Client::new();
+    for (method, path, body) in examples {
+        let mut res = client
+            .request(
+                method.parse().unwrap(),
+                format!("http://{}{path}", admin.local_addr),
+            )
+            .bearer_auth("a-token-for-this-test-only")
+            .insert_header(("content-type", "application/json"))
+            .send_body(body.clone())
+            .await
+            .unwrap();
+        let answer = res.body().await.unwrap();
+        assert_eq!(
+            res.status(),
+            200,
+            "{method} {path} {body}: {}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
+    brownout.shutdown().await;
 }

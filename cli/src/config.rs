@@ -1,6 +1,8 @@
-//! config.yaml as the `brownout` binary reads it: brownout's own sections (the library's
-//! [`Config`]) and the demo's `demo:` section, which the library keeps as written and never
-//! reads. One file, so the shipped config.yaml configures both.
+//! The configuration as the `brownout` binary reads it: brownout's own sections (the library's
+//! [`Config`], config.yaml) and the demo's `demo:` section, which the library never reads. The
+//! shipped config.yaml holds the library's sections only, so that an app that embeds brownout
+//! can use it as it is; the demo's section is in demo.yaml beside it (a `demo:` section in the
+//! file itself wins, which is how `bench overload` writes one file per arm).
 
 use brownout::config::{app_section, ConfigError, HumanDuration};
 use brownout::Config;
@@ -10,6 +12,9 @@ use std::path::Path;
 
 /// The program's own top-level sections of config.yaml.
 pub const SECTIONS: &[&str] = &["demo"];
+
+/// The file beside config.yaml that holds the demo's section.
+pub const DEMO_FILE: &str = "demo.yaml";
 
 /// The whole file: brownout's sections and the demo's.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -63,9 +68,19 @@ impl CliConfig {
         })?;
         // Read through the library so that the file's name is added as it adds it.
         let brownout = Config::load_with_sections(path, SECTIONS)?;
+        let beside = path.with_file_name(DEMO_FILE);
+        let (text, from) = if text.lines().any(|l| l.starts_with("demo:")) || !beside.exists() {
+            (text, path.to_owned())
+        } else {
+            let demo = std::fs::read_to_string(&beside).map_err(|source| ConfigError::Io {
+                path: beside.clone(),
+                source,
+            })?;
+            (demo, beside)
+        };
         let demo =
             app_section(&text, "demo", DemoConfig::validate).map_err(|e| ConfigError::InFile {
-                path: path.to_owned(),
+                path: from,
                 inner: Box::new(e),
             })?;
         Ok(Self { brownout, demo })

@@ -114,7 +114,15 @@ impl ConfigBuilder {
     ///
     /// # Errors
     /// [`ConfigError`] naming the key of the first problem, with the file's message.
+    /// Also refused: what would have no effect, such as route costs with request_rate off.
     pub fn build(self) -> Result<Config, ConfigError> {
+        let rate = &self.config.limiters.request_rate;
+        if rate.mode == Mode::Off && !rate.costs.is_empty() {
+            return Err(ConfigError::invalid(
+                "limiters.request_rate.costs",
+                "would have no effect: request_rate is off; call rate_limit(per_second, burst) too",
+            ));
+        }
         self.config.validate()?;
         Ok(self.config)
     }
@@ -123,6 +131,23 @@ impl ConfigBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_route_cost_without_a_rate_limit_is_refused_in_one_sentence() {
+        let e = Config::builder()
+            .route_cost("POST /v1/charges", 5)
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "limiters.request_rate.costs would have no effect: request_rate is off; call rate_limit(per_second, burst) too"
+        );
+        let both = Config::builder()
+            .route_cost("POST /v1/charges", 5)
+            .rate_limit(1.0, 10);
+        assert!(both.build().is_ok(), "in either order");
+    }
 
     #[test]
     fn the_builder_says_what_the_file_says() {
