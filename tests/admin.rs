@@ -46,6 +46,7 @@ async fn metrics_are_prometheus_text_with_help() {
         "brownout_rejections_total",
         "brownout_fail_open_total",
         "brownout_utilization_ratio",
+        "brownout_utilization_threshold_ratio",
         "brownout_shedding_amount",
         "brownout_shed_probability",
         "brownout_in_flight_requests",

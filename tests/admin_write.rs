@@ -314,6 +314,35 @@ async fn patch_applies_live_with_etag_and_if_match() {
     assert_eq!(rig.brownout.settings().limiters.request_rate.burst, 2);
 }
 
+/// The controller's thresholds are exported as they are in force: those of the config at
+/// start, then those of a live PATCH, for the dashboard to draw.
+#[actix_web::test]
+async fn utilization_thresholds_are_exported_and_follow_a_patch() {
+    let mut cfg = config();
+    let wu = &mut cfg.limiters.worker_utilization;
+    (wu.end_of_good, wu.start_of_bad) = (0.8, 0.95);
+    let rig = Rig::new(cfg);
+    let threshold = |name: &str| {
+        rig.metric(&format!(
+            "brownout_utilization_threshold_ratio{{threshold=\"{name}\"}}"
+        ))
+    };
+    assert_eq!(
+        (threshold("end_of_good"), threshold("start_of_bad")),
+        (0.8, 0.95)
+    );
+    let c = Client::new(&rig).await;
+    let patch =
+        json!({"limiters": {"worker_utilization": {"end_of_good": 0.85, "start_of_bad": 0.99}}});
+    let (status, body, _) = c.send("PATCH", "/v1/config", Some(patch), &[]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (threshold("end_of_good"), threshold("start_of_bad")),
+        (0.85, 0.99)
+    );
+    assert_eq!(rig.metric("brownout_config_version"), 2.0);
+}
+
 #[actix_web::test]
 async fn two_operators_racing_on_one_version_one_wins() {
     let rig = Rig::new(config());

@@ -274,7 +274,7 @@ async fn every_dashboard_and_alert_query_returns_series_from_a_real_prometheus()
     .unwrap();
     exprs(&rules, &mut threshold_exprs);
     assert!(
-        panel_exprs.len() >= 15 && threshold_exprs.len() == 7,
+        panel_exprs.len() >= 15 && threshold_exprs.len() == 8,
         "{} panel and {} rule expressions",
         panel_exprs.len(),
         threshold_exprs.len()

@@ -43,14 +43,14 @@ impl SettingsCell {
         &self.live
     }
 
-    /// Puts `settings` in force: every request after this reads them; the limiters' mode
-    /// gauges and the settings version are published to `metrics`, and the actors told.
+    /// Puts `settings` in force: every request after this reads them; what the metrics show
+    /// of them (modes, kill switch, version, the controller's thresholds) is published to
+    /// `metrics` ([`Settings::publish`]), and the actors told.
     pub(crate) fn replace(&self, settings: Settings, metrics: &Metrics) {
-        let (modes, kill_switch, version) =
-            (settings.modes(), settings.kill_switch, settings.version);
-        self.live.store(Arc::new(settings));
-        metrics.publish_settings(modes, kill_switch, version);
-        self.changed.send_replace(version);
+        let settings = Arc::new(settings);
+        self.live.store(settings.clone());
+        settings.publish(metrics);
+        self.changed.send_replace(settings.version);
     }
 
     /// Told of every change (the version in force).

@@ -73,6 +73,14 @@ impl Settings {
         })
     }
 
+    /// Publishes what the metrics show of these settings: each limiter's mode, the kill
+    /// switch, the version and the worker-utilization controller's thresholds.
+    pub(crate) fn publish(&self, metrics: &Metrics) {
+        metrics.publish_settings(self.modes(), self.kill_switch, self.version);
+        let wu = &self.limiters.worker_utilization;
+        metrics.publish_thresholds(wu.end_of_good, wu.start_of_bad);
+    }
+
     /// Each limiter's configured mode, in check order.
     #[inline]
     pub fn modes(&self) -> [Mode; LimiterName::COUNT] {

@@ -360,15 +360,12 @@ impl Brownout {
     }
 
     fn publish_settings(&self) {
-        let s = self.inner.engine.settings().load();
-        self.inner
-            .engine
-            .metrics()
-            .publish_settings(s.modes(), s.kill_switch, s.version);
+        let engine = &self.inner.engine;
+        engine.settings().load().publish(engine.metrics());
         // 1 with admin.scope local (an instance runs its own settings); in the fleet, 0 until
         // the fleet's settings are read.
         let in_sync = self.fleet_status().in_sync();
-        self.inner.engine.metrics().publish_fleet_in_sync(in_sync);
+        engine.metrics().publish_fleet_in_sync(in_sync);
     }
 }
 

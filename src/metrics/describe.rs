@@ -25,7 +25,7 @@ pub(super) fn describe(r: &PrometheusRecorder) {
     let counters = [
         ("brownout_requests_total", "Requests seen by the middleware, by tier and outcome (allowed, rejected, dark_rejected, failed_open)."),
         ("brownout_rejections_total", "Rejections by limiter, tier and mode; mode=dark counts requests a dark-launched limiter would have rejected."),
-        ("brownout_store_errors_total", "Failed calls to the keyed-state store (full table, timeout, error), by store and operation."),
+        ("brownout_store_errors_total", "Failed calls to the keyed-state store (full table, timeout, error), by store and operation; op=undo_dropped counts releases the shared store dropped."),
         ("brownout_admin_changes_total", "Accepted admin changes, by action (mode, kill_switch, patch, revert, reload)."),
         ("brownout_fail_open_total", "Times a limiter or source failed and the request was let through, by limiter and reason."),
         ("brownout_fleet_settings_total", "Fleet settings documents this instance read from Redis, by result: applied, or rejected (they fail its validation; it keeps its settings)."),
@@ -37,23 +37,27 @@ pub(super) fn describe(r: &PrometheusRecorder) {
     let gauges = [
         (
             "brownout_utilization_ratio",
-            "Demand last read by the worker-utilization controller: work offered over the capacity (1 at capacity, about 2 at twice it; the controller itself reads at most 1).",
+            "Demand the worker-utilization controller last read, 0 and up: the sources' reading with what the controller shed added back (in_flight: work offered over capacity, 1 exactly at capacity, about 2 at twice it, 0 until the capacity is known). The controller's own input is this without its shedding, capped at 1; it compares it with brownout_utilization_threshold_ratio.",
+        ),
+        (
+            "brownout_utilization_threshold_ratio",
+            "The worker-utilization controller's thresholds in force (limiters.worker_utilization), by threshold: below end_of_good its input lets shedding recover, from start_of_bad on shedding grows, in between it holds.",
         ),
         (
             "brownout_shedding_amount",
-            "The controller's shedding amount (resting value below 0 up to 1).",
+            "The worker-utilization controller's shedding amount, from its resting value (-seconds_before_shedding / seconds_to_shed_all) up to 1: 0 or below sheds nothing; limiters.worker_utilization.bands map it to each tier's drop probability.",
         ),
         (
             "brownout_shed_probability",
-            "Probability that the worker-utilization shedder drops a request of the tier.",
+            "Probability (0..1) that the worker-utilization shedder drops a request of the tier (each tier's band at the shedding amount, capped by max_shed; critical 0 unless shed_critical).",
         ),
         (
             "brownout_in_flight_requests",
-            "Requests in progress through the middleware, by tier.",
+            "Requests let in and not yet answered, by tier (those waiting in adaptive_concurrency's queue and those past limiters.deadline.after are not counted).",
         ),
         (
             "brownout_limiter_mode",
-            "1 for each limiter's active mode (enforce, dark, off), 0 otherwise.",
+            "1 for each limiter's configured mode (enforce, dark, off), 0 otherwise; while brownout_kill_switch_engaged is 1, every limiter runs off whatever this says.",
         ),
         (
             "brownout_concurrency_limit",
@@ -69,11 +73,11 @@ pub(super) fn describe(r: &PrometheusRecorder) {
         ),
         (
             "brownout_capacity_requests",
-            "Requests the app serves at once that worker_utilization reads demand against: pinned by worker_utilization.capacity, else learned from what the app was seen to serve when saturated (0 until then).",
+            "Requests the app serves at once that worker_utilization reads demand against: pinned by worker_utilization.capacity, else learned from what the app was seen to serve when saturated (0 until then). Published at the end of each adaptive_concurrency window (0 while it is off).",
         ),
         (
             "brownout_service_time_seconds",
-            "What a request of the tier takes in the app without a queue, learned by adaptive_concurrency from the requests the app served (0 until seen).",
+            "What a request of the tier takes in the app without a queue, in seconds, learned by adaptive_concurrency from the requests the app served (0 until seen, and while adaptive_concurrency is off).",
         ),
         (
             "brownout_store_breaker_state",
@@ -89,7 +93,7 @@ pub(super) fn describe(r: &PrometheusRecorder) {
         ),
         (
             "brownout_fleet_settings_in_sync",
-            "With admin.scope fleet: 1 while this instance runs the fleet's settings, 0 while it runs local changes or refused the fleet's latest.",
+            "With admin.scope fleet: 1 while this instance runs the fleet's settings, 0 while it runs local changes or refused the fleet's latest (always 1 with admin.scope local).",
         ),
         (
             "brownout_build_info",

@@ -83,6 +83,10 @@ static DECISION_BUCKETS: [f64; 12] = [
     1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 1e-4, 1e-3, 5e-3, 1e-2,
 ];
 
+/// `threshold` label values of `brownout_utilization_threshold_ratio`, in the order
+/// [`Metrics::publish_thresholds`] takes them.
+const THRESHOLDS: [&str; 2] = ["end_of_good", "start_of_bad"];
+
 const META: Metadata<'static> = Metadata::new("brownout", metrics::Level::INFO, None);
 
 /// All of brownout's metric handles and the recorder that renders them.
@@ -95,6 +99,8 @@ pub(crate) struct Metrics {
     request_counts: Sharded<16>,
     rejections: [[[Counter; 2]; 4]; LimiterName::COUNT],
     utilization: Gauge,
+    /// The controller's thresholds in force, in [`THRESHOLDS`] order.
+    thresholds: [Gauge; 2],
     amount: Gauge,
     shed_probability: [Gauge; 4],
     in_flight: [Gauge; 4],
@@ -187,6 +193,8 @@ impl Metrics {
             request_counts: Sharded::default(),
             rejections,
             utilization: gauge("brownout_utilization_ratio", &[]),
+            thresholds: THRESHOLDS
+                .map(|t| gauge("brownout_utilization_threshold_ratio", &[("threshold", t)])),
             amount: gauge("brownout_shedding_amount", &[]),
             shed_probability: tier_gauges("brownout_shed_probability"),
             in_flight: tier_gauges("brownout_in_flight_requests"),
@@ -299,6 +307,15 @@ impl Metrics {
         self.config_version.set(version as f64);
     }
 
+    /// Publishes the worker-utilization controller's thresholds in force
+    /// (`limiters.worker_utilization.end_of_good` and `start_of_bad`), so that dashboards draw
+    /// the live values (set when the settings change, never per request).
+    pub fn publish_thresholds(&self, end_of_good: f64, start_of_bad: f64) {
+        for (gauge, value) in self.thresholds.iter().zip([end_of_good, start_of_bad]) {
+            gauge.set(value);
+        }
+    }
+
     /// Counts a store call that failed (the limiter then failed open).
     pub fn store_error(&self, limiter: LimiterName) {
         if let Some(c) = self.store_errors.get(limiter as usize) {
@@ -395,6 +412,21 @@ mod tests {
             "brownout_build_info{version=",
             "# TYPE brownout_shed_probability gauge",
             "# TYPE brownout_decision_duration_seconds histogram",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn publishes_the_thresholds_in_force() {
+        let m = Metrics::new();
+        m.publish_thresholds(0.8, 0.95);
+        m.publish_thresholds(0.85, 0.99);
+        let text = m.render(&InFlight::default());
+        for needle in [
+            "# HELP brownout_utilization_threshold_ratio ",
+            "brownout_utilization_threshold_ratio{threshold=\"end_of_good\"} 0.85",
+            "brownout_utilization_threshold_ratio{threshold=\"start_of_bad\"} 0.99",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
