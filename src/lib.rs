@@ -1,49 +1,69 @@
 //! # brownout
 //!
-//! Stripe's four limiters for an actix-web service, and a fast guard, in one middleware:
+//! Keep an actix-web service up under abuse and overload: Stripe's four production limiters
+//! and a fast guard, in one middleware, with an admin HTTP API, Prometheus metrics, and Redis
+//! as the shared store of a fleet.
 //!
-//! 1. **request_rate** — a per-key token bucket with weighted endpoint costs (429);
-//! 2. **concurrent_requests** — a per-key cap on requests in progress (429);
-//! 3. **fleet_usage** — capacity reserved for critical traffic (503);
-//! 4. **adaptive_concurrency** — a limit on non-critical requests in flight learned from
-//!    their latency, refusing in tier order within about a second of a step (503);
-//! 5. **worker_utilization** — a derivative controller that slowly sheds test traffic, then
-//!    GETs, then POSTs, never critical requests, and slowly brings them back (503).
+//! | limiter | protects against | answers |
+//! |---|---|---|
+//! | `request_rate` | one client sending too much (a token bucket per key, weighted endpoint costs, quotas, a per-IP ceiling) | 429 |
+//! | `concurrent_requests` | one client holding too many requests open | 429 |
+//! | `fleet_usage` | non-critical traffic eating the capacity critical traffic needs | 503 |
+//! | `adaptive_concurrency` (the fast guard) | a load step or a capacity drop, within about a second: a limit on requests in flight learned from their latency, refusing test, then GET, then POST traffic | 503 |
+//! | `worker_utilization` | the server overloaded: a derivative controller slowly sheds test traffic, then GETs, then POSTs, never critical requests, and slowly brings them back | 503 |
 //!
-//! ## Architecture
+//! Each runs `enforce`, `dark` (counts what it would refuse, lets it through) or `off`, and
+//! brownout never fails a request because of itself: a limiter that errors or panics lets it
+//! through, counted in `brownout_fail_open_total`. The capacity the overload limiters protect
+//! is learned from what the app serves: the defaults protect without tuning.
 //!
-//! ```text
-//! config.yaml ─► Config (validated) ─► ArcSwap<Settings> ◄── operator actor ◄── admin API, SIGHUP
-//! request ─► middleware ─► classifier (tier, key) ─► limiter chain ─► app or 429/503
-//!                                                      │        ▲
-//!                                          store (keyed state)  │
-//! sampler actor ─(every sample_interval)─► controller actor ─► published shed plan (atomics)
-//! ```
-//!
-//! The request path reads the settings through `ArcSwap` and the shed plan through plain
-//! atomic loads (no locks), keeps per-key state in a lock-free table ([`store`]), allocates
-//! nothing when it lets a request through, and never fails a request because of brownout: a
-//! limiter that errors or panics fails open, is counted in `brownout_fail_open_total` and is
-//! logged at most every ten seconds. Changes at run time ([`ops`]) go through one operator
-//! actor that validates, swaps, audits and persists them. Time ([`clock::Clock`]) and
-//! randomness (seeds) are injected, so every limiter and the controller are tested
-//! deterministically.
-//!
-//! ## Embedding
+//! ## Quick start
 //!
 //! ```no_run
-//! # use actix_web::{web, App, HttpServer};
+//! use actix_web::{web, App, HttpServer};
+//! use brownout::{Brownout, Config};
+//!
 //! # #[actix_web::main]
 //! # async fn main() -> Result<(), brownout::Report> {
-//! let brownout = brownout::Brownout::from_config_file("config.yaml")?;
-//! brownout.start()?;
+//! let config = Config::builder()
+//!     .rate_limit(20.0, 100) // 20 credits a second per API key, bursts of 100
+//!     .route_cost("POST /v1/charges", 5) // a charge costs 5
+//!     .build()?; // validated as a file would be
+//! let brownout = Brownout::builder(config).build()?;
+//! brownout.start()?; // the sampler, the controller, the operator
 //! let b = brownout.clone();
-//! HttpServer::new(move || App::new().wrap(b.middleware()).route("/", web::get().to(|| async { "ok" })))
+//! HttpServer::new(move || App::new().wrap(b.middleware()).route("/", web::get().to(|| async { "hi" })))
 //!     .bind("127.0.0.1:8080")?
 //!     .run()
 //!     .await?;
 //! # Ok(()) }
 //! ```
+//!
+//! With a file: [`Brownout::from_config_file`] (the package's `config.yaml` documents every
+//! key), or [`Config::load`] and [`Brownout::builder`] for hooks such as
+//! [`BrownoutBuilder::key_hook`]. The admin API: [`Brownout::admin_server`]. Outside actix:
+//! [`Brownout::check`] and [`Decision`].
+//!
+//! ## Features
+//!
+//! | feature | adds |
+//! |---|---|
+//! | `redis` | fleet mode: `store.kind: redis` (per-client limits and the fleet reserve shared through Redis, standalone or Cluster) and fleet-wide settings (`admin.scope: fleet`) |
+//! | `cpu` | the `cpu` utilization source (this process's CPU time, through sysinfo) |
+//! | `simulate` | [`simulate`]: the controller and the fast guard against a model of a server in virtual time, to check a configuration in a test |
+//!
+//! None is on by default: the middleware, the in-memory store, the admin API and the metrics
+//! are always there.
+//!
+//! ## How it is built
+//!
+//! The request path reads the settings ([`Settings`], swapped whole by one operator actor that
+//! validates, audits and persists every change, [`ops`]) and the published shed plan without
+//! locks, keeps per-key state in a lock-free table ([`store`]), and allocates nothing when it
+//! lets a request through. Time ([`clock::Clock`]) and randomness are injected, so every
+//! limiter and the controller are tested deterministically. The repository's
+//! `docs/ARCHITECTURE.md` has the map; its `README.md` the demo, the admin API and the
+//! operator's guide.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -26,12 +26,25 @@ fn block(readme: &str, heading: &str, fence: &str) -> String {
         .to_owned()
 }
 
+/// Every fenced block opened by `fence` in the section under `heading` (up to the next `## `).
+fn blocks(readme: &str, heading: &str, fence: &str) -> Vec<String> {
+    let section = readme
+        .split_once(heading)
+        .unwrap_or_else(|| panic!("no {heading:?} in the README"))
+        .1;
+    let section = section.split_once("\n## ").map_or(section, |(s, _)| s);
+    section
+        .split(&format!("{fence}\n"))
+        .skip(1)
+        .map(|b| b.split_once("```\n").expect("the block ends").0.to_owned())
+        .collect()
+}
+
 #[test]
-fn the_embed_snippet_builds_in_a_new_project_as_written() {
+fn the_embed_programs_build_in_a_new_project_and_answer_as_written() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let toml = block(&readme, "## Embed it", "```toml");
-    let rust = block(&readme, "## Embed it", "```rust");
     // The one change: brownout from this checkout instead of crates.io.
     let from_crates_io = r#"brownout = "0.1""#;
     assert!(toml.contains(from_crates_io), "{toml}");
@@ -49,23 +62,11 @@ fn the_embed_snippet_builds_in_a_new_project_as_written() {
         "[package]\nname = \"embed-from-readme\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n{toml}"
     );
     std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
-    std::fs::write(dir.join("src/main.rs"), rust).unwrap();
     // The same dependency versions as this checkout (offline: nothing new to fetch).
     std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
-    let out = Command::new(env!("CARGO"))
-        .args(["build", "--offline", "--quiet"])
-        .env("CARGO_TARGET_DIR", root.join("target/readme"))
-        .current_dir(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the README's blocks do not build:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // Run as the README says: the shipped config.yaml copied beside it (its ports moved to
-    // free ones, so that the test never meets another server), and an answer from the app.
-    let (app, admin) = (free_port(), free_port());
+    // The shipped config.yaml as the README says to copy it, its ports moved to free ones so
+    // that the test never meets another server.
+    let admin = free_port();
     let shipped = std::fs::read_to_string(root.join("config.yaml")).unwrap();
     assert!(
         !shipped.contains("\ndemo:"),
@@ -74,10 +75,54 @@ fn the_embed_snippet_builds_in_a_new_project_as_written() {
     let config = shipped.replacen("bind: 127.0.0.1:9090", &format!("bind: {admin}"), 1);
     assert_ne!(config, shipped, "admin.bind is written in config.yaml");
     std::fs::write(dir.join("config.yaml"), config).unwrap();
+    let programs: Vec<String> = blocks(&readme, "## Embed it", "```rust")
+        .into_iter()
+        .filter(|b| b.contains("fn main"))
+        .collect();
+    assert_eq!(programs.len(), 2, "the quick start and the file's program");
+    for program in programs {
+        std::fs::write(dir.join("src/main.rs"), &program).unwrap();
+        let out = Command::new(env!("CARGO"))
+            .args(["build", "--offline", "--quiet"])
+            .env("CARGO_TARGET_DIR", root.join("target/readme"))
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the README's blocks do not build:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let app = free_port();
+        let with_file = program.contains("Config::load");
+        let mut args = vec![app.to_string()];
+        if with_file {
+            args.insert(0, "config.yaml".into());
+        }
+        let (answer, admin_answered) = run_until_it_answers(root, &dir, &args);
+        assert!(answer.ends_with("hi"), "{answer}");
+        if with_file {
+            assert!(admin_answered, "the admin API of config.yaml answers");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs the program built in `dir` with `args` (the app's address last) until `GET /`
+/// answers 200 (at most 30 s): its answer, and whether the admin API of its config.yaml
+/// answered `/healthz` meanwhile.
+fn run_until_it_answers(root: &Path, dir: &Path, args: &[String]) -> (String, bool) {
+    let app: SocketAddr = args.last().unwrap().parse().unwrap();
+    let config = std::fs::read_to_string(dir.join("config.yaml")).unwrap();
+    let admin: SocketAddr = config
+        .split_once("bind: ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap();
     let exe = root.join("target/readme/debug/embed-from-readme");
     let mut child = Command::new(exe)
-        .args(["config.yaml", &app.to_string()])
-        .current_dir(&dir)
+        .args(args)
+        .current_dir(dir)
         .env("BROWNOUT_ADMIN_TOKEN", "a-token-for-this-test-only")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -88,22 +133,16 @@ fn the_embed_snippet_builds_in_a_new_project_as_written() {
     while Instant::now() < deadline && answer.is_none() {
         if let Ok(Some(status)) = child.try_wait() {
             let mut err = String::new();
-            let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
-            panic!("the embedded app exited ({status}): {err}");
+            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("the program exited ({status}): {err}");
         }
         answer = get(app, "/").filter(|a| a.starts_with("HTTP/1.1 200"));
         std::thread::sleep(Duration::from_millis(50));
     }
-    let admin_health = get(admin, "/healthz");
+    let health = get(admin, "/healthz").is_some_and(|a| a.ends_with("ok"));
     let _ = child.kill();
     let _ = child.wait();
-    let answer = answer.expect("the embedded app answers within 30 s");
-    assert!(answer.ends_with("hi"), "{answer}");
-    assert!(
-        admin_health.is_some_and(|a| a.ends_with("ok")),
-        "the admin API answers"
-    );
-    std::fs::remove_dir_all(&dir).unwrap();
+    (answer.expect("the program answers within 30 s"), health)
 }
 
 fn free_port() -> SocketAddr {

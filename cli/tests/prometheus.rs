@@ -88,16 +88,17 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// The README's scrape config ("Scrape it"), its paths and port filled in for this run.
+/// The scrape config of docs/observability.md ("Scrape it"), its paths and port filled in for
+/// this run.
 fn readme_scrape_config(target: &str, token_file: &Path) -> String {
     let readme = std::fs::read_to_string(concat!(
         concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
-        "/README.md"
+        "/docs/observability.md"
     ))
     .unwrap();
     let section = readme
         .split_once("**Scrape it.**")
-        .expect("the README's section")
+        .expect("the section of docs/observability.md")
         .1;
     let block = section
         .split_once("```yaml\n")

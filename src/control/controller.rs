@@ -1,4 +1,4 @@
-//! Stripe's derivative controller for the worker-utilization shedder (README, "How a request
+//! Stripe's derivative controller for the worker-utilization shedder (docs/how-it-decides.md, "How a request
 //! is decided", step 8). Pure math.
 //!
 //! The controller integrates a derivative of utilization into a shedding *amount*: it grows

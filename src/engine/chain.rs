@@ -1,4 +1,4 @@
-//! The limiter chain: each limiter in the order of the README's "How a request is decided",
+//! The limiter chain: each limiter in the order of docs/how-it-decides.md,
 //! under its mode, failing open on any error or panic. A request rejected by a later limiter
 //! gets back what earlier ones took.
 //!

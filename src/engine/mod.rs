@@ -34,6 +34,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The live, validated settings: swapped atomically as a whole, read without locks.
+///
+/// # Examples
+/// ```
+/// use brownout::{Brownout, Config, Mode};
+///
+/// let brownout = Brownout::builder(Config::builder().rate_limit(10.0, 20).build()?).build()?;
+/// let settings = brownout.settings(); // a snapshot: later changes swap in a new one
+/// assert_eq!(settings.version, 1);
+/// assert!(!settings.kill_switch);
+/// assert_eq!(settings.limiters.request_rate.mode, Mode::Enforce);
+/// assert_eq!(settings.limiters.request_rate.burst, 20);
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug)]
 pub struct Settings {
     /// Bumped by every accepted change.

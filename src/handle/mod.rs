@@ -34,6 +34,29 @@ thread_local! {
 }
 
 /// The answer of [`Brownout::check`].
+///
+/// # Examples
+/// A job runner asking before each job, with a bucket of one job that barely refills:
+/// ```
+/// use brownout::classify::RequestFacts;
+/// use brownout::{Brownout, Config, Decision};
+///
+/// let brownout = Brownout::builder(Config::builder().rate_limit(0.001, 1).build()?).build()?;
+/// let job = RequestFacts::new("POST", "/jobs").with_authorization(b"Bearer sk_live_tenant");
+/// match brownout.check(&job, None) {
+///     // Hold the admission while the job runs: dropping it gives back what it holds.
+///     Decision::Allowed(admitted) => drop(admitted),
+///     Decision::Rejected(r) => unreachable!("the bucket holds one: {r:?}"),
+/// }
+/// match brownout.check(&job, None) {
+///     Decision::Rejected(r) => {
+///         assert_eq!(r.status.as_u16(), 429);
+///         assert!(r.retry_after.as_secs() > 0, "when to come back");
+///     }
+///     Decision::Allowed(_) => unreachable!("the bucket is empty"),
+/// }
+/// # Ok::<(), brownout::Report>(())
+/// ```
 #[derive(Debug)]
 pub enum Decision {
     /// Go ahead; keep the value until the request is done.

@@ -1,4 +1,4 @@
-//! The limiters, checked in the order of the README's "How a request is decided", and the
+//! The limiters, checked in the order of docs/how-it-decides.md, and the
 //! chain that applies their modes and fails open on any error or panic.
 
 /// The arithmetic of a bucket and of a window, which a [`Store`](crate::store::Store) of one's

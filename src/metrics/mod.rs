@@ -1,4 +1,4 @@
-//! Prometheus metrics (README, "Metrics"). Every handle is resolved once, at construction, so the
+//! Prometheus metrics (docs/observability.md). Every handle is resolved once, at construction, so the
 //! request path only bumps atomics; label values come from fixed sets, never from requests.
 //!
 //! Each [`Brownout`](crate::Brownout) owns its own recorder (no global state), so several

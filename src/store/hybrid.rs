@@ -8,7 +8,7 @@
 //! spread over several instances can get ahead of its limit by what they admit in one round;
 //! the fleet's bucket then runs that much into debt and every instance refuses until it is
 //! paid back: over time the fleet admits the limit, and the overshoot at any moment is about
-//! one round's worth of the client's rate per instance (measured: see the README).
+//! one round's worth of the client's rate per instance (measured: see docs/fleet.md).
 
 use super::memory::MemoryStore;
 use super::redis::RedisStore;

@@ -1,6 +1,6 @@
 //! The admin server: its own actix server (default `127.0.0.1:9090`) with health, metrics and
 //! state endpoints, and the operator's write side (`write.rs`), behind a bearer token
-//! (README, "Admin API").
+//! (docs/admin-api.md).
 
 mod error;
 mod guard;

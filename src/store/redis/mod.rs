@@ -1,5 +1,5 @@
 //! Fleet mode: request_rate, concurrent_requests and fleet_usage keep their state in Redis,
-//! shared by every server (README, "Fleet mode (Redis)"). One script decides a client's limiters in one round
+//! shared by every server (docs/fleet.md). One script decides a client's limiters in one round
 //! trip, the fleet reserve with them. Every call has a hard deadline;
 //! an error, a timeout or a missing script makes the request decide on the local in-memory
 //! limiters instead (the caller does), and a circuit breaker stops calling a failing Redis for
