@@ -1,7 +1,9 @@
 //! SVG line charts for the binary's reports (`simulate`, `bench overload`): panels stacked
-//! over one time axis, phases marked by vertical lines and named, legends beside the data.
+//! over one time axis, phases marked by vertical lines and named on the axis, legends beside
+//! the data.
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::ops::Range;
 use std::path::Path;
 
@@ -72,7 +74,8 @@ pub fn draw(
             .x_desc("seconds")
             .draw()
             .map_err(|e| err(&e))?;
-        let top = y.end - (y.end - y.start) * 0.04;
+        // Each phase's name stands on the time axis, at its start.
+        let bottom = y.start + (y.end - y.start) * 0.02;
         for (at, name) in phases {
             if *at > 0.0 {
                 c.draw_series(LineSeries::new(
@@ -83,8 +86,11 @@ pub fn draw(
             }
             c.draw_series(std::iter::once(Text::new(
                 format!(" {name}"),
-                (*at, top),
-                ("sans-serif", 12).into_font().color(&BLACK.mix(0.6)),
+                (*at, bottom),
+                ("sans-serif", 12)
+                    .into_font()
+                    .color(&BLACK.mix(0.7))
+                    .pos(Pos::new(HPos::Left, VPos::Bottom)),
             )))
             .map_err(|e| err(&e))?;
         }

@@ -109,7 +109,9 @@ mod shipped {
         // The library's settings only: an app that embeds brownout loads it as it is (the
         // demo's own section is in demo.yaml, and a `demo:` here would be refused as a typo).
         let c = Config::load(path).unwrap();
-        let e = Config::from_yaml_str("demo:\n  workers: 8\n").unwrap_err().to_string();
+        let e = Config::from_yaml_str("demo:\n  workers: 8\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("demo is not a known key"), "{e}");
         let d = Config::default();
         // The code's thresholds hold the work let past just below the learned capacity; the

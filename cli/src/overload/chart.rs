@@ -9,11 +9,20 @@ use brownout::tier::Tier;
 use plotters::style::{BLACK, BLUE, RED};
 use std::path::Path;
 
+/// Which of brownout's two overload loops run in an arm: the controller (worker_utilization)
+/// and the fast guard (adaptive_concurrency). A loop that is off is not drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Loops {
+    pub(super) controller: bool,
+    pub(super) guard: bool,
+}
+
 /// Per arm: successes per second and p99 latency by tier, refusals per second by who made
-/// them, and the controller's amount beside adaptive_concurrency's limit; phases marked.
+/// them, and the controller's amount beside adaptive_concurrency's limit (those of them that
+/// run in the arm); phases marked.
 pub(super) fn arm(
     path: &Path,
-    arm: &str,
+    (arm, loops): (&str, Loops),
     per_second: &[[report::SecondTier; 4]],
     polled: &[report::Polled],
     phases: &[Phase],
@@ -63,22 +72,25 @@ pub(super) fn arm(
                 y: 0.0..peak(p99).min(2.0),
                 series: series(p99),
             },
-            refusals_panel(arm, per_second),
-            controller_panel(arm, polled),
-        ],
+            refusals_panel(arm, per_second, loops),
+        ]
+        .into_iter()
+        .chain(controller_panel(arm, polled, loops))
+        .collect(),
     )
 }
 
-/// Refusals per second by the limiter each refusal's body named.
-fn refusals_panel(arm: &str, per_second: &[[report::SecondTier; 4]]) -> Panel {
+/// Refusals per second by the limiter each refusal's body named (brownout's two overload
+/// loops only where they run).
+fn refusals_panel(arm: &str, per_second: &[[report::SecondTier; 4]], loops: Loops) -> Panel {
     let (fast, slow) = (
         LimiterName::AdaptiveConcurrency as usize,
         LimiterName::WorkerUtilization as usize,
     );
     let who = [
-        ("adaptive_concurrency", Some(fast), BLUE),
-        ("worker_utilization", Some(slow), RED),
-        ("any other", None, BLACK),
+        ("adaptive_concurrency", Some(fast), BLUE, loops.guard),
+        ("worker_utilization", Some(slow), RED, loops.controller),
+        ("every other", None, BLACK, true),
     ];
     let count = |s: &[report::SecondTier; 4], slot: Option<usize>| -> f64 {
         let of = |t: &report::SecondTier| match slot {
@@ -89,7 +101,8 @@ fn refusals_panel(arm: &str, per_second: &[[report::SecondTier; 4]]) -> Panel {
     };
     let series: Vec<Series> = who
         .iter()
-        .map(|&(name, slot, color)| {
+        .filter(|w| w.3)
+        .map(|&(name, slot, color, _)| {
             let points = per_second
                 .iter()
                 .enumerate()
@@ -110,8 +123,9 @@ fn refusals_panel(arm: &str, per_second: &[[report::SecondTier; 4]]) -> Panel {
 }
 
 /// The controller's amount (−0.23 at rest, 1 sheds every tier it may) beside
-/// adaptive_concurrency's limit as a share of the largest it reached.
-fn controller_panel(arm: &str, polled: &[report::Polled]) -> Panel {
+/// adaptive_concurrency's limit as a share of the largest it reached, each only where it runs
+/// (no panel where neither does).
+fn controller_panel(arm: &str, polled: &[report::Polled], loops: Loops) -> Option<Panel> {
     let known = |f: fn(&report::Polled) -> f64| -> Vec<(f64, f64)> {
         let points = polled.iter().enumerate().map(|(i, p)| (i as f64, f(p)));
         points.filter(|p| p.1.is_finite()).collect()
@@ -125,12 +139,77 @@ fn controller_panel(arm: &str, polled: &[report::Polled]) -> Panel {
         .into_iter()
         .map(|(t, l)| (t, l / top))
         .collect();
-    Panel {
-        title: format!("{arm}: controller's amount, and fast guard's limit ÷ {top:.0}"),
+    let mut series = Vec::new();
+    let mut said = Vec::new();
+    if loops.controller {
+        series.push(Series::new("amount", RED, known(|p| p.amount)));
+        said.push("controller's amount (sheds above 0, all it may at 1)".to_owned());
+    }
+    if loops.guard {
+        series.push(Series::new("limit ÷ peak", BLUE, limit));
+        said.push(format!(
+            "fast guard's limit as a share of its peak ({top:.0} requests in flight)"
+        ));
+    }
+    (!said.is_empty()).then(|| Panel {
+        title: format!("{arm}: {}", said.join("; ")),
         y: -0.3..1.05,
-        series: vec![
-            Series::new("amount", RED, known(|p| p.amount)),
-            Series::new("limit", BLUE, limit),
-        ],
+        series,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_arm_without_brownout_draws_nothing_of_brownout() {
+        let dir = std::env::temp_dir().join(format!("brownout-arm-chart-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("vegas.svg");
+        let second = [report::SecondTier::default(); 4];
+        let polled = report::Polled {
+            amount: 0.5,
+            limit: 30.0,
+            demand: 1.0,
+            capacity: 8.0,
+            service: 0.05,
+        };
+        let phases = [Phase {
+            name: "2C",
+            seconds: 3.0,
+            load: 2.0,
+            slow: false,
+            mix: crate::overload::load::MIX,
+        }];
+        let off = Loops {
+            controller: false,
+            guard: false,
+        };
+        arm(&path, ("vegas", off), &[second; 3], &[polled; 3], &phases).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for absent in [
+            "amount",
+            "limit",
+            "adaptive_concurrency",
+            "worker_utilization",
+        ] {
+            assert!(
+                !svg.contains(absent),
+                "{absent} drawn in an arm without brownout"
+            );
+        }
+        assert!(svg.contains("every other") && svg.contains("2C"));
+        let on = Loops {
+            controller: true,
+            guard: true,
+        };
+        arm(&path, ("config", on), &[second; 3], &[polled; 3], &phases).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            svg.contains("requests in flight"),
+            "the limit's scale is named"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

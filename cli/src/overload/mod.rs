@@ -88,6 +88,10 @@ pub struct OverloadArgs {
     /// (Named `--settings`: `--config` is the config file's path, which gives the app.)
     #[arg(long, value_enum, default_value = "file")]
     settings: Settings,
+    /// Run nothing: draw each arm's chart again from its CSV in --out (under the phases of
+    /// --profile and --compress, which must be the run's).
+    #[arg(long)]
+    replot: bool,
 }
 
 /// `bench overload --config`.
@@ -137,6 +141,34 @@ fn arm_config(base: &CliConfig, arm: &str, cap: u32) -> Option<CliConfig> {
         _ => return None,
     }
     Some(c)
+}
+
+/// Which of brownout's overload loops run under `c`.
+fn loops_of(c: &CliConfig) -> chart::Loops {
+    let l = &c.brownout.limiters;
+    chart::Loops {
+        controller: l.worker_utilization.mode != Mode::Off,
+        guard: l.adaptive_concurrency.mode != Mode::Off,
+    }
+}
+
+/// Draws each arm's chart again from its CSV in `args.out` (a run's figures, with the chart
+/// code of today), under `args`' phases.
+fn replot(
+    configs: &[(String, CliConfig)],
+    args: &OverloadArgs,
+    phases: &[load::Phase],
+) -> Result<(), String> {
+    for (arm, c) in configs {
+        let csv = args.out.join(format!("{arm}.csv"));
+        let text = std::fs::read_to_string(&csv).map_err(|e| format!("{}: {e}", csv.display()))?;
+        let (per_second, polled) =
+            report::from_csv(&text).map_err(|e| format!("{}: {e}", csv.display()))?;
+        let svg = args.out.join(format!("{arm}.svg"));
+        chart::arm(&svg, (arm, loops_of(c)), &per_second, &polled, phases)?;
+        eprintln!("{}", svg.display());
+    }
+    Ok(())
 }
 
 /// What one arm measured: the phase reports, every second by tier, and what `/v1/state` said
@@ -249,6 +281,17 @@ pub fn run(mut config: CliConfig, mut args: OverloadArgs) -> ExitCode {
         (false, None) => 1.0,
     };
     let phases = load::phases(args.profile, compress);
+    if args.replot {
+        let configs: Vec<(String, CliConfig)> = args
+            .arms
+            .iter()
+            .filter_map(|arm| arm_config(&config, arm, args.cap).map(|c| (arm.clone(), c)))
+            .collect();
+        return match replot(&configs, &args, &phases) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        };
+    }
     if let Some(cpus) = &args.load_cpus {
         // Every thread of this process, and those it starts later, on `cpus`.
         let pinned = Command::new("taskset")
@@ -398,7 +441,7 @@ fn run_app(
         .and_then(|()| {
             chart::arm(
                 &args.out.join(format!("{arm}.svg")),
-                arm,
+                (arm, loops_of(c)),
                 &result.per_second,
                 &result.polled,
                 phases,
