@@ -49,11 +49,14 @@ fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
         .filter_map(|l| l.split('|').nth(9)?.trim().parse::<u64>().ok())
         .sum();
     assert!(retried > 0, "{adaptive_rows}");
-    for arm in ["off", "adaptive"] {
+    // brownout's loops are drawn where they run, and nothing of them where they do not.
+    for (arm, brownout) in [("off", false), ("adaptive", true)] {
         let svg = std::fs::read_to_string(out.join(format!("{arm}.svg"))).unwrap();
         assert!(svg.contains("successes per second by tier"));
         assert!(svg.contains("refusals per second, by who refused"), "{arm}");
-        assert!(svg.contains("controller&apos;s amount") || svg.contains("controller's amount"));
+        let amount =
+            svg.contains("controller&apos;s amount") || svg.contains("controller's amount");
+        assert_eq!(amount, brownout, "{arm}");
         // Every phase is named on the chart, and the legends name the tiers and limiters.
         let texts = svg_texts(&svg);
         for label in [
@@ -70,13 +73,16 @@ fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
                 "{arm}: no phase label {label}"
             );
         }
-        for label in [
-            "critical",
-            "adaptive_concurrency",
-            "worker_utilization",
-            "amount",
-        ] {
-            assert!(texts.iter().any(|t| t == label), "{arm}: no legend {label}");
+        assert!(
+            texts.iter().any(|t| t == "critical"),
+            "{arm}: no legend critical"
+        );
+        for label in ["adaptive_concurrency", "worker_utilization", "amount"] {
+            assert_eq!(
+                texts.iter().any(|t| t == label),
+                brownout,
+                "{arm}: the legend {label}"
+            );
         }
     }
 
