@@ -1,5 +1,5 @@
 //! brownout configured from code, no YAML file: a per-key rate limit with a weighted route
-//! beside the default overload protection (the README's "Configuration from code"). Built by
+//! beside the default overload protection (the README's "Quick start, no file"). Built by
 //! the test suite; `tests/embed.rs` runs it.
 //!
 //! ```sh
