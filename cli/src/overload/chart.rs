@@ -17,6 +17,17 @@ pub(super) struct Loops {
     pub(super) guard: bool,
 }
 
+impl Loops {
+    /// Those that run under `c`.
+    pub(super) fn of(c: &brownout_cli::config::CliConfig) -> Self {
+        let l = &c.brownout.limiters;
+        Self {
+            controller: l.worker_utilization.mode != brownout::Mode::Off,
+            guard: l.adaptive_concurrency.mode != brownout::Mode::Off,
+        }
+    }
+}
+
 /// Per arm: successes per second and p99 latency by tier, refusals per second by who made
 /// them, and the controller's amount beside adaptive_concurrency's limit (those of them that
 /// run in the arm); phases marked.

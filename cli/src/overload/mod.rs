@@ -2,15 +2,17 @@
 //! binary, `run`) on loopback gets the same seeded open-loop schedule; every request's outcome
 //! and the controller's amount each second become a Markdown table, a CSV and a chart per arm.
 
+mod arms;
 mod chart;
+mod csv;
 mod load;
 mod matrix;
 mod probe;
 mod process;
 mod report;
 
-use brownout::Mode;
-use brownout_cli::config::{AlternativeLimiter, CliConfig, DemoWork};
+use arms::arm_config;
+use brownout_cli::config::{CliConfig, DemoWork};
 use clap::Args;
 use load::Phase;
 use process::DemoProcess;
@@ -101,74 +103,6 @@ enum Settings {
     File,
     /// The library's defaults.
     Defaults,
-}
-
-/// The config of one arm: the demo on free loopback ports, no overrides file, and no per-IP
-/// ceiling (the whole load comes from one address, 127.0.0.1, standing for a thousand clients).
-fn arm_config(base: &CliConfig, arm: &str, cap: u32) -> Option<CliConfig> {
-    let mut c = base.clone();
-    c.demo.bind = "127.0.0.1:0".into();
-    c.brownout.admin.bind = "127.0.0.1:0".into();
-    c.brownout.admin.overrides_file = None;
-    c.brownout.limiters.request_rate.per_ip = None;
-    let l = &mut c.brownout.limiters;
-    let all_off = |l: &mut brownout::config::LimitersConfig| {
-        l.request_rate.mode = Mode::Off;
-        l.concurrent_requests.mode = Mode::Off;
-        l.fleet_usage.mode = Mode::Off;
-        l.adaptive_concurrency.mode = Mode::Off;
-        l.worker_utilization.mode = Mode::Off;
-    };
-    c.demo.alternative_limiter = AlternativeLimiter::Off;
-    match arm {
-        "off" => all_off(l),
-        "vegas" | "gradient" => {
-            all_off(l);
-            c.demo.alternative_limiter = if arm == "vegas" {
-                AlternativeLimiter::Vegas
-            } else {
-                AlternativeLimiter::Gradient
-            };
-        }
-        "static_cap" => {
-            all_off(l);
-            l.fleet_usage.mode = Mode::Enforce;
-            l.fleet_usage.capacity = cap;
-        }
-        "config" => {}
-        "adaptive" => l.adaptive_concurrency.mode = Mode::Enforce,
-        "stripe" => l.adaptive_concurrency.mode = Mode::Off,
-        _ => return None,
-    }
-    Some(c)
-}
-
-/// Which of brownout's overload loops run under `c`.
-fn loops_of(c: &CliConfig) -> chart::Loops {
-    let l = &c.brownout.limiters;
-    chart::Loops {
-        controller: l.worker_utilization.mode != Mode::Off,
-        guard: l.adaptive_concurrency.mode != Mode::Off,
-    }
-}
-
-/// Draws each arm's chart again from its CSV in `args.out` (a run's figures, with the chart
-/// code of today), under `args`' phases.
-fn replot(
-    configs: &[(String, CliConfig)],
-    args: &OverloadArgs,
-    phases: &[load::Phase],
-) -> Result<(), String> {
-    for (arm, c) in configs {
-        let csv = args.out.join(format!("{arm}.csv"));
-        let text = std::fs::read_to_string(&csv).map_err(|e| format!("{}: {e}", csv.display()))?;
-        let (per_second, polled) =
-            report::from_csv(&text).map_err(|e| format!("{}: {e}", csv.display()))?;
-        let svg = args.out.join(format!("{arm}.svg"));
-        chart::arm(&svg, (arm, loops_of(c)), &per_second, &polled, phases)?;
-        eprintln!("{}", svg.display());
-    }
-    Ok(())
 }
 
 /// What one arm measured: the phase reports, every second by tier, and what `/v1/state` said
@@ -287,7 +221,7 @@ pub fn run(mut config: CliConfig, mut args: OverloadArgs) -> ExitCode {
             .iter()
             .filter_map(|arm| arm_config(&config, arm, args.cap).map(|c| (arm.clone(), c)))
             .collect();
-        return match replot(&configs, &args, &phases) {
+        return match csv::replot(&configs, &args, &phases) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(e),
         };
@@ -435,13 +369,13 @@ fn run_app(
             .map_err(|e| format!("arm {arm}: {e}"))?;
         std::fs::write(
             args.out.join(format!("{arm}.csv")),
-            report::csv(&result.per_second, &result.polled),
+            csv::csv(&result.per_second, &result.polled),
         )
         .map_err(|e| e.to_string())
         .and_then(|()| {
             chart::arm(
                 &args.out.join(format!("{arm}.svg")),
-                (arm, loops_of(c)),
+                (arm, chart::Loops::of(c)),
                 &result.per_second,
                 &result.polled,
                 phases,

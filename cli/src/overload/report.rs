@@ -68,7 +68,7 @@ pub struct PhaseReport {
 pub const REFUSERS: usize = 6;
 
 /// The names of [`REFUSERS`], in order.
-fn refuser_name(i: usize) -> &'static str {
+pub(super) fn refuser_name(i: usize) -> &'static str {
     LimiterName::ALL.get(i).map_or("other", |l| l.as_str())
 }
 
@@ -360,109 +360,6 @@ pub fn detail(arm: &str, reports: &[PhaseReport], phases: &[Phase]) -> String {
         let _ = write!(out, "| {} |", p.name);
         for (all, late) in r.refused.iter().zip(&r.refused_late) {
             let _ = write!(out, " {all} ({late}) |");
-        }
-        out.push('\n');
-    }
-    out
-}
-
-/// A run's figures read back from its [`csv`] (what the chart draws: refusals by who, the
-/// tiers summed, are kept on the first tier). Columns a CSV of an older run lacks read as
-/// not known.
-///
-/// # Errors
-/// The header lacks a column the chart needs, or a value is not a number.
-pub fn from_csv(text: &str) -> std::result::Result<(Vec<[SecondTier; 4]>, Vec<Polled>), String> {
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().ok_or("empty")?.split(',').collect();
-    let column = |name: &str| header.iter().position(|h| *h == name);
-    let need = |name: &str| column(name).ok_or(format!("no column {name}"));
-    let tiers = |what: &str| -> std::result::Result<Vec<usize>, String> {
-        Tier::ALL
-            .iter()
-            .map(|t| need(&format!("{what}_{}", t.as_str())))
-            .collect()
-    };
-    let (ok, shed, timeouts, p99) = (
-        tiers("ok")?,
-        tiers("shed")?,
-        tiers("timeouts")?,
-        tiers("p99_seconds")?,
-    );
-    let refused: Vec<Option<usize>> = (0..REFUSERS)
-        .map(|i| column(&format!("refused_by_{}", refuser_name(i))))
-        .collect();
-    let (amount, limit, demand) = (need("amount")?, need("adaptive_limit")?, need("demand")?);
-    let (capacity, service) = (column("capacity"), column("service_seconds"));
-    let mut per_second = Vec::new();
-    let mut polled = Vec::new();
-    for (n, line) in lines.enumerate() {
-        let cells: Vec<&str> = line.split(',').collect();
-        let number = |i: usize| -> std::result::Result<f64, String> {
-            let cell = cells.get(i).copied().unwrap_or("");
-            cell.parse::<f64>()
-                .map_err(|_| format!("line {}: {cell:?} is not a number", n + 2))
-        };
-        let maybe = |i: Option<usize>| i.and_then(|i| number(i).ok()).unwrap_or(f64::NAN);
-        let mut second = [SecondTier::default(); 4];
-        for (t, cell) in second.iter_mut().enumerate() {
-            cell.ok = number(ok[t])? as u32;
-            cell.shed = number(shed[t])? as u32;
-            cell.timeouts = number(timeouts[t])? as u32;
-            cell.p99 = number(p99[t])?;
-        }
-        for (i, at) in refused.iter().enumerate() {
-            second[0].refused[i] = at.map_or(Ok(0.0), number)? as u32;
-        }
-        per_second.push(second);
-        polled.push(Polled {
-            amount: number(amount)?,
-            limit: number(limit)?,
-            demand: number(demand)?,
-            capacity: maybe(capacity),
-            service: maybe(service),
-        });
-    }
-    Ok((per_second, polled))
-}
-
-/// The per-second series of one arm.
-pub fn csv(per_second: &[[SecondTier; 4]], polled: &[Polled]) -> String {
-    let mut out = String::from("second,amount,adaptive_limit,demand");
-    for what in ["ok", "shed", "timeouts", "p99_seconds"] {
-        for t in Tier::ALL {
-            let _ = write!(out, ",{what}_{}", t.as_str());
-        }
-    }
-    for i in 0..REFUSERS {
-        let _ = write!(out, ",refused_by_{}", refuser_name(i));
-    }
-    out.push_str(",capacity,service_seconds\n");
-    for (i, s) in per_second.iter().enumerate() {
-        let (amount, limit, demand) = polled.get(i).map_or_else(Default::default, |p| {
-            let f = |x: f64, d: usize| format!("{x:.d$}");
-            (f(p.amount, 4), f(p.limit, 2), f(p.demand, 3))
-        });
-        let _ = write!(out, "{i},{amount},{limit},{demand}");
-        for field in 0..4 {
-            for t in s {
-                let v = [
-                    f64::from(t.ok),
-                    f64::from(t.shed),
-                    f64::from(t.timeouts),
-                    t.p99,
-                ][field];
-                let _ = write!(out, ",{v}");
-            }
-        }
-        for who in 0..REFUSERS {
-            let n: u32 = s.iter().map(|t| t.refused[who]).sum();
-            let _ = write!(out, ",{n}");
-        }
-        if let Some(p) = polled.get(i) {
-            let _ = write!(out, ",{:.2},{:.4}", p.capacity, p.service);
-        } else {
-            out.push_str(",,");
         }
         out.push('\n');
     }

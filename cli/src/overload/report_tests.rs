@@ -75,42 +75,9 @@ fn an_inversion_after_a_refusal_is_a_lower_tier_success_sent_after_a_higher_tier
         table.contains("| 0 | 100.0% | – | 11.1% | 3.9 s | 1.00 |"),
         "{table}"
     );
-    let csv = csv(&per_second, &[]);
+    let csv = crate::overload::csv::csv(&per_second, &[]);
     let header = csv.lines().next().unwrap();
     assert!(header
         .ends_with(",refused_by_worker_utilization,refused_by_other,capacity,service_seconds"));
     assert!(csv.lines().nth(2).unwrap().ends_with(",0,1,0,,"), "{csv}");
-}
-
-#[test]
-fn a_csv_reads_back_as_the_figures_it_was_written_from() {
-    let mut second = [SecondTier::default(); 4];
-    second[1].ok = 7;
-    second[2].shed = 3;
-    second[3].p99 = 0.25;
-    second[2].refused[LimiterName::WorkerUtilization as usize] = 3;
-    let polled = Polled {
-        amount: 0.5,
-        limit: 12.0,
-        demand: 2.0,
-        capacity: 8.0,
-        service: 0.05,
-    };
-    let text = csv(&[second, second], &[polled, polled]);
-    let (per_second, read) = from_csv(&text).unwrap();
-    assert_eq!(per_second.len(), 2);
-    assert_eq!((per_second[1][1].ok, per_second[1][2].shed), (7, 3));
-    assert_eq!(per_second[1][3].p99, 0.25);
-    let refused: u32 = per_second[1]
-        .iter()
-        .map(|t| t.refused[LimiterName::WorkerUtilization as usize])
-        .sum();
-    assert_eq!(refused, 3, "by who, the tiers summed");
-    assert_eq!(
-        (read[0].amount, read[0].limit, read[0].demand),
-        (0.5, 12.0, 2.0)
-    );
-    assert!(from_csv("second,amount\n0,1\n")
-        .unwrap_err()
-        .contains("no column"));
 }
