@@ -414,21 +414,24 @@ async fn plans_come_from_a_trusted_header_or_the_hook() {
     assert!(rig.metric("brownout_fail_open_total{limiter=\"classifier\",reason=\"panic\"}") >= 1.0);
 }
 
+/// Three failed charges a day per client (a sliding window of failures on POST /v1/charges).
+fn card_failures() -> QuotaConfig {
+    QuotaConfig::new(
+        "card_failures",
+        QuotaAlgorithm::SlidingWindow,
+        3,
+        HumanDuration::from_secs(86_400),
+    )
+    .with_routes(["POST /v1/charges"])
+    .with_count(QuotaCount::Failures)
+}
+
 #[actix_web::test]
 async fn the_policy_lists_what_applies_to_the_request_and_each_has_its_remaining() {
     // A bucket, a per-IP ceiling and a quota on charges only.
     let mut c = rated(0.001, 10);
     c.limiters.request_rate.per_ip = Some(PerIpConfig::new(0.001, 20));
-    c.limiters.request_rate.quotas.push(
-        QuotaConfig::new(
-            "card_failures",
-            QuotaAlgorithm::SlidingWindow,
-            3,
-            HumanDuration::from_secs(86_400),
-        )
-        .with_routes(["POST /v1/charges"])
-        .with_count(QuotaCount::Failures),
-    );
+    c.limiters.request_rate.quotas.push(card_failures());
     let rig = Rig::new(c);
     let app = app!(rig, gate());
     let res = test::call_service(&*app, get("sk_live_policy").to_request()).await;
@@ -459,16 +462,7 @@ async fn the_policy_lists_what_applies_to_the_request_and_each_has_its_remaining
 #[actix_web::test]
 async fn failed_card_attempts_quota_counts_only_failures() {
     let mut c = rated(100.0, 100);
-    c.limiters.request_rate.quotas.push(
-        QuotaConfig::new(
-            "card_failures",
-            QuotaAlgorithm::SlidingWindow,
-            3,
-            HumanDuration::from_secs(86_400),
-        )
-        .with_routes(["POST /v1/charges"])
-        .with_count(QuotaCount::Failures),
-    );
+    c.limiters.request_rate.quotas.push(card_failures());
     let rig = Rig::new(c);
     let app = app!(rig, gate());
     let charge = |decline: bool| {
