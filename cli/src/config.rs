@@ -165,6 +165,13 @@ impl DemoConfig {
         if self.workers < 1 {
             return Err(ConfigError::invalid("demo.workers", "must be at least 1"));
         }
+        if !cfg!(feature = "tools") && self.alternative_limiter != AlternativeLimiter::Off {
+            return Err(ConfigError::invalid(
+                "demo.alternative_limiter",
+                "needs the brownout binary built with the `tools` feature (cargo run --release \
+                 --features tools), or off",
+            ));
+        }
         Ok(())
     }
 }

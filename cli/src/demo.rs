@@ -4,6 +4,7 @@
 //! `demo.work: cpu` a request burns its service time as CPU on a thread of its own instead of
 //! sleeping: a CPU-bound server, whose capacity is what its cores do.
 
+#[cfg(feature = "tools")]
 mod alternative;
 
 use crate::config::{CliConfig, DemoWork};
@@ -177,7 +178,12 @@ impl Demo {
         if let Some(file) = file {
             builder = builder.config_file(file);
         }
+        // The comparison arm's limiter is built with the `tools` feature only (validate()
+        // refuses one named without it).
+        #[cfg(feature = "tools")]
         let gate = alternative::Gate::new(demo.alternative_limiter)?;
+        #[cfg(not(feature = "tools"))]
+        let gate = actix_web::middleware::Identity::default();
         let brownout = builder.build()?;
         brownout.start()?;
         let admin = brownout.admin_server()?;

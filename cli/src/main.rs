@@ -2,9 +2,13 @@
 //! admin API (`brownout admin …`).
 
 mod admin_cli;
+#[cfg(feature = "tools")]
 mod bench_redis;
+#[cfg(feature = "tools")]
 mod chart;
+#[cfg(feature = "tools")]
 mod overload;
+#[cfg(feature = "tools")]
 mod simulate_cli;
 
 use brownout_cli::config::CliConfig;
@@ -34,12 +38,23 @@ enum Command {
     /// Validate the configuration file and exit.
     Check,
     /// Run the worker-utilization controller against a model of the server in virtual time.
+    #[cfg(feature = "tools")]
     Simulate(simulate_cli::SimulateArgs),
     /// Measure brownout against other approaches (`bench overload`: the overload scorecard).
+    #[cfg(feature = "tools")]
     Bench {
         #[command(subcommand)]
         command: BenchCommand,
     },
+    /// Run the worker-utilization controller against a model of the server in virtual time
+    /// (built with `--features tools`).
+    #[cfg(not(feature = "tools"))]
+    #[command(disable_help_flag = true)]
+    Simulate(NotBuilt),
+    /// Measure brownout: `bench overload`, `bench redis` (built with `--features tools`).
+    #[cfg(not(feature = "tools"))]
+    #[command(disable_help_flag = true)]
+    Bench(NotBuilt),
     /// Talk to a running admin API (token from the variable named by admin.token_env).
     Admin {
         /// The admin API (default: http://<admin.bind>).
@@ -50,6 +65,16 @@ enum Command {
     },
 }
 
+/// The arguments of a command this build leaves out, taken whole so that the answer is the
+/// build to use rather than a parse error.
+#[cfg(not(feature = "tools"))]
+#[derive(clap::Args)]
+struct NotBuilt {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    _args: Vec<String>,
+}
+
+#[cfg(feature = "tools")]
 #[derive(Subcommand)]
 enum BenchCommand {
     /// The overload scorecard: every arm on a fresh demo process, the same open-loop load.
@@ -81,18 +106,36 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(e) => {
             eprintln!("error: {e}");
+            if !cfg!(feature = "fleet") && e.to_string().contains("`redis` feature") {
+                eprintln!(
+                    "the brownout binary runs fleet mode when built with it: \
+                     cargo run --release --features fleet"
+                );
+            }
             return ExitCode::from(2);
         }
     };
     match command {
         Command::Admin { url, command } => admin_cli::run(&config.brownout, url, command),
+        #[cfg(feature = "tools")]
         Command::Simulate(args) => simulate_cli::run(config, args),
+        #[cfg(feature = "tools")]
         Command::Bench {
             command: BenchCommand::Overload(args),
         } => overload::run(config, args),
+        #[cfg(feature = "tools")]
         Command::Bench {
             command: BenchCommand::Redis(args),
         } => bench_redis::run(args),
+        #[cfg(not(feature = "tools"))]
+        Command::Simulate(_) | Command::Bench(_) => {
+            eprintln!(
+                "error: simulate and bench are built with the `tools` feature, which the demo \
+                 does not need: cargo run --release --features tools -- {}",
+                std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+            );
+            ExitCode::from(2)
+        }
         Command::Check => {
             match &path {
                 Some(path) => println!("{}: ok", path.display()),
