@@ -35,7 +35,7 @@ fn keys() -> Vec<u64> {
 /// passes through the same code). The burst is one second's worth of credits, so a thread
 /// preempted between reading the clock and charging is not refused either.
 fn ours(rate: f64) -> (Arc<MemoryStore>, Bucket, SystemClock) {
-    let store = Arc::new(MemoryStore::new(1_000_000, 0, 8));
+    let store = Arc::new(memory_store(1_000_000, 8));
     (store, Bucket::new(rate, rate, 0.0), SystemClock::new())
 }
 
@@ -77,7 +77,7 @@ fn keyed(c: &mut Criterion) {
     });
     // The same keys in a table sized for them (max_keys: 131072, 2 MiB) instead of the
     // default million (16 MiB): the difference is cache misses.
-    let sized = MemoryStore::new(131_072, 0, 8);
+    let sized = memory_store(131_072, 8);
     let mut i = 0;
     g.bench_function("brownout_max_keys_131072", |b| {
         b.iter(|| {
@@ -322,3 +322,11 @@ fn middleware(c: &mut Criterion) {
 
 criterion_group!(benches, keyed, two_threads, decision, middleware, clock);
 criterion_main!(benches);
+
+/// A memory store sized as a configuration with these `max_keys` would size it.
+fn memory_store(rate_keys: usize, concurrency_keys: usize) -> MemoryStore {
+    let mut limiters = brownout::config::LimitersConfig::default();
+    limiters.request_rate.max_keys = rate_keys;
+    limiters.concurrent_requests.max_keys = concurrency_keys;
+    MemoryStore::for_limiters(&limiters)
+}

@@ -9,6 +9,7 @@
 
 use brownout::clock::{Clock, SystemClock};
 use brownout::limiter::gcra::Bucket;
+use brownout::limiter::LimiterName;
 use brownout::store::{MemoryStore, Store};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -73,11 +74,11 @@ fn fill(store: &MemoryStore, n: u64) {
 
 fn ours_at_one_million() {
     let (heap0, rss0) = (CURRENT.load(Ordering::Relaxed), rss());
-    let store = MemoryStore::new(MILLION as usize, 0, 8);
+    let store = memory_store(MILLION as usize, 8);
     fill(&store, MILLION);
     report(
         "brownout   1M keys inserted, max_keys 1M:",
-        store.tracked_keys().0,
+        store.tracked_keys(LimiterName::RequestRate).unwrap_or(0),
         heap0,
         rss0,
     );
@@ -112,14 +113,14 @@ fn governor_at_one_million() {
 fn flood() {
     PEAK.store(CURRENT.load(Ordering::Relaxed), Ordering::Relaxed);
     let base = CURRENT.load(Ordering::Relaxed);
-    let store = MemoryStore::new(MILLION as usize, 0, 8);
+    let store = memory_store(MILLION as usize, 8);
     let start = Instant::now();
     fill(&store, 10 * MILLION);
     let elapsed = start.elapsed();
     let peak = PEAK.load(Ordering::Relaxed) - base;
     println!(
         "flood      10M distinct keys, max_keys 1M: tracked {} at the end, peak heap {peak} B ({:.1} MiB; the cap's budget is 16 B x 2^20 = 16 MiB), {:.0} ns/key",
-        store.tracked_keys().0,
+        store.tracked_keys(LimiterName::RequestRate).unwrap_or(0),
         peak as f64 / (1 << 20) as f64,
         elapsed.as_nanos() as f64 / (10 * MILLION) as f64
     );
@@ -130,4 +131,12 @@ fn main() {
     ours_at_one_million();
     governor_at_one_million();
     flood();
+}
+
+/// A memory store sized as a configuration with these `max_keys` would size it.
+fn memory_store(rate_keys: usize, concurrency_keys: usize) -> MemoryStore {
+    let mut limiters = brownout::config::LimitersConfig::default();
+    limiters.request_rate.max_keys = rate_keys;
+    limiters.concurrent_requests.max_keys = concurrency_keys;
+    MemoryStore::for_limiters(&limiters)
 }

@@ -384,7 +384,10 @@ async fn permits_of_aborted_requests_are_released_and_their_keys_forgotten() {
     .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let (_, concurrency) = rig.brownout.tracked_keys();
+        let concurrency = rig
+            .brownout
+            .tracked_keys(brownout::limiter::LimiterName::ConcurrentRequests)
+            .unwrap();
         let text = rig.brownout.render_metrics();
         let gauge = common::metric(
             &text,

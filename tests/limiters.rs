@@ -9,6 +9,7 @@ use brownout::classify::RequestFacts;
 use brownout::config::{
     HumanDuration, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey,
 };
+use brownout::limiter::LimiterName;
 use brownout::{Config, Mode};
 use common::Rig;
 use std::rc::Rc;
@@ -768,7 +769,10 @@ async fn idle_keys_are_evicted_and_a_key_flood_is_capped() {
     for i in 0..10 {
         test::call_service(&*app, get(&format!("k{i}")).to_request()).await;
     }
-    assert_eq!(rig.brownout.tracked_keys().0, 10);
+    assert_eq!(
+        rig.brownout.tracked_keys(LimiterName::RequestRate).unwrap(),
+        10
+    );
     assert_eq!(
         rig.metric("brownout_tracked_keys{limiter=\"request_rate\"}"),
         10.0
@@ -776,7 +780,10 @@ async fn idle_keys_are_evicted_and_a_key_flood_is_capped() {
     // 0.1 s later each bucket (1 credit spent, 10/s) is full again: the same as no state.
     rig.clock.advance(Duration::from_millis(100));
     rig.brownout.evict_idle();
-    assert_eq!(rig.brownout.tracked_keys().0, 0);
+    assert_eq!(
+        rig.brownout.tracked_keys(LimiterName::RequestRate).unwrap(),
+        0
+    );
     // A flood of 1,000 new keys never holds more than the table's 64 slots.
     for i in 0..1000 {
         let res = test::call_service(&*app, get(&format!("flood{i}")).to_request()).await;
@@ -786,7 +793,7 @@ async fn idle_keys_are_evicted_and_a_key_flood_is_capped() {
             "new keys are never refused for lack of room"
         );
     }
-    assert!(rig.brownout.tracked_keys().0 <= 64);
+    assert!(rig.brownout.tracked_keys(LimiterName::RequestRate).unwrap() <= 64);
 }
 
 /// A store whose concurrency operations fail (or panic) on demand, over a real memory store.
@@ -845,8 +852,8 @@ impl brownout::store::Store for Faulty {
     fn evict_idle(&self, now: u64, unix_now: u64, rules: &[brownout::limiter::window::WindowRule]) {
         self.inner.evict_idle(now, unix_now, rules)
     }
-    fn tracked_keys(&self) -> (usize, usize) {
-        self.inner.tracked_keys()
+    fn tracked_keys(&self, limiter: LimiterName) -> Option<usize> {
+        self.inner.tracked_keys(limiter)
     }
 }
 
@@ -856,7 +863,7 @@ async fn a_failing_or_panicking_store_fails_open_and_is_counted() {
         let mut c = concurrent(1);
         c.limiters.request_rate.mode = Mode::Enforce;
         let store = Arc::new(Faulty {
-            inner: brownout::store::MemoryStore::new(64, 0, 64),
+            inner: brownout::store::MemoryStore::for_limiters(&Config::default().limiters),
             panic,
         });
         let rig = Rig::with(c, |b| b.store(store));
@@ -877,4 +884,40 @@ async fn a_failing_or_panicking_store_fails_open_and_is_counted() {
         // The limiter before it did its work: three credits were spent.
         assert!(rig.metric("brownout_tracked_keys{limiter=\"request_rate\"}") >= 1.0);
     }
+}
+
+/// A store of one's own written against an older `Store`: it provides the concurrency
+/// permits only; what it does not provide fails open.
+struct PermitsOnly(brownout::store::MemoryStore);
+
+impl brownout::store::Store for PermitsOnly {
+    fn concurrency_acquire(&self, key: u64, max: u64) -> Result<bool, brownout::store::StoreError> {
+        self.0.concurrency_acquire(key, max)
+    }
+    fn concurrency_release(&self, key: u64) {
+        self.0.concurrency_release(key);
+    }
+}
+
+#[actix_web::test]
+async fn a_store_that_provides_some_operations_runs_them_and_fails_open_on_the_rest() {
+    let mut c = concurrent(1);
+    c.limiters.request_rate.mode = Mode::Enforce;
+    let store = Arc::new(PermitsOnly(brownout::store::MemoryStore::for_limiters(
+        &Config::default().limiters,
+    )));
+    let rig = Rig::with(c, |b| b.store(store));
+    let gate = gate();
+    let app = app!(rig, gate);
+    // Its permits work: one in flight, the second is refused.
+    let held = hold!(app, "sk_live_p");
+    until_in_flight(&rig, 1).await;
+    let second = test::call_service(&*app, get("sk_live_p").to_request()).await;
+    assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+    gate.add_permits(1);
+    assert_eq!(held.await.unwrap(), StatusCode::OK);
+    // The bucket it does not keep: request_rate fails open, counted, and tracks nothing.
+    let series = "brownout_fail_open_total{limiter=\"request_rate\",reason=\"store_error\"}";
+    assert_eq!(rig.metric(series), 2.0, "{series}");
+    assert_eq!(rig.brownout.tracked_keys(LimiterName::RequestRate), None);
 }

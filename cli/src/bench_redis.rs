@@ -346,7 +346,10 @@ async fn measure(args: RedisArgs) -> Result<(), String> {
         let skipped = ns_per_call(n, |_| {
             ready += u32::from(std::hint::black_box(store.ready()))
         });
-        let memory = MemoryStore::new(100_000, 0, 100_000);
+        let mut sizes = brownout::config::LimitersConfig::default();
+        sizes.request_rate.max_keys = 100_000;
+        sizes.concurrent_requests.max_keys = 100_000;
+        let memory = MemoryStore::for_limiters(&sizes);
         let bucket = Bucket::new(1_000.0, 1_000.0, 0.0);
         let local = ns_per_call(n, |key| {
             let _ = memory.rate_charge(key, 0, bucket.increment(1), bucket.tolerance());

@@ -44,7 +44,8 @@ pub struct Config {
     pub admin: AdminConfig,
     /// How requests are put into tiers and keyed.
     pub classifier: ClassifierConfig,
-    /// The four limiters.
+    /// The limiters, one section each (request_rate, concurrent_requests, fleet_usage,
+    /// worker_utilization, adaptive_concurrency).
     pub limiters: LimitersConfig,
     /// Where keyed limiter state lives.
     pub store: StoreConfig,

@@ -92,8 +92,8 @@ pub(crate) enum Verdict<'a, P: EngineRef> {
 /// limiters took (their permits unwind, and the answer gives back what no limiter took
 /// over), is counted against the limiter that was running, and lets the request through.
 ///
-/// `#[inline]`: with three owners instantiating it, the compiler stopped inlining it into
-/// `judge`, and `Brownout::check` paid 2-4% more (callgrind, instructions per decision).
+/// `#[inline]`: three owners instantiate it, and out of line every decision would pay a call
+/// and a copy of the verdict.
 #[inline]
 pub(crate) fn decide<'a: 'k, 'k, P: EngineRef>(
     owner: &'a P,

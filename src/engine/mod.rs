@@ -252,8 +252,8 @@ impl Engine {
 }
 
 /// One decision in this many is timed for `brownout_decision_duration_seconds`: a second clock
-/// reading on every request cost more than the rest of a worker_utilization-only decision
-/// (25 ns a reading on a 16-core Xeon VM, against about 300 ns for the whole decision).
+/// reading on every request would be a large share of a worker_utilization-only decision
+/// (docs/benchmarks.md has what a decision costs).
 pub(crate) const TIMED_ONE_IN: u32 = 16;
 
 thread_local! {

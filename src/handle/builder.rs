@@ -177,13 +177,7 @@ impl BrownoutBuilder {
             self.config.admin.metrics_auth,
         )?;
         let limits = &settings.limiters;
-        let memory = || {
-            MemoryStore::new(
-                limits.request_rate.max_keys,
-                limits.request_rate.quotas.len(),
-                limits.concurrent_requests.max_keys,
-            )
-        };
+        let memory = || MemoryStore::for_limiters(limits);
         let keyed = Keyed::build(&self.config.store, memory, self.store, clock.clone())?;
         let resting = wu.controller().resting();
         let adaptive = Arc::new(AdaptiveState::new(f64::from(

@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::control::{RuntimeRegistry, ShedPlan, UtilizationSource};
 use crate::engine::{judge, Engine, RequestGuard, Verdict};
 use crate::http::{BrownoutMiddleware, Hooks};
-use crate::limiter::{Rejection, Request};
+use crate::limiter::{LimiterName, Rejection, Request};
 use crate::metrics::Outcome;
 use crate::ops::{AuditLog, PendingRevert};
 use crate::rng::SplitMix64;
@@ -341,11 +341,13 @@ impl Brownout {
             metrics.publish_breaker("redis", shared.breaker_gauge);
             metrics.publish_undo_dropped("redis", shared.undo_dropped);
         }
-        let (rate_keys, concurrency_keys) = self.inner.engine.keyed().local().tracked_keys();
-        self.inner
-            .engine
-            .metrics()
-            .publish_tracked_keys(rate_keys, concurrency_keys);
+        let store = self.inner.engine.keyed().local();
+        let metrics = self.inner.engine.metrics();
+        for limiter in LimiterName::ALL {
+            if let Some(keys) = store.tracked_keys(limiter) {
+                metrics.publish_tracked_keys(limiter, keys);
+            }
+        }
         self.inner
             .engine
             .metrics()
@@ -372,9 +374,11 @@ impl Brownout {
             .clone()
     }
 
-    /// Keys tracked by the request-rate limiter (bucket and quotas) and the concurrency limiter.
-    pub fn tracked_keys(&self) -> (usize, usize) {
-        self.inner.engine.keyed().local().tracked_keys()
+    /// Keys this process tracks for `limiter` (request_rate: buckets and quota windows;
+    /// concurrent_requests: keys holding a permit); `None` for a limiter with no per-key
+    /// state.
+    pub fn tracked_keys(&self, limiter: LimiterName) -> Option<usize> {
+        self.inner.engine.keyed().local().tracked_keys(limiter)
     }
 
     /// Drops idle keyed state now (the evictor actor does this every `eviction_interval`).

@@ -269,7 +269,7 @@ mod tests {
     fn a_quota_rejection_reports_the_refunded_bucket_and_the_quota() {
         let r = rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 10\n    quotas:\n      - {name: signups, algorithm: fixed_window, limit: 2, window: 1d, routes: [\"POST /v1/accounts\"], key: ip}\n");
         let store =
-            crate::store::Keyed::local_only(std::sync::Arc::new(MemoryStore::new(64, 1, 64)));
+            crate::store::Keyed::local_only(std::sync::Arc::new(MemoryStore::sized(64, 1, 64)));
         let signup = Request {
             tier: Tier::Post,
             key: 42,

@@ -24,6 +24,9 @@ pub(crate) trait Limiter {
     /// The title and detail of its refusal `r` (`policy` names the request-rate policy other
     /// than the client's bucket; `wait` is when to retry, in words).
     fn problem(r: &Rejection, policy: Option<&str>, wait: &str) -> Problem;
+    /// It keeps state per client key in the store (`brownout_tracked_keys{limiter}` is
+    /// published for it).
+    const KEYED: bool = false;
 }
 
 /// A refusal's title and detail, in the words of the limiter that refused.
@@ -140,6 +143,13 @@ macro_rules! limiters {
                 }
             }
 
+            /// Whether it keeps state per client key ([`Limiter::KEYED`]).
+            pub(crate) const fn keyed(self) -> bool {
+                match self {
+                    $(LimiterName::$variant => <$unit as Limiter>::KEYED,)*
+                }
+            }
+
             /// The title and detail of its refusal `r`.
             pub(crate) fn problem(self, r: &Rejection, policy: Option<&str>, wait: &str) -> Problem {
                 match self {
@@ -169,7 +179,7 @@ impl LimiterName {
     }
 }
 
-/// The request as every limiter sees it: classified once, read by all four.
+/// The request as every limiter sees it: classified once, read by each of them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Request<'a> {
     /// Its tier.

@@ -114,7 +114,8 @@ pub(crate) struct Metrics {
     kill_switch: Gauge,
     decision: AtomicHistogram,
     config_version: Gauge,
-    tracked_keys: [Gauge; 2],
+    /// Per limiter, in [`LimiterName::ALL`]'s order, for those that keep per-key state.
+    tracked_keys: [Option<Gauge>; LimiterName::COUNT],
     admin_changes: [Counter; 5],
     store_errors: [Counter; 3],
     /// Per limiter: rejected, dark_rejected, failed_open (for the admin state).
@@ -210,8 +211,10 @@ impl Metrics {
             kill_switch: gauge("brownout_kill_switch_engaged", &[]),
             decision: AtomicHistogram::new(&DECISION_BUCKETS),
             config_version: gauge("brownout_config_version", &[]),
-            tracked_keys: ["request_rate", "concurrent_requests"]
-                .map(|l| gauge("brownout_tracked_keys", &[("limiter", l)])),
+            tracked_keys: LimiterName::ALL.map(|l| {
+                l.keyed()
+                    .then(|| gauge("brownout_tracked_keys", &[("limiter", l.as_str())]))
+            }),
             store_errors: ["request_rate", "concurrent_requests", "fleet_usage"].map(|op| {
                 counter(
                     "brownout_store_errors_total",
@@ -358,10 +361,11 @@ impl Metrics {
         }
     }
 
-    /// Publishes how many keys the keyed limiters track.
-    pub fn publish_tracked_keys(&self, request_rate: usize, concurrent_requests: usize) {
-        self.tracked_keys[0].set(request_rate as f64);
-        self.tracked_keys[1].set(concurrent_requests as f64);
+    /// Publishes how many keys `limiter` tracks (`brownout_tracked_keys{limiter}`).
+    pub fn publish_tracked_keys(&self, limiter: LimiterName, keys: usize) {
+        if let Some(gauge) = &self.tracked_keys[limiter as usize] {
+            gauge.set(keys as f64);
+        }
     }
 
     /// The Prometheus text exposition of every metric.

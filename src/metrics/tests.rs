@@ -43,7 +43,7 @@ fn publishes_the_thresholds_in_force() {
 #[test]
 fn every_metric_has_help_text() {
     let m = Metrics::new();
-    m.publish_tracked_keys(1, 0);
+    m.publish_tracked_keys(LimiterName::RequestRate, 1);
     m.store_error(LimiterName::RequestRate);
     m.admin_change("patch");
     let text = m.render(&InFlight::default());

@@ -168,7 +168,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_built_in_profile_exists_and_the_scorecard_has_the_issue_phases() {
+    fn every_built_in_profile_exists_and_the_scorecard_has_the_benchmarks_phases() {
         for (name, _) in BUILT_IN {
             assert!(built_in(name).is_some(), "{name}");
         }

@@ -11,7 +11,7 @@ const IP: u64 = 9;
 
 /// Keyed state over a memory store the test can read.
 fn keyed() -> (Arc<MemoryStore>, Keyed) {
-    let store = Arc::new(MemoryStore::new(64, 1, 64));
+    let store = Arc::new(MemoryStore::sized(64, 1, 64));
     (store.clone(), Keyed::local_only(store))
 }
 
@@ -178,14 +178,14 @@ impl Store for NoPermits {
     fn evict_idle(&self, now: u64, unix_now: u64, rules: &[crate::math::window::WindowRule]) {
         self.0.evict_idle(now, unix_now, rules)
     }
-    fn tracked_keys(&self) -> (usize, usize) {
-        self.0.tracked_keys()
+    fn tracked_keys(&self, limiter: crate::limiter::LimiterName) -> Option<usize> {
+        self.0.tracked_keys(limiter)
     }
 }
 
 #[test]
 fn an_error_answers_its_part_and_the_rest_goes_on() {
-    let keyed = Keyed::local_only(Arc::new(NoPermits(MemoryStore::new(64, 0, 64))));
+    let keyed = Keyed::local_only(Arc::new(NoPermits(MemoryStore::sized(64, 0, 64))));
     let mut part = None;
     let mut answer = Answer::new(&keyed);
     answer.answer_here(&ask(10), (0, 0), &mut part);

@@ -14,6 +14,7 @@ use super::memory::MemoryStore;
 use super::redis::RedisStore;
 use super::{Store, StoreError};
 use crate::clock::Clock;
+use crate::limiter::LimiterName;
 use crate::logging::LogGate;
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
@@ -231,8 +232,8 @@ impl Store for HybridStore {
         self.local.evict_idle(now, unix_now, quota_rules);
     }
 
-    fn tracked_keys(&self) -> (usize, usize) {
-        self.local.tracked_keys()
+    fn tracked_keys(&self, limiter: LimiterName) -> Option<usize> {
+        self.local.tracked_keys(limiter)
     }
 }
 
@@ -242,7 +243,7 @@ mod tests {
 
     #[test]
     fn rounds_carry_what_was_charged_and_settle_on_the_fleets_bucket() {
-        let store = HybridStore::new(MemoryStore::new(64, 0, 64));
+        let store = HybridStore::new(MemoryStore::sized(64, 0, 64));
         store.rate_charge(9, 0, 1_000, 10_000).unwrap();
         assert!(
             store.drain().is_empty(),

@@ -3,6 +3,7 @@
 
 use super::table::{KeyTable, Update};
 use super::{Store, StoreError};
+use crate::limiter::{LimiterName, LimitersConfig};
 use crate::math::gcra::{self, Charge};
 use crate::math::window::{WindowCheck, WindowRule};
 use crate::shard::{CachePadded, Sharded};
@@ -26,16 +27,27 @@ pub struct MemoryStore {
     /// cannot decide without summing every shard on every request (more cache misses than
     /// this one line). It costs a request two locked adds on a contended line while
     /// fleet_usage is on (`decision/plus_fleet_usage_one_key` against
-    /// `decision/only_worker_utilization_one_key`: +63 ns on a 16-core Xeon VM, one thread).
+    /// `decision/only_worker_utilization_one_key` in `benches/limiters.rs` measures it).
     /// On a cache line of its own, so that its writes do not evict what lookups read.
     /// Per-key state (buckets, permits) is shared by the requests of that key only.
     fleet: CachePadded<AtomicU64>,
 }
 
 impl MemoryStore {
+    /// The store `limiters` asks for: each keyed limiter's tables sized by its own settings
+    /// (request_rate: `max_keys` buckets, and as many windows per quota; concurrent_requests:
+    /// `max_keys` keys with requests in flight). Each table is allocated once, here.
+    pub fn for_limiters(limiters: &LimitersConfig) -> Self {
+        Self::sized(
+            limiters.request_rate.max_keys,
+            limiters.request_rate.quotas.len(),
+            limiters.concurrent_requests.max_keys,
+        )
+    }
+
     /// Tables for `rate_keys` request-rate keys (and as many per quota) and `concurrency_keys`
-    /// keys with requests in flight.
-    pub fn new(rate_keys: usize, quotas: usize, concurrency_keys: usize) -> Self {
+    /// keys with requests in flight (the crate's own tests).
+    pub(crate) fn sized(rate_keys: usize, quotas: usize, concurrency_keys: usize) -> Self {
         Self {
             rate: KeyTable::new(rate_keys),
             quotas: (0..quotas).map(|_| KeyTable::new(rate_keys)).collect(),
@@ -215,9 +227,14 @@ impl Store for MemoryStore {
         self.concurrency.sweep(|count| count == 0);
     }
 
-    fn tracked_keys(&self) -> (usize, usize) {
-        let rate = self.rate.live() + self.quotas.iter().map(KeyTable::live).sum::<usize>();
-        (rate, self.holders.sum(0).max(0) as usize)
+    fn tracked_keys(&self, limiter: LimiterName) -> Option<usize> {
+        match limiter {
+            LimiterName::RequestRate => {
+                Some(self.rate.live() + self.quotas.iter().map(KeyTable::live).sum::<usize>())
+            }
+            LimiterName::ConcurrentRequests => Some(self.holders.sum(0).max(0) as usize),
+            _ => None,
+        }
     }
 }
 
@@ -228,30 +245,37 @@ mod tests {
 
     #[test]
     fn full_buckets_are_evicted_and_counted() {
-        let s = MemoryStore::new(64, 0, 64);
+        let s = MemoryStore::sized(64, 0, 64);
         s.rate_charge(1, 0, 100, 1_000).unwrap();
         s.rate_charge(2, 0, 900, 1_000).unwrap();
-        assert_eq!(s.tracked_keys().0, 2);
+        assert_eq!(s.tracked_keys(LimiterName::RequestRate).unwrap(), 2);
         // At 500 µs key 1 is full again (TAT 100), key 2 is not (TAT 900).
         s.evict_idle(500, 0, &[]);
-        assert_eq!(s.tracked_keys().0, 1);
+        assert_eq!(s.tracked_keys(LimiterName::RequestRate).unwrap(), 1);
         s.evict_idle(900, 0, &[]);
-        assert_eq!(s.tracked_keys().0, 0);
+        assert_eq!(s.tracked_keys(LimiterName::RequestRate).unwrap(), 0);
     }
 
     #[test]
     fn an_idle_key_keeps_its_slot_only_while_the_table_is_small() {
-        let s = MemoryStore::new(64, 0, 1 << 14);
+        let s = MemoryStore::sized(64, 0, 1 << 14);
         assert!(s.concurrency_acquire(7, 2).unwrap());
         s.concurrency_release(7);
-        assert_eq!(s.tracked_keys().1, 0, "nothing in flight");
+        assert_eq!(
+            s.tracked_keys(LimiterName::ConcurrentRequests).unwrap(),
+            0,
+            "nothing in flight"
+        );
         assert_eq!(s.concurrency.live(), 1, "the slot stays, at zero");
         assert_eq!(s.concurrency.peek(7), Some(0));
         // Fill the table past the threshold with keys that have a permit out.
         for k in 100..100 + IDLE_SLOTS_UP_TO as u64 {
             assert!(s.concurrency_acquire(k, 2).unwrap());
         }
-        assert_eq!(s.tracked_keys().1, IDLE_SLOTS_UP_TO);
+        assert_eq!(
+            s.tracked_keys(LimiterName::ConcurrentRequests).unwrap(),
+            IDLE_SLOTS_UP_TO
+        );
         let live = s.concurrency.live();
         s.concurrency_release(100);
         assert_eq!(
@@ -260,22 +284,29 @@ mod tests {
             "now the last permit frees the slot"
         );
         assert_eq!(s.concurrency.peek(100), None);
-        assert_eq!(s.tracked_keys().1, IDLE_SLOTS_UP_TO - 1);
+        assert_eq!(
+            s.tracked_keys(LimiterName::ConcurrentRequests).unwrap(),
+            IDLE_SLOTS_UP_TO - 1
+        );
     }
 
     #[test]
     fn concurrency_permits_count_and_release() {
-        let s = MemoryStore::new(64, 0, 64);
+        let s = MemoryStore::sized(64, 0, 64);
         assert!(s.concurrency_acquire(7, 2).unwrap());
         assert!(s.concurrency_acquire(7, 2).unwrap());
         assert!(!s.concurrency_acquire(7, 2).unwrap());
         s.concurrency_release(7);
         assert!(s.concurrency_acquire(7, 2).unwrap());
         s.concurrency_release(7);
-        assert_eq!(s.tracked_keys().1, 1, "one permit still out");
+        assert_eq!(
+            s.tracked_keys(LimiterName::ConcurrentRequests).unwrap(),
+            1,
+            "one permit still out"
+        );
         s.concurrency_release(7);
         assert_eq!(
-            s.tracked_keys().1,
+            s.tracked_keys(LimiterName::ConcurrentRequests).unwrap(),
             0,
             "the last release frees the key, no sweep needed"
         );
@@ -284,7 +315,7 @@ mod tests {
 
     #[test]
     fn fleet_slots_are_bounded() {
-        let s = MemoryStore::new(64, 0, 64);
+        let s = MemoryStore::sized(64, 0, 64);
         assert!(s.fleet_acquire(2).unwrap());
         assert!(s.fleet_acquire(2).unwrap());
         assert!(!s.fleet_acquire(2).unwrap());
@@ -302,9 +333,9 @@ mod tests {
             limit: 2,
             window: 1_000_000,
         };
-        let s = MemoryStore::new(64, 1, 64);
+        let s = MemoryStore::sized(64, 1, 64);
         assert!(s.quota_hit(0, 9, 0, &rule, false).unwrap().allowed);
-        assert_eq!(s.tracked_keys().0, 0);
+        assert_eq!(s.tracked_keys(LimiterName::RequestRate).unwrap(), 0);
         assert!(s.quota_hit(0, 9, 0, &rule, true).unwrap().allowed);
         assert!(s.quota_hit(0, 9, 0, &rule, true).unwrap().allowed);
         assert!(!s.quota_hit(0, 9, 0, &rule, true).unwrap().allowed);

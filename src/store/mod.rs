@@ -30,6 +30,7 @@ pub use unanswered::Unanswered;
 #[cfg(all(feature = "redis", not(feature = "redis-internals")))]
 pub(crate) use unanswered::Unanswered;
 
+use crate::limiter::LimiterName;
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
 
@@ -110,10 +111,15 @@ pub struct ClientReading {
     pub in_flight: u64,
 }
 
-/// The state operations of the per-key limiters.
+/// The state operations of the per-key limiters: what [`MemoryStore`] does in process, and
+/// what a store of your own (`BrownoutBuilder::store`) may do instead.
+///
+/// Every method has a default, so that the trait can grow without breaking a store written
+/// against it: an operation a store does not provide answers an error, and the limiter that
+/// asked fails open on it (counted in `brownout_fail_open_total` and logged); a give-back it
+/// does not provide does nothing; it tracks no keys.
 pub trait Store: Send + Sync {
-    /// Reads `key`'s bucket and permits without spending or claiming anything. By default a
-    /// store cannot (an error says so).
+    /// Reads `key`'s bucket and permits without spending or claiming anything.
     fn peek(&self, key: u64) -> Result<ClientReading, StoreError> {
         let _ = key;
         Err(StoreError::Failed(
@@ -128,10 +134,16 @@ pub trait Store: Send + Sync {
         now: u64,
         increment: u64,
         tolerance: u64,
-    ) -> Result<Charge, StoreError>;
+    ) -> Result<Charge, StoreError> {
+        let _ = (key, now, increment, tolerance);
+        Err(not_provided("rate_charge"))
+    }
 
     /// Gives back a charge of `increment` µs (a later limiter rejected the request).
-    fn rate_refund(&self, key: u64, increment: u64) -> Result<(), StoreError>;
+    fn rate_refund(&self, key: u64, increment: u64) -> Result<(), StoreError> {
+        let _ = (key, increment);
+        Err(not_provided("rate_refund"))
+    }
 
     /// Counts (`add`) or only checks one request against quota `quota` for `key`; `now` is
     /// in µs since the Unix epoch (windows follow the calendar).
@@ -142,7 +154,10 @@ pub trait Store: Send + Sync {
         now: u64,
         rule: &WindowRule,
         add: bool,
-    ) -> Result<WindowCheck, StoreError>;
+    ) -> Result<WindowCheck, StoreError> {
+        let _ = (quota, key, now, rule, add);
+        Err(not_provided("quota_hit"))
+    }
 
     /// Takes back one counted request of quota `quota` in the window of `now`.
     fn quota_refund(
@@ -151,25 +166,47 @@ pub trait Store: Send + Sync {
         key: u64,
         now: u64,
         rule: &WindowRule,
-    ) -> Result<(), StoreError>;
+    ) -> Result<(), StoreError> {
+        let _ = (quota, key, now, rule);
+        Err(not_provided("quota_refund"))
+    }
 
     /// Takes one of `max` in-flight permits of `key`; `false` if all are taken.
-    fn concurrency_acquire(&self, key: u64, max: u64) -> Result<bool, StoreError>;
+    fn concurrency_acquire(&self, key: u64, max: u64) -> Result<bool, StoreError> {
+        let _ = (key, max);
+        Err(not_provided("concurrency_acquire"))
+    }
 
     /// Returns a permit of `key`.
-    fn concurrency_release(&self, key: u64);
+    fn concurrency_release(&self, key: u64) {
+        let _ = key;
+    }
 
     /// Takes one of `limit` non-critical fleet slots; `false` if all are taken.
-    fn fleet_acquire(&self, limit: u64) -> Result<bool, StoreError>;
+    fn fleet_acquire(&self, limit: u64) -> Result<bool, StoreError> {
+        let _ = limit;
+        Err(not_provided("fleet_acquire"))
+    }
 
     /// Returns a fleet slot.
-    fn fleet_release(&self);
+    fn fleet_release(&self) {}
 
     /// Drops state that carries no information at `now` µs (full buckets; keys with nothing
     /// in flight) and at `unix_now` µs since the epoch (expired quota windows).
-    fn evict_idle(&self, now: u64, unix_now: u64, quota_rules: &[WindowRule]);
+    fn evict_idle(&self, now: u64, unix_now: u64, quota_rules: &[WindowRule]) {
+        let _ = (now, unix_now, quota_rules);
+    }
 
-    /// Keys tracked by the request-rate limiter (bucket and quotas) and by the concurrency
-    /// limiter.
-    fn tracked_keys(&self) -> (usize, usize);
+    /// Keys this store tracks for `limiter` (request_rate: buckets and quota windows;
+    /// concurrent_requests: keys holding a permit or a parked slot); `None` for a limiter it
+    /// keeps no per-key state for.
+    fn tracked_keys(&self, limiter: LimiterName) -> Option<usize> {
+        let _ = limiter;
+        None
+    }
+}
+
+/// The error of an operation a [`Store`] does not provide.
+fn not_provided(operation: &str) -> StoreError {
+    StoreError::Failed(format!("this store does not provide {operation}"))
 }

@@ -78,6 +78,7 @@ pub fn decide<'a, S: KeyedHandle>(
 
 /// concurrent_requests as a [`Limiter`](super::Limiter): its settings are its unit.
 impl super::Limiter for ConcurrentRequestsConfig {
+    const KEYED: bool = true;
     const NAME: LimiterName = LimiterName::ConcurrentRequests;
 
     fn problem(_r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {

@@ -355,6 +355,7 @@ impl RateRules {
 
 /// request_rate as a [`Limiter`](super::Limiter): its settings are its unit.
 impl super::Limiter for RequestRateConfig {
+    const KEYED: bool = true;
     const NAME: LimiterName = LimiterName::RequestRate;
 
     fn problem(r: &Rejection, policy: Option<&str>, wait: &str) -> Problem {

@@ -52,7 +52,7 @@ fn check(
 
 /// Keyed state in a memory store of these sizes.
 fn memory(rate_keys: usize, quotas: usize, concurrency_keys: usize) -> Keyed {
-    Keyed::local_only(Arc::new(MemoryStore::new(rate_keys, quotas, concurrency_keys)))
+    Keyed::local_only(Arc::new(MemoryStore::sized(rate_keys, quotas, concurrency_keys)))
 }
 
 fn req<'a>(method: &'a str, path: &'a str, plan: Option<&'a str>) -> Request<'a> {
