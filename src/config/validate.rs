@@ -2,13 +2,13 @@
 //! its key (each limiter's block is checked in its own module, `crate::limiter::<name>`).
 
 use super::Config;
-use crate::schema::validate::{duration, ensure, Check};
+use crate::schema::validate::{duration, ensure, Valid};
 use crate::schema::MAX_FORWARDED_LINES;
 use crate::schema::{AdminScope, ConfigError, RoutePattern, StoreKind, StoreSync};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-fn address(value: &str, key: &str) -> Check {
+fn address(value: &str, key: &str) -> Valid {
     ensure(
         value.parse::<SocketAddr>().is_ok(),
         key,
@@ -62,7 +62,7 @@ impl Config {
         })
     }
 
-    pub(super) fn validate_store(&self) -> Check {
+    pub(super) fn validate_store(&self) -> Valid {
         let s = &self.store;
         duration(
             s.timeout.get(),

@@ -21,7 +21,7 @@ pub use worker::{Bands, MaxShed, Selection, SourceKind};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
-use validate::Check;
+use validate::Valid;
 
 /// Most `X-Forwarded-For` header lines read (the last ones: entries are taken from the end).
 pub(crate) const MAX_FORWARDED_LINES: usize = 8;
@@ -207,7 +207,7 @@ impl Default for DeadlineConfig {
 }
 
 impl DeadlineConfig {
-    pub(crate) fn validate(&self) -> Check {
+    pub(crate) fn validate(&self) -> Valid {
         validate::duration(
             self.after.get(),
             "limiters.deadline.after",

@@ -83,9 +83,10 @@ impl ConfigError {
     }
 }
 
-pub(crate) type Check = Result<(), ConfigError>;
+/// The answer of a range check: nothing, or the setting it refuses and why.
+pub(crate) type Valid = Result<(), ConfigError>;
 
-pub(crate) fn ensure(ok: bool, key: &str, message: impl Into<String>) -> Check {
+pub(crate) fn ensure(ok: bool, key: &str, message: impl Into<String>) -> Valid {
     if ok {
         Ok(())
     } else {
@@ -114,7 +115,7 @@ pub(crate) const MIN_SHARE: f64 = 0.01;
 
 /// A share of something (of a limit, of the capacity, of the drop probability): 0, or from
 /// [`MIN_SHARE`] to 1.
-pub(crate) fn share(value: f64, key: &str) -> Check {
+pub(crate) fn share(value: f64, key: &str) -> Valid {
     ensure(
         value == 0.0 || (value.is_finite() && (MIN_SHARE..=1.0).contains(&value)),
         key,
@@ -130,7 +131,7 @@ pub(crate) fn duration(
     value: std::time::Duration,
     key: &str,
     (min, max): (std::time::Duration, std::time::Duration),
-) -> Check {
+) -> Valid {
     use super::HumanDuration;
     ensure(
         (min..=max).contains(&value),
@@ -153,7 +154,7 @@ pub(crate) const MS_TO_A_DAY: (std::time::Duration, std::time::Duration) = (
 
 /// A number of seconds written as a number (the controller's time constants): finite, from
 /// `min` to `max`.
-pub(crate) fn seconds(value: f64, key: &str, (min, max): (f64, f64)) -> Check {
+pub(crate) fn seconds(value: f64, key: &str, (min, max): (f64, f64)) -> Valid {
     ensure(
         value.is_finite() && (min..=max).contains(&value),
         key,
@@ -168,7 +169,7 @@ pub(crate) fn seconds(value: f64, key: &str, (min, max): (f64, f64)) -> Check {
 const MAX_KEYS: usize = 100_000_000;
 
 /// A key table's size: `key` names it.
-pub(crate) fn max_keys(n: usize, key: &str) -> Check {
+pub(crate) fn max_keys(n: usize, key: &str) -> Valid {
     ensure(
         (8..=MAX_KEYS).contains(&n),
         key,

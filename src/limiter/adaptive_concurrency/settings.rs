@@ -1,6 +1,6 @@
 //! `limiters.adaptive_concurrency:` — the fast guard's settings, with their validation.
 
-use crate::schema::validate::{duration, ensure, share, Check, MS_TO_A_DAY};
+use crate::schema::validate::{duration, ensure, share, Valid, MS_TO_A_DAY};
 use crate::schema::{HumanDuration, Mode};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -98,7 +98,7 @@ impl Default for AdaptiveConcurrencyConfig {
 }
 
 impl AdaptiveConcurrencyConfig {
-    pub(crate) fn validate(&self) -> Check {
+    pub(crate) fn validate(&self) -> Valid {
         let key = |k: &str| format!("limiters.adaptive_concurrency.{k}");
         ensure(self.min_limit >= 1, &key("min_limit"), "must be at least 1")?;
         ensure(

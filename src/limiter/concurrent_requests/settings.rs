@@ -1,7 +1,7 @@
 //! `limiters.concurrent_requests:` — the concurrent-requests limiter's settings and their
 //! validation.
 
-use crate::schema::validate::{duration, ensure, max_keys, Check, MS_TO_A_DAY};
+use crate::schema::validate::{duration, ensure, max_keys, Valid, MS_TO_A_DAY};
 use crate::schema::{HumanDuration, Mode};
 use serde::{Deserialize, Serialize};
 
@@ -44,7 +44,7 @@ impl Default for ConcurrentRequestsConfig {
 }
 
 impl ConcurrentRequestsConfig {
-    pub(crate) fn validate(&self) -> Check {
+    pub(crate) fn validate(&self) -> Valid {
         let key = "limiters.concurrent_requests";
         ensure(
             self.max_in_flight >= 1,

@@ -1,6 +1,6 @@
 //! `limiters.fleet_usage:` — the fleet-usage limiter's settings and their validation.
 
-use crate::schema::validate::{duration, ensure, share, Check, MS_TO_A_DAY};
+use crate::schema::validate::{duration, ensure, share, Valid, MS_TO_A_DAY};
 use crate::schema::{HumanDuration, Mode};
 use serde::{Deserialize, Serialize};
 
@@ -58,7 +58,7 @@ impl FleetUsageConfig {
 }
 
 impl FleetUsageConfig {
-    pub(crate) fn validate(&self) -> Check {
+    pub(crate) fn validate(&self) -> Valid {
         let key = "limiters.fleet_usage";
         ensure(
             (1..=MAX_CAPACITY).contains(&self.capacity),

@@ -1,7 +1,7 @@
 //! Validation of `limiters.request_rate:`: every refusal names its key.
 
 use super::RequestRateConfig;
-use crate::schema::validate::{duration, ensure, max_keys, Check, Num, MIN_SHARE};
+use crate::schema::validate::{duration, ensure, max_keys, Valid, Num, MIN_SHARE};
 use std::time::Duration;
 use crate::schema::{ConfigError, RoutePattern};
 use std::collections::BTreeMap;
@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 const RR: &str = "limiters.request_rate";
 
 /// Names that end up in headers and metrics-free JSON: short tokens only.
-fn token(name: &str, key: &str) -> Check {
+fn token(name: &str, key: &str) -> Valid {
     ensure(
         !name.is_empty()
             && name.len() <= 64
@@ -21,7 +21,7 @@ fn token(name: &str, key: &str) -> Check {
     )
 }
 
-fn costs(table: &BTreeMap<String, u32>, burst: u32, key: &str) -> Check {
+fn costs(table: &BTreeMap<String, u32>, burst: u32, key: &str) -> Valid {
     for (route, &cost) in table {
         let k = format!("{key}.costs[{route:?}]");
         RoutePattern::parse(route).map_err(|m| ConfigError::invalid(&k, m))?;
@@ -37,7 +37,7 @@ fn costs(table: &BTreeMap<String, u32>, burst: u32, key: &str) -> Check {
 /// Longest time to refill an empty bucket: state is kept in 48-bit microseconds.
 const MAX_REFILL_SECS: f64 = 365.0 * 86_400.0;
 
-fn rate_and_burst(rate: f64, burst: u32, key: &str) -> Check {
+fn rate_and_burst(rate: f64, burst: u32, key: &str) -> Valid {
     ensure(
         rate.is_finite() && rate > 0.0 && rate <= 1e6,
         &format!("{key}.rate"),
@@ -55,7 +55,7 @@ fn rate_and_burst(rate: f64, burst: u32, key: &str) -> Check {
 }
 
 impl RequestRateConfig {
-    pub(crate) fn validate(&self) -> Check {
+    pub(crate) fn validate(&self) -> Valid {
         rate_and_burst(self.rate, self.burst, RR)?;
         ensure(
             self.default_cost <= self.burst,

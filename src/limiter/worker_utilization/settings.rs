@@ -3,7 +3,7 @@
 
 use crate::control::{probabilities, ControllerParams};
 use crate::schema::validate::{
-    duration, ensure, seconds, share, Check, Num, MIN_SHARE, MS_TO_A_DAY,
+    duration, ensure, seconds, share, Valid, Num, MIN_SHARE, MS_TO_A_DAY,
 };
 use crate::schema::{Bands, ConfigError, HumanDuration, MaxShed, Mode, Selection, SourceKind};
 use crate::tier::{PerTier, Tier};
@@ -143,7 +143,7 @@ const MAX_CONTROLLER_SECONDS: f64 = 86_400.0;
 const MAX_CAPACITY: u32 = 1_000_000;
 
 /// Checks the worker-utilization block.
-pub(crate) fn validate_worker_utilization(w: &WorkerUtilizationConfig) -> Check {
+pub(crate) fn validate_worker_utilization(w: &WorkerUtilizationConfig) -> Valid {
     let key = |k: &str| format!("{WU}.{k}");
     let (low, high) = END_OF_GOOD_RANGE;
     ensure(
@@ -205,7 +205,7 @@ pub(crate) fn validate_worker_utilization(w: &WorkerUtilizationConfig) -> Check 
     validate_bands(w)
 }
 
-fn validate_sources(w: &WorkerUtilizationConfig) -> Check {
+fn validate_sources(w: &WorkerUtilizationConfig) -> Valid {
     // The cpu source reads the process's CPU time through sysinfo: only with the feature.
     if !cfg!(feature = "cpu") {
         let needs = "is cpu, which needs brownout's `cpu` feature: add features = [\"cpu\"] to \
@@ -231,7 +231,7 @@ fn validate_sources(w: &WorkerUtilizationConfig) -> Check {
     Ok(())
 }
 
-fn validate_bands(w: &WorkerUtilizationConfig) -> Check {
+fn validate_bands(w: &WorkerUtilizationConfig) -> Valid {
     let b = &w.bands;
     let key = |k: &str| format!("{WU}.bands.{k}");
     const EPS: f64 = 1e-9;

@@ -5,10 +5,12 @@
 
 use super::script::{ClientAsk, ClientReply};
 use crate::math::gcra::Charge;
+use arrayvec::ArrayVec;
 
-/// One part of an ask, and where its buckets and quotas sit in the whole ask.
+/// The part of an ask whose keys share one Redis Cluster hash slot, and where its buckets and
+/// quotas sit in the whole ask.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Part {
+pub(super) struct SlotAsk {
     pub(super) ask: ClientAsk,
     buckets: Vec<usize>,
     quotas: Vec<usize>,
@@ -26,19 +28,38 @@ pub(super) enum GiveBack {
 }
 
 /// `ask` split by hash tag: one part per tag, then the fleet slot on its own.
-pub(super) fn split(ask: &ClientAsk) -> Vec<Part> {
-    let mut parts: Vec<(u64, Part)> = Vec::new();
-    let blank = || Part {
+pub(super) fn split(ask: &ClientAsk) -> Vec<SlotAsk> {
+    let mut parts: Vec<(u64, SlotAsk)> = Vec::new();
+    // Every field of the ask named, without `..`: a field added to `ClientAsk` does not
+    // compile here until this says which part carries it (else fleet mode would drop it).
+    let ClientAsk {
+        buckets,
+        quotas,
+        // Read from the whole ask by the limiter that decides, never from a part.
+        plan: _,
+        elastic: _,
+        in_flight,
+        rate_enforced,
+        in_flight_enforced,
+        fleet,
+        fleet_enforced,
+    } = ask;
+    let blank = || SlotAsk {
         ask: ClientAsk {
-            rate_enforced: ask.rate_enforced,
-            in_flight_enforced: ask.in_flight_enforced,
-            fleet_enforced: ask.fleet_enforced,
-            ..ClientAsk::default()
+            buckets: ArrayVec::new(),
+            quotas: ArrayVec::new(),
+            plan: 0,
+            elastic: false,
+            in_flight: None,
+            rate_enforced: *rate_enforced,
+            in_flight_enforced: *in_flight_enforced,
+            fleet: None,
+            fleet_enforced: *fleet_enforced,
         },
         buckets: Vec::new(),
         quotas: Vec::new(),
     };
-    let part_of = |tag: u64, parts: &mut Vec<(u64, Part)>| -> usize {
+    let part_of = |tag: u64, parts: &mut Vec<(u64, SlotAsk)>| -> usize {
         parts
             .iter()
             .position(|(t, _)| *t == tag)
@@ -47,22 +68,22 @@ pub(super) fn split(ask: &ClientAsk) -> Vec<Part> {
                 parts.len() - 1
             })
     };
-    for (i, b) in ask.buckets.iter().enumerate() {
+    for (i, b) in buckets.iter().enumerate() {
         let at = part_of(b.tag, &mut parts);
         parts[at].1.ask.buckets.push(*b);
         parts[at].1.buckets.push(i);
     }
-    for (i, q) in ask.quotas.iter().enumerate() {
+    for (i, q) in quotas.iter().enumerate() {
         let at = part_of(q.key, &mut parts);
         parts[at].1.ask.quotas.push(*q);
         parts[at].1.quotas.push(i);
     }
-    if let Some((key, max)) = ask.in_flight {
+    if let Some((key, max)) = *in_flight {
         let at = part_of(key, &mut parts);
         parts[at].1.ask.in_flight = Some((key, max));
     }
-    let mut parts: Vec<Part> = parts.into_iter().map(|(_, p)| p).collect();
-    if let Some(limit) = ask.fleet {
+    let mut parts: Vec<SlotAsk> = parts.into_iter().map(|(_, p)| p).collect();
+    if let Some(limit) = *fleet {
         let mut fleet = blank();
         fleet.ask.fleet = Some(limit);
         parts.push(fleet);
@@ -79,7 +100,7 @@ fn moved(t: u64, from: u64, to: u64) -> u64 {
 /// order), and what to give back of each part.
 pub(super) fn merge(
     ask: &ClientAsk,
-    parts: &[Part],
+    parts: &[SlotAsk],
     replies: &[ClientReply],
 ) -> (ClientReply, Vec<GiveBack>) {
     let now = replies.first().map_or(0, |r| r.now);
@@ -189,7 +210,7 @@ mod tests {
         }
     }
 
-    fn passed(part: &Part, now: u64) -> ClientReply {
+    fn passed(part: &SlotAsk, now: u64) -> ClientReply {
         let quota = WindowCheck {
             allowed: true,
             remaining: 1,
