@@ -182,7 +182,7 @@ fn what_is_modelled(config: &Config) -> String {
         out.push_str(" This config runs no fast guard (adaptive_concurrency is off).");
     }
     out.push_str(
-        " `brownout bench overload` measures the real server (the README compares the two on \
+        " `brownout bench overload` measures the real server (docs/overload.md compares the two on \
          the scorecard).\n",
     );
     out

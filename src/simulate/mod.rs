@@ -180,6 +180,9 @@ pub struct PhaseReport {
     pub p99: [Option<f64>; 4],
     /// Successes per second as a share of the capacity.
     pub goodput: f64,
+    /// Controller samples taken in the phase (none in a phase shorter than
+    /// `sample_interval`: then the two below read 0).
+    pub samples: usize,
     /// Mean controller input, and the largest demand it saw.
     pub mean_utilization: f64,
     /// See `mean_utilization`.

@@ -122,7 +122,9 @@ pub(super) fn close(
         p50: std::array::from_fn(|t| latencies[t].quantile(0.5)),
         p99: std::array::from_fn(|t| latencies[t].quantile(0.99)),
         goodput: succeeded.iter().sum::<f64>() / phase.seconds / scenario.capacity(),
-        mean_utilization: samples.iter().map(|s| s.0).sum::<f64>() / n,
+        samples: samples.len(),
+        // (An empty sum of floats is -0.0: a phase without a sample reads 0.)
+        mean_utilization: samples.iter().map(|s| s.0).fold(0.0, |a, u| a + u) / n,
         max_demand: samples.iter().map(|s| s.1).fold(0.0, f64::max),
         amount_end: *amounts.last().unwrap_or(&0.0),
         first_shed,

@@ -27,15 +27,23 @@ pub fn summary(o: &Outcome) -> String {
     out.push_str("| phase | from | seconds | goodput (× C) | mean utilization | max demand | amount at end | back to no shedding | reversals | inversion-s |\n");
     out.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
     for p in &o.phases {
+        let (utilization, demand) = if p.samples == 0 {
+            ("no sample".to_owned(), "no sample".to_owned())
+        } else {
+            (
+                format!("{:.2}", p.mean_utilization),
+                format!("{:.2}", p.max_demand),
+            )
+        };
         let _ = writeln!(
             out,
-            "| {} | {:.0} s | {:.0} | {} | {:.2} | {:.2} | {:.3} | {} | {} | {} |",
+            "| {} | {:.0} s | {:.0} | {} | {} | {} | {:.3} | {} | {} | {} |",
             p.name,
             p.start,
             p.seconds,
             percent(p.goodput),
-            p.mean_utilization,
-            p.max_demand,
+            utilization,
+            demand,
             p.amount_end,
             seconds(p.back_to_zero),
             p.reversals,
