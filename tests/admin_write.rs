@@ -122,6 +122,29 @@ async fn bad_requests_are_refused_and_change_nothing() {
             400,
             "limiters.request_rate.max_keys",
         ),
+        (
+            "PATCH",
+            "/v1/config",
+            Some(json!({"limiters": {"concurrent_requests": {"max_keys": 64}}})),
+            400,
+            "limiters.concurrent_requests.max_keys",
+        ),
+        (
+            "PATCH",
+            "/v1/config",
+            Some(json!({"limiters": {"worker_utilization": {"source": "in_flight"}}})),
+            400,
+            "limiters.worker_utilization.source",
+        ),
+        (
+            "PATCH",
+            "/v1/config",
+            Some(json!({"limiters": {"request_rate": {"quotas": [
+                {"name": "q", "algorithm": "fixed_window", "limit": 1, "window": "1h", "routes": ["GET /"]}
+            ]}}})),
+            400,
+            "limiters.request_rate.quotas",
+        ),
         ("GET", mode, None, 405, ""),
         ("DELETE", "/v1/config", None, 405, ""),
     ];

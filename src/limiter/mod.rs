@@ -27,6 +27,12 @@ pub(crate) trait Limiter {
     /// It keeps state per client key in the store (`brownout_tracked_keys{limiter}` is
     /// published for it).
     const KEYED: bool = false;
+    /// The first of its settings read only at start (sizing memory, picking sources) that
+    /// differs in `new`, by its dotted key: a live change refuses it.
+    fn restart_only(&self, new: &Self) -> Option<&'static str> {
+        let _ = new;
+        None
+    }
 }
 
 /// A refusal's title and detail, in the words of the limiter that refused.
@@ -103,6 +109,17 @@ macro_rules! limiters {
             pub fn validate(&self) -> Result<(), ConfigError> {
                 $(self.$name.validate()?;)*
                 self.deadline.validate()
+            }
+
+            /// The first setting read only at start that `new` changes, by its dotted key
+            /// (each limiter's [`Limiter::restart_only`]).
+            pub(crate) fn restart_only_change(&self, new: &Self) -> Option<&'static str> {
+                $(
+                    if let Some(key) = <$unit as Limiter>::restart_only(&self.$name, &new.$name) {
+                        return Some(key);
+                    }
+                )*
+                None
             }
         }
 

@@ -78,6 +78,9 @@ pub fn decide<'a, S: KeyedHandle>(
 
 /// concurrent_requests as a [`Limiter`](super::Limiter): its settings are its unit.
 impl super::Limiter for ConcurrentRequestsConfig {
+    fn restart_only(&self, new: &Self) -> Option<&'static str> {
+        (self.max_keys != new.max_keys).then_some("limiters.concurrent_requests.max_keys")
+    }
     const KEYED: bool = true;
     const NAME: LimiterName = LimiterName::ConcurrentRequests;
 

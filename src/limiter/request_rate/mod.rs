@@ -355,6 +355,13 @@ impl RateRules {
 
 /// request_rate as a [`Limiter`](super::Limiter): its settings are its unit.
 impl super::Limiter for RequestRateConfig {
+    fn restart_only(&self, new: &Self) -> Option<&'static str> {
+        // Its tables are sized at start: max_keys entries, one table per quota.
+        if self.max_keys != new.max_keys {
+            return Some("limiters.request_rate.max_keys");
+        }
+        (self.quotas.len() != new.quotas.len()).then_some("limiters.request_rate.quotas")
+    }
     const KEYED: bool = true;
     const NAME: LimiterName = LimiterName::RequestRate;
 

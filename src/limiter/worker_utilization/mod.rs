@@ -54,6 +54,11 @@ pub fn check(
 
 /// worker_utilization as a [`Limiter`](super::Limiter): its settings are its unit.
 impl super::Limiter for WorkerUtilizationConfig {
+    fn restart_only(&self, new: &Self) -> Option<&'static str> {
+        // Its sources are built at start.
+        (self.source != new.source || self.sources != new.sources)
+            .then_some("limiters.worker_utilization.source")
+    }
     const NAME: LimiterName = LimiterName::WorkerUtilization;
 
     fn problem(r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {

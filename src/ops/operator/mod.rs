@@ -199,29 +199,11 @@ fn reload_summary(d: &Draft) -> Value {
 }
 
 /// Settings that size memory or build sources at start cannot change while running.
+/// Each limiter names its own ([`crate::limiter::Limiter::restart_only`]).
 fn check_restart_only(old: &LimitersConfig, new: &LimitersConfig) -> Result<(), ConfigError> {
-    let fixed = [
-        (
-            "limiters.request_rate.max_keys",
-            old.request_rate.max_keys == new.request_rate.max_keys,
-        ),
-        (
-            "limiters.request_rate.quotas",
-            old.request_rate.quotas.len() == new.request_rate.quotas.len(),
-        ),
-        (
-            "limiters.concurrent_requests.max_keys",
-            old.concurrent_requests.max_keys == new.concurrent_requests.max_keys,
-        ),
-        (
-            "limiters.worker_utilization.source",
-            old.worker_utilization.source == new.worker_utilization.source
-                && old.worker_utilization.sources == new.worker_utilization.sources,
-        ),
-    ];
-    match fixed.iter().find(|(_, same)| !same) {
-        Some((key, _)) => Err(ConfigError::invalid(
-            *key,
+    match old.restart_only_change(new) {
+        Some(key) => Err(ConfigError::invalid(
+            key,
             "cannot change while running (it sizes memory or picks sources at start; edit the configuration file and restart). The number of quotas is fixed; their settings can change",
         )),
         None => Ok(()),
