@@ -207,17 +207,18 @@ impl Field {
         self.push(&digits[at..]);
     }
 
-    /// The field as a header value (`None` if it is empty).
-    fn value(self) -> Option<HeaderValue> {
-        let bytes = if self.spill.is_empty() {
-            if self.len == 0 {
-                return None;
-            }
-            actix_web::web::Bytes::copy_from_slice(&self.inline[..self.len])
+    /// The field as a header value (`None` if it is empty). (By reference: moving the field
+    /// would copy its buffer once more.)
+    fn value(&self) -> Option<HeaderValue> {
+        let written = if self.spill.is_empty() {
+            &self.inline[..self.len]
         } else {
-            actix_web::web::Bytes::from(self.spill)
+            &self.spill[..]
         };
-        HeaderValue::from_maybe_shared(bytes).ok()
+        if written.is_empty() {
+            return None;
+        }
+        HeaderValue::from_maybe_shared(actix_web::web::Bytes::copy_from_slice(written)).ok()
     }
 }
 

@@ -32,6 +32,7 @@ pub(super) fn masks(active: u64, previous: u64) -> u64 {
 
 impl KeyTable {
     /// The active mask and, while keys move, the previous one (else the active one again).
+    #[inline]
     pub(super) fn masks(&self) -> (usize, usize) {
         let m = self.masks.load(Ordering::Acquire);
         ((m & LOW) as usize, (m >> 32) as usize)
@@ -66,12 +67,20 @@ impl KeyTable {
         }
     }
 
-    /// Moves one bucket of the previous prefix, if a growth is under way.
+    /// Moves one bucket of the previous prefix, if a growth is under way. (Inlined: every
+    /// table operation asks, and nearly always the answer is one load and a compare.)
+    #[inline]
     pub(super) fn help_grow(&self, victim: &impl Fn(u64) -> Option<u64>) {
         let (mask, old) = self.masks();
-        if mask == old {
-            return;
+        if mask != old {
+            self.help_move(mask, old, victim);
         }
+    }
+
+    /// [`help_grow`](Self::help_grow) while a growth is under way.
+    #[cold]
+    #[inline(never)]
+    fn help_move(&self, mask: usize, old: usize, victim: &impl Fn(u64) -> Option<u64>) {
         let tag_of = (old as u64) << 32;
         let bucket = loop {
             let c = self.cursor.load(Ordering::Acquire);
