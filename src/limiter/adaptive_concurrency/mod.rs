@@ -126,7 +126,7 @@ impl AdaptiveState {
             }
         };
         let ceiling = self.learned_limit().max(limit) * c.critical_ceiling;
-        if before >= ceiling.floor().max(1.0) {
+        if before >= state::whole(ceiling).max(1.0) {
             // Given back as any slot is (a request waiting may be let in meanwhile).
             self.release(tier, None, now);
             raise(&self.critical_overflowed);

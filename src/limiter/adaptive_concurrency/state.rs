@@ -310,7 +310,7 @@ impl AdaptiveState {
 /// Whether one more request fits beside `in_flight` under a `share` of the limit (one always
 /// does).
 pub(super) fn fits(in_flight: u64, share: f64) -> bool {
-    (in_flight as f64) < share.floor().max(1.0)
+    (in_flight as f64) < whole(share).max(1.0)
 }
 
 /// `d` in whole microseconds (saturating), the unit of the limiter's clock readings.
@@ -350,4 +350,12 @@ impl Drop for AdaptivePermit<'_> {
             state.release(self.tier, None, self.admitted_at);
         }
     }
+}
+
+/// `x` rounded down to a whole number, as `max(1.0)` then reads it: the same as `floor` for
+/// every `x` that matters here (NaN and anything below 1 end at 1 either way), by a cast
+/// instead of a call to `floor` on every request.
+#[inline]
+pub(crate) fn whole(x: f64) -> f64 {
+    x as u64 as f64
 }

@@ -268,3 +268,38 @@ fn a_refused_tier_holds_every_lower_tier_off_for_tier_hold() {
     s.release(Tier::Post, None, Duration::ZERO);
     assert!(admitted_at(&c, &s, Tier::Test, 0));
 }
+
+#[test]
+fn a_share_rounded_by_a_cast_admits_exactly_what_floor_admits() {
+    let shares = [
+        f64::NAN,
+        f64::NEG_INFINITY,
+        -1.5,
+        -0.0,
+        0.0,
+        0.3,
+        0.999,
+        1.0,
+        1.5,
+        3.7,
+        4.0,
+        1e12,
+        1e30,
+        f64::INFINITY,
+    ];
+    for x in shares {
+        for in_flight in [0u64, 1, 2, 3, 4, 5, 1_000_000] {
+            let f = in_flight as f64;
+            assert_eq!(
+                f < super::state::whole(x).max(1.0),
+                f < x.floor().max(1.0),
+                "share {x}, {in_flight} in flight"
+            );
+            assert_eq!(
+                f >= super::state::whole(x).max(1.0),
+                f >= x.floor().max(1.0),
+                "ceiling {x}, {in_flight} in flight"
+            );
+        }
+    }
+}

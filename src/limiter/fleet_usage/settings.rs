@@ -53,7 +53,8 @@ impl Default for FleetUsageConfig {
 impl FleetUsageConfig {
     /// In-flight non-critical requests allowed: `(1 - reserved) × capacity`, rounded down.
     pub fn non_critical_limit(&self) -> u64 {
-        ((1.0 - self.reserved_for_critical) * f64::from(self.capacity)).floor() as u64
+        // (The cast rounds down, as floor would, without a call to it on every request.)
+        ((1.0 - self.reserved_for_critical) * f64::from(self.capacity)) as u64
     }
 }
 
