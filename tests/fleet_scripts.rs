@@ -1,7 +1,7 @@
 //! The Lua scripts' arithmetic against the in-memory limiters', on a real Redis: the same
 //! vectors (Stripe's credit-pool example and its 500-token bucket) and long seeded random
 //! sequences across window boundaries, compared answer by answer. The scripts are run "as of"
-//! chosen times (`RedisStore::decide_at`), so the server's clock does not enter.
+//! chosen times (`RedisStore::answer_at`), so the server's clock does not enter.
 #![allow(clippy::disallowed_methods)] // real servers, real time
 
 mod redis_server;
@@ -115,14 +115,14 @@ async fn the_credit_pool_example_in_redis() {
     };
     let mut tat = 0;
     for _ in 0..3 {
-        let answer = store.decide_at(&ask(20), T0 + 10 * MINUTE).await.unwrap();
+        let answer = store.answer_at(&ask(20), T0 + 10 * MINUTE).await.unwrap();
         let Some(Charge::Allowed { tat: t }) = answer.reply.buckets[0] else {
             panic!("refused")
         };
         tat = t;
     }
     assert!((b.balance(tat - T0, 10 * MINUTE) - 40.0).abs() < 1e-9);
-    let answer = store.decide_at(&ask(2), T0 + 20 * MINUTE).await.unwrap();
+    let answer = store.answer_at(&ask(2), T0 + 20 * MINUTE).await.unwrap();
     let Some(Charge::Allowed { tat }) = answer.reply.buckets[0] else {
         panic!("refused")
     };
@@ -158,16 +158,16 @@ async fn a_full_bucket_of_five_admits_five_at_one_instant_in_redis() {
     ];
     for (ask, refusing, b) in cases {
         for i in 0..5 {
-            let answer = store.decide_at(&ask, T0).await.unwrap();
+            let answer = store.answer_at(&ask, T0).await.unwrap();
             assert!(!answer.reply.rate_refused, "request {i} of 5 was refused");
         }
-        let answer = store.decide_at(&ask, T0).await.unwrap();
+        let answer = store.answer_at(&ask, T0).await.unwrap();
         let Some(Charge::Denied { wait, .. }) = answer.reply.buckets[refusing] else {
             panic!("the sixth: {:?}", answer.reply.buckets)
         };
         // One credit at 1.5/s, rounded up to the µs.
         assert_eq!(b.retry_after(wait), 666_667);
-        let later = store.decide_at(&ask, T0 + 666_667).await.unwrap();
+        let later = store.answer_at(&ask, T0 + 666_667).await.unwrap();
         assert!(!later.reply.rate_refused, "a credit later");
     }
 }
@@ -234,7 +234,7 @@ async fn the_scripts_answer_exactly_as_the_in_memory_limiters() {
             }
         }
         let want = oracle.decide(&ask, now);
-        let got = store.decide_at(&ask, now).await.unwrap().reply;
+        let got = store.answer_at(&ask, now).await.unwrap().reply;
         assert_eq!(
             got.buckets,
             want.0,
@@ -287,7 +287,7 @@ async fn stripes_token_bucket_of_500_at_100_a_second_in_redis() {
         async move {
             let mut allowed = 0;
             loop {
-                let reply = store.decide_at(&ask, at).await.unwrap().reply;
+                let reply = store.answer_at(&ask, at).await.unwrap().reply;
                 match reply.buckets[0] {
                     Some(Charge::Allowed { .. }) => allowed += 1,
                     Some(Charge::Denied { wait, .. }) => return (allowed, wait),
@@ -324,7 +324,7 @@ async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_h
         in_flight_enforced: true,
         ..ClientAsk::default()
     };
-    let first = store.decide(&permit).await.unwrap();
+    let first = store.answer(&permit).await.unwrap();
     assert_eq!(first.reply.in_flight, Some(true));
     let held = fields(&mut c);
     assert_eq!(held.len(), 2, "{held:?}");
@@ -346,7 +346,7 @@ async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_h
         in_flight_enforced: true,
         ..ClientAsk::default()
     };
-    let second = store.decide(&charge).await.unwrap();
+    let second = store.answer(&charge).await.unwrap();
     assert_eq!(second.reply.in_flight, Some(true));
     assert_eq!(second.reply.buckets.len(), 1);
     let held = fields(&mut c);
@@ -356,7 +356,7 @@ async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_h
     let ttl = pttl(&mut c);
     assert!(ttl > 99_000 && ttl <= 100_001, "the bucket's TTL: {ttl} ms");
     // Another permit alone does not cut the hash's life short.
-    store.decide(&permit).await.unwrap();
+    store.answer(&permit).await.unwrap();
     let ttl = pttl(&mut c);
     assert!(ttl > 98_000, "never moved earlier: {ttl} ms");
     // Given back: each permit's field is deleted; the bucket stays.

@@ -87,7 +87,7 @@ async fn scripted(store: &Arc<RedisStore>, concurrency: usize, decisions: usize)
         store.clone(),
         |store, n| async move {
             let client = n % 10_000;
-            if let Ok(answer) = store.decide(&ask(client)).await {
+            if let Ok(answer) = store.answer(&ask(client)).await {
                 for set in [SlotSet::Client(client), SlotSet::Fleet] {
                     store.undo(Undo::Release {
                         set,
@@ -338,7 +338,7 @@ async fn measure(args: RedisArgs) -> Result<(), String> {
         // The outage: Redis gone; a few failed calls open the breaker.
         drop(server);
         for _ in 0..20 {
-            let _ = store.decide(&ask(1)).await;
+            let _ = store.answer(&ask(1)).await;
         }
         let open = store.breaker_state();
         let n = 1_000_000u32;

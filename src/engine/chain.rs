@@ -95,7 +95,7 @@ pub(crate) enum Verdict<'a, P: EngineRef> {
 /// `#[inline]`: three owners instantiate it, and out of line every decision would pay a call
 /// and a copy of the verdict.
 #[inline]
-pub(crate) fn decide<'a: 'k, 'k, P: EngineRef>(
+pub(crate) fn run_chain<'a: 'k, 'k, P: EngineRef>(
     owner: &'a P,
     settings: &Settings,
     req: &Request<'_>,
@@ -145,7 +145,7 @@ fn answer_of<'x, 'k>(
     }
 }
 
-/// The chain's steps for one request. (Inlined into `decide`: out of line, its verdict is
+/// The chain's steps for one request. (Inlined into `run_chain`: out of line, its verdict is
 /// copied once more on the way out.)
 #[inline]
 fn run<'a: 'k, 'k, P: EngineRef>(

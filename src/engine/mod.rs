@@ -13,7 +13,7 @@ mod guard;
 pub(crate) use asks::asks;
 pub(crate) use asks::elastic;
 pub(crate) use cell::SettingsCell;
-pub(crate) use chain::{decide, Admission, Queued, Verdict};
+pub(crate) use chain::{run_chain, Admission, Queued, Verdict};
 pub(crate) use guard::{EngineRef, RequestGuard, WorkerEngine};
 
 use crate::classify::Classifier;
@@ -272,7 +272,7 @@ fn timed() -> bool {
 
 /// Runs the limiter chain over a classified request and counts the outcome: the decision of
 /// both the middleware and `Brownout::check`. `owner` is the handle the permits keep;
-/// `may_wait` and `answered`: see [`decide`] (a request that waits is counted once its wait
+/// `may_wait` and `answered`: see [`run_chain`] (a request that waits is counted once its wait
 /// is over).
 pub(crate) fn judge<'a: 'k, 'k, P: EngineRef>(
     owner: &'a P,
@@ -283,7 +283,7 @@ pub(crate) fn judge<'a: 'k, 'k, P: EngineRef>(
 ) -> Verdict<'a, P> {
     let engine = owner.engine();
     let started = engine.clock.now();
-    let verdict = decide(owner, settings, request, (started, rng, may_wait), answered);
+    let verdict = run_chain(owner, settings, request, (started, rng, may_wait), answered);
     if timed() {
         engine
             .metrics

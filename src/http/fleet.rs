@@ -34,7 +34,7 @@ pub(super) struct Pending<S> {
 
 /// Waits for the shared store's answer, then decides and answers as the middleware does on
 /// the local store's (`Brownout`'s one decision, [`judge`]).
-pub(super) async fn decide<S, B>(
+pub(super) async fn judge_shared<S, B>(
     p: Pending<S>,
 ) -> Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>
 where

@@ -245,7 +245,7 @@ where
                 let plan = request.plan.map(str::to_owned);
                 let seed = self.rng.try_borrow_mut().map_or(0, |mut r| r.next_u64());
                 return ResponseFuture::Shared {
-                    fut: Box::pin(fleet::decide(fleet::Pending {
+                    fut: Box::pin(fleet::judge_shared(fleet::Pending {
                         service: self.service.clone(),
                         engine: self.engine.clone(),
                         settings: live,

@@ -208,7 +208,7 @@ impl Keyed {
     #[cfg(feature = "redis")]
     pub(crate) async fn answer_shared(&self, ask: &ClientAsk) -> Result<Answer<'_>, Unanswered> {
         match &self.shared {
-            Some(shared) => Ok(shared.decide_detached(ask.clone()).await?.answer(self, ask)),
+            Some(shared) => Ok(shared.answer_detached(ask.clone()).await?.answer(self, ask)),
             None => Err(Unanswered {
                 op: "decide",
                 error: super::StoreError::Failed("no shared store".into()),

@@ -228,13 +228,13 @@ impl RedisStore {
 
     /// Asks Redis for one request's shared limiters, in one round trip. `Err` means: decide
     /// locally.
-    pub async fn decide(self: &Arc<Self>, ask: &ClientAsk) -> Result<SharedAnswer, Unanswered> {
-        self.decide_at(ask, 0).await
+    pub async fn answer(self: &Arc<Self>, ask: &ClientAsk) -> Result<SharedAnswer, Unanswered> {
+        self.answer_at(ask, 0).await
     }
 
-    /// [`decide`](Self::decide) as of `at_us` µs since the Unix epoch instead of the server's
+    /// [`answer`](Self::answer) as of `at_us` µs since the Unix epoch instead of the server's
     /// clock (0): for tests that replay the in-memory limiters' vectors.
-    pub async fn decide_at(
+    pub async fn answer_at(
         self: &Arc<Self>,
         ask: &ClientAsk,
         at_us: u64,
@@ -252,16 +252,16 @@ impl RedisStore {
         }
         let n = self.members.fetch_add(1, Ordering::Relaxed);
         let reply = if self.target.is_cluster() {
-            self.decide_parts(&conn, ask, n, at_us).await?
+            self.answer_parts(&conn, ask, n, at_us).await?
         } else {
-            self.decide_one(&conn, ask, n, at_us).await?
+            self.answer_one(&conn, ask, n, at_us).await?
         };
         self.breaker.success();
         Ok(SharedAnswer { reply, member: n })
     }
 
     /// One script for the whole ask (standalone Redis).
-    async fn decide_one(
+    async fn answer_one(
         self: &Arc<Self>,
         conn: &Conn,
         ask: &ClientAsk,
@@ -292,7 +292,7 @@ impl RedisStore {
     }
 
     /// Cluster: one script per hash tag, all sent at once, merged into one answer.
-    async fn decide_parts(
+    async fn answer_parts(
         self: &Arc<Self>,
         conn: &Conn,
         ask: &ClientAsk,
@@ -304,7 +304,7 @@ impl RedisStore {
             .iter()
             .map(|part| {
                 let (store, conn, ask) = (self.clone(), conn.clone(), part.ask.clone());
-                tokio::spawn(async move { store.decide_one(&conn, &ask, n, at_us).await })
+                tokio::spawn(async move { store.answer_one(&conn, &ask, n, at_us).await })
             })
             .collect();
         let mut replies = Vec::with_capacity(calls.len());
