@@ -852,8 +852,8 @@ impl brownout::store::Store for Faulty {
     fn evict_idle(&self, now: u64, unix_now: u64, rules: &[brownout::limiter::window::WindowRule]) {
         self.inner.evict_idle(now, unix_now, rules)
     }
-    fn tracked_keys(&self, limiter: LimiterName) -> Option<usize> {
-        self.inner.tracked_keys(limiter)
+    fn tracked_keys(&self, kind: brownout::store::KeyKind) -> Option<usize> {
+        self.inner.tracked_keys(kind)
     }
 }
 

@@ -344,7 +344,7 @@ impl Brownout {
         let store = self.inner.engine.keyed().local();
         let metrics = self.inner.engine.metrics();
         for limiter in LimiterName::ALL {
-            if let Some(keys) = store.tracked_keys(limiter) {
+            if let Some(keys) = limiter.keys().and_then(|kind| store.tracked_keys(kind)) {
                 metrics.publish_tracked_keys(limiter, keys);
             }
         }
@@ -378,7 +378,8 @@ impl Brownout {
     /// concurrent_requests: keys holding a permit); `None` for a limiter with no per-key
     /// state.
     pub fn tracked_keys(&self, limiter: LimiterName) -> Option<usize> {
-        self.inner.engine.keyed().local().tracked_keys(limiter)
+        let kind = limiter.keys()?;
+        self.inner.engine.keyed().local().tracked_keys(kind)
     }
 
     /// Drops idle keyed state now (the evictor actor does this every `eviction_interval`).

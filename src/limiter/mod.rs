@@ -6,6 +6,7 @@
 pub use crate::math::{gcra, window};
 
 use crate::schema::{ConfigError, DeadlineConfig, Mode};
+use crate::store::{KeyKind, MemoryStore};
 use crate::tier::Tier;
 use serde::Deserialize;
 use serde::Serialize;
@@ -24,9 +25,9 @@ pub(crate) trait Limiter {
     /// The title and detail of its refusal `r` (`policy` names the request-rate policy other
     /// than the client's bucket; `wait` is when to retry, in words).
     fn problem(r: &Rejection, policy: Option<&str>, wait: &str) -> Problem;
-    /// It keeps state per client key in the store (`brownout_tracked_keys{limiter}` is
-    /// published for it).
-    const KEYED: bool = false;
+    /// The state it keeps per client key in the store, if any (`brownout_tracked_keys{limiter}`
+    /// counts it).
+    const KEYS: Option<KeyKind> = None;
     /// The first of its settings read only at start (sizing memory, picking sources) that
     /// differs in `new`, by its dotted key: a live change refuses it.
     fn restart_only(&self, new: &Self) -> Option<&'static str> {
@@ -160,10 +161,10 @@ macro_rules! limiters {
                 }
             }
 
-            /// Whether it keeps state per client key ([`Limiter::KEYED`]).
-            pub(crate) const fn keyed(self) -> bool {
+            /// The state it keeps per client key ([`Limiter::KEYS`]).
+            pub(crate) const fn keys(self) -> Option<KeyKind> {
                 match self {
-                    $(LimiterName::$variant => <$unit as Limiter>::KEYED,)*
+                    $(LimiterName::$variant => <$unit as Limiter>::KEYS,)*
                 }
             }
 
@@ -183,6 +184,19 @@ macro_rules! limiters {
 }
 
 limiter_list!(limiters);
+
+impl MemoryStore {
+    /// The store `limiters` asks for: each keyed limiter's tables sized by its own settings
+    /// (request_rate: `max_keys` buckets, and as many windows per quota; concurrent_requests:
+    /// `max_keys` keys with requests in flight). Each table is allocated once, here.
+    pub fn for_limiters(limiters: &LimitersConfig) -> Self {
+        Self::sized(
+            limiters.request_rate.max_keys,
+            limiters.request_rate.quotas.len(),
+            limiters.concurrent_requests.max_keys,
+        )
+    }
+}
 
 impl LimiterName {
     /// Looks a limiter up by its name.

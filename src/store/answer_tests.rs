@@ -178,8 +178,8 @@ impl Store for NoPermits {
     fn evict_idle(&self, now: u64, unix_now: u64, rules: &[crate::math::window::WindowRule]) {
         self.0.evict_idle(now, unix_now, rules)
     }
-    fn tracked_keys(&self, limiter: crate::limiter::LimiterName) -> Option<usize> {
-        self.0.tracked_keys(limiter)
+    fn tracked_keys(&self, kind: crate::store::KeyKind) -> Option<usize> {
+        self.0.tracked_keys(kind)
     }
 }
 

@@ -12,9 +12,8 @@
 
 use super::memory::MemoryStore;
 use super::redis::RedisStore;
-use super::{Store, StoreError};
+use super::{KeyKind, Store, StoreError};
 use crate::clock::Clock;
-use crate::limiter::LimiterName;
 use crate::logging::LogGate;
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
@@ -232,8 +231,8 @@ impl Store for HybridStore {
         self.local.evict_idle(now, unix_now, quota_rules);
     }
 
-    fn tracked_keys(&self, limiter: LimiterName) -> Option<usize> {
-        self.local.tracked_keys(limiter)
+    fn tracked_keys(&self, kind: KeyKind) -> Option<usize> {
+        self.local.tracked_keys(kind)
     }
 }
 

@@ -2,8 +2,7 @@
 //! for the fleet. "Fleet" here is this process; a shared store makes it fleet-wide.
 
 use super::table::{KeyTable, Update};
-use super::{Store, StoreError};
-use crate::limiter::{LimiterName, LimitersConfig};
+use super::{KeyKind, Store, StoreError};
 use crate::math::gcra::{self, Charge};
 use crate::math::window::{WindowCheck, WindowRule};
 use crate::shard::{CachePadded, Sharded};
@@ -34,19 +33,9 @@ pub struct MemoryStore {
 }
 
 impl MemoryStore {
-    /// The store `limiters` asks for: each keyed limiter's tables sized by its own settings
-    /// (request_rate: `max_keys` buckets, and as many windows per quota; concurrent_requests:
-    /// `max_keys` keys with requests in flight). Each table is allocated once, here.
-    pub fn for_limiters(limiters: &LimitersConfig) -> Self {
-        Self::sized(
-            limiters.request_rate.max_keys,
-            limiters.request_rate.quotas.len(),
-            limiters.concurrent_requests.max_keys,
-        )
-    }
-
     /// Tables for `rate_keys` request-rate keys (and as many per quota) and `concurrency_keys`
-    /// keys with requests in flight (the crate's own tests).
+    /// keys with requests in flight (`MemoryStore::for_limiters` reads them from the
+    /// settings).
     pub(crate) fn sized(rate_keys: usize, quotas: usize, concurrency_keys: usize) -> Self {
         Self {
             rate: KeyTable::new(rate_keys),
@@ -227,14 +216,13 @@ impl Store for MemoryStore {
         self.concurrency.sweep(|count| count == 0);
     }
 
-    fn tracked_keys(&self, limiter: LimiterName) -> Option<usize> {
-        match limiter {
-            LimiterName::RequestRate => {
-                Some(self.rate.live() + self.quotas.iter().map(KeyTable::live).sum::<usize>())
+    fn tracked_keys(&self, kind: KeyKind) -> Option<usize> {
+        Some(match kind {
+            KeyKind::Charges => {
+                self.rate.live() + self.quotas.iter().map(KeyTable::live).sum::<usize>()
             }
-            LimiterName::ConcurrentRequests => Some(self.holders.sum(0).max(0) as usize),
-            _ => None,
-        }
+            KeyKind::Slots => self.holders.sum(0).max(0) as usize,
+        })
     }
 }
 
@@ -248,12 +236,12 @@ mod tests {
         let s = MemoryStore::sized(64, 0, 64);
         s.rate_charge(1, 0, 100, 1_000).unwrap();
         s.rate_charge(2, 0, 900, 1_000).unwrap();
-        assert_eq!(s.tracked_keys(LimiterName::RequestRate).unwrap(), 2);
+        assert_eq!(s.tracked_keys(KeyKind::Charges).unwrap(), 2);
         // At 500 µs key 1 is full again (TAT 100), key 2 is not (TAT 900).
         s.evict_idle(500, 0, &[]);
-        assert_eq!(s.tracked_keys(LimiterName::RequestRate).unwrap(), 1);
+        assert_eq!(s.tracked_keys(KeyKind::Charges).unwrap(), 1);
         s.evict_idle(900, 0, &[]);
-        assert_eq!(s.tracked_keys(LimiterName::RequestRate).unwrap(), 0);
+        assert_eq!(s.tracked_keys(KeyKind::Charges).unwrap(), 0);
     }
 
     #[test]
@@ -262,7 +250,7 @@ mod tests {
         assert!(s.concurrency_acquire(7, 2).unwrap());
         s.concurrency_release(7);
         assert_eq!(
-            s.tracked_keys(LimiterName::ConcurrentRequests).unwrap(),
+            s.tracked_keys(KeyKind::Slots).unwrap(),
             0,
             "nothing in flight"
         );
@@ -272,10 +260,7 @@ mod tests {
         for k in 100..100 + IDLE_SLOTS_UP_TO as u64 {
             assert!(s.concurrency_acquire(k, 2).unwrap());
         }
-        assert_eq!(
-            s.tracked_keys(LimiterName::ConcurrentRequests).unwrap(),
-            IDLE_SLOTS_UP_TO
-        );
+        assert_eq!(s.tracked_keys(KeyKind::Slots).unwrap(), IDLE_SLOTS_UP_TO);
         let live = s.concurrency.live();
         s.concurrency_release(100);
         assert_eq!(
@@ -285,7 +270,7 @@ mod tests {
         );
         assert_eq!(s.concurrency.peek(100), None);
         assert_eq!(
-            s.tracked_keys(LimiterName::ConcurrentRequests).unwrap(),
+            s.tracked_keys(KeyKind::Slots).unwrap(),
             IDLE_SLOTS_UP_TO - 1
         );
     }
@@ -300,13 +285,13 @@ mod tests {
         assert!(s.concurrency_acquire(7, 2).unwrap());
         s.concurrency_release(7);
         assert_eq!(
-            s.tracked_keys(LimiterName::ConcurrentRequests).unwrap(),
+            s.tracked_keys(KeyKind::Slots).unwrap(),
             1,
             "one permit still out"
         );
         s.concurrency_release(7);
         assert_eq!(
-            s.tracked_keys(LimiterName::ConcurrentRequests).unwrap(),
+            s.tracked_keys(KeyKind::Slots).unwrap(),
             0,
             "the last release frees the key, no sweep needed"
         );
@@ -335,7 +320,7 @@ mod tests {
         };
         let s = MemoryStore::sized(64, 1, 64);
         assert!(s.quota_hit(0, 9, 0, &rule, false).unwrap().allowed);
-        assert_eq!(s.tracked_keys(LimiterName::RequestRate).unwrap(), 0);
+        assert_eq!(s.tracked_keys(KeyKind::Charges).unwrap(), 0);
         assert!(s.quota_hit(0, 9, 0, &rule, true).unwrap().allowed);
         assert!(s.quota_hit(0, 9, 0, &rule, true).unwrap().allowed);
         assert!(!s.quota_hit(0, 9, 0, &rule, true).unwrap().allowed);

@@ -30,7 +30,6 @@ pub use unanswered::Unanswered;
 #[cfg(all(feature = "redis", not(feature = "redis-internals")))]
 pub(crate) use unanswered::Unanswered;
 
-use crate::limiter::LimiterName;
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
 
@@ -197,13 +196,24 @@ pub trait Store: Send + Sync {
         let _ = (now, unix_now, quota_rules);
     }
 
-    /// Keys this store tracks for `limiter` (request_rate: buckets and quota windows;
-    /// concurrent_requests: keys holding a permit or a parked slot); `None` for a limiter it
-    /// keeps no per-key state for.
-    fn tracked_keys(&self, limiter: LimiterName) -> Option<usize> {
-        let _ = limiter;
+    /// Keys this store tracks of `kind` (each limiter with per-key state names its kind);
+    /// `None` for a kind it keeps no state of.
+    fn tracked_keys(&self, kind: KeyKind) -> Option<usize> {
+        let _ = kind;
         None
     }
+}
+
+/// What a store keeps per client key, by kind: what [`Store::tracked_keys`] counts. Each
+/// limiter with per-key state names the kind it keeps (request_rate: charges;
+/// concurrent_requests: slots).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyKind {
+    /// Buckets and window counters, charged per request.
+    Charges,
+    /// Counted slots, held while a request runs (and parked at zero).
+    Slots,
 }
 
 /// The error of an operation a [`Store`] does not provide.

@@ -81,7 +81,7 @@ impl super::Limiter for ConcurrentRequestsConfig {
     fn restart_only(&self, new: &Self) -> Option<&'static str> {
         (self.max_keys != new.max_keys).then_some("limiters.concurrent_requests.max_keys")
     }
-    const KEYED: bool = true;
+    const KEYS: Option<crate::store::KeyKind> = Some(crate::store::KeyKind::Slots);
     const NAME: LimiterName = LimiterName::ConcurrentRequests;
 
     fn problem(_r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {

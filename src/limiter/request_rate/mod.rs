@@ -362,7 +362,7 @@ impl super::Limiter for RequestRateConfig {
         }
         (self.quotas.len() != new.quotas.len()).then_some("limiters.request_rate.quotas")
     }
-    const KEYED: bool = true;
+    const KEYS: Option<crate::store::KeyKind> = Some(crate::store::KeyKind::Charges);
     const NAME: LimiterName = LimiterName::RequestRate;
 
     fn problem(r: &Rejection, policy: Option<&str>, wait: &str) -> Problem {
