@@ -7,7 +7,7 @@
 
 use super::body::TrackedBody;
 use super::ratelimit;
-use super::respond::respond;
+use super::respond::{respond, RateFields};
 use crate::classify::Classified;
 use crate::engine::{judge, Settings, WorkerEngine};
 use crate::limiter::request_rate::RateStatus;
@@ -71,7 +71,6 @@ where
     let request = super::request::request_of(&req, &classified, plan.as_deref());
     let answered = answer.as_mut().map(|answer| (&asked, answer));
     let verdict = judge(&engine, &settings, &request, (&mut rng, false), answered);
-    let policy = |status: &RateStatus| policy(&settings, status);
     respond(
         &service,
         &engine,
@@ -79,14 +78,26 @@ where
         req,
         classified.tier,
         verdict,
-        &policy,
+        &SharedFields(&settings),
     )
     .await
 }
 
-/// The `RateLimit-Policy` value for `status` (built when a response needs it).
-fn policy(settings: &Settings, status: &RateStatus) -> Option<HeaderValue> {
-    let policies = ratelimit::policies(&settings.rules);
-    let plan = policies.get(usize::from(status.plan))?;
-    Some(plan[usize::from(status.elastic)].clone())
+/// The RateLimit fields in fleet mode, built when a response needs them (a network round
+/// trip dwarfs writing them).
+struct SharedFields<'a>(&'a Settings);
+
+impl RateFields for SharedFields<'_> {
+    /// The plan's policies, with the quotas of the request's route, as the middleware writes
+    /// them.
+    fn policy(&self, status: &RateStatus) -> Option<HeaderValue> {
+        let rules = &self.0.rules;
+        let policies = ratelimit::policies(rules);
+        let plan = policies.get(usize::from(status.plan))?;
+        ratelimit::policy(&plan[usize::from(status.elastic)], rules, status)
+    }
+
+    fn allowed(&self, status: &RateStatus) -> Option<HeaderValue> {
+        ratelimit::allowed(&self.0.rules, status)
+    }
 }

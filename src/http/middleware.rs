@@ -9,7 +9,7 @@ use super::body::TrackedBody;
 use super::fleet;
 use super::ratelimit;
 use super::request::request_of;
-use super::respond::{respond, ResponseFuture};
+use super::respond::{respond, RateFields, ResponseFuture};
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
 use crate::control::RuntimeRegistry;
 use crate::engine::{judge, Admission, Engine, Settings, Verdict, WorkerEngine};
@@ -91,6 +91,7 @@ where
             engine: Rc::new(WorkerEngine(engine)),
             hooks: self.hooks.clone(),
             policies: RefCell::new((0, Vec::new())),
+            last_field: RefCell::default(),
         }))
     }
 }
@@ -109,6 +110,8 @@ pub struct BrownoutService<S> {
     /// `RateLimit-Policy` values of the live settings version, built on this worker: a
     /// response clones its own worker's copy, touching no cache line that other workers use.
     policies: RefCell<(u64, Vec<[HeaderValue; 2]>)>,
+    /// The last `RateLimit` field of an allowed response this worker wrote.
+    last_field: RefCell<ratelimit::LastField>,
 }
 
 /// The engine's live settings, as [`Cache`] wants them.
@@ -118,6 +121,26 @@ impl std::ops::Deref for LiveSettings {
     type Target = ArcSwap<Settings>;
     fn deref(&self) -> &ArcSwap<Settings> {
         self.0.settings().swap()
+    }
+}
+
+/// A worker's RateLimit fields under the settings of one request.
+struct WorkerFields<'a, S> {
+    service: &'a BrownoutService<S>,
+    settings: &'a Settings,
+}
+
+impl<S> RateFields for WorkerFields<'_, S> {
+    fn policy(&self, status: &RateStatus) -> Option<HeaderValue> {
+        self.service.policy(self.settings, status)
+    }
+
+    fn allowed(&self, status: &RateStatus) -> Option<HeaderValue> {
+        let rules = &self.settings.rules;
+        match self.service.last_field.try_borrow_mut() {
+            Ok(mut last) => last.allowed(self.settings.version, rules, status),
+            Err(_) => ratelimit::allowed(rules, status),
+        }
     }
 }
 
@@ -270,7 +293,10 @@ where
             req,
             classified.tier,
             verdict,
-            &|status| self.policy(settings, status),
+            &WorkerFields {
+                service: self,
+                settings,
+            },
         )
     }
 }

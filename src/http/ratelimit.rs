@@ -4,7 +4,9 @@
 
 use crate::limiter::request_rate::{saturate, secs_up, RateRules, RateStatus};
 use crate::limiter::{LimiterName, RatePolicy, Rejection};
+use crate::store::MAX_QUOTAS;
 use actix_web::http::header::HeaderValue;
+use arrayvec::ArrayVec;
 use std::fmt::Write;
 
 /// `RateLimit-Policy` of every plan, normal and while elastic, for a request no quota
@@ -64,6 +66,41 @@ pub(crate) fn allowed(rules: &RateRules, status: &RateStatus) -> Option<HeaderVa
     service_limits(rules, status, u32::MAX)
 }
 
+/// The items of an allowed response's `RateLimit` field: (which, remaining, reset), `which`
+/// being 0 for the bucket, 1 for the per-IP ceiling and 2 + i for quota i.
+type Items = ArrayVec<(u16, u32, u32), { 2 + MAX_QUOTAS }>;
+
+/// The last allowed `RateLimit` field a worker wrote, by what it says: the next response
+/// that says the same (most clients, far from their limits, read the same credits left and
+/// the same seconds to full) clones it instead of writing, checking and allocating another.
+#[derive(Debug, Default)]
+pub(crate) struct LastField {
+    version: u64,
+    items: Items,
+    value: Option<HeaderValue>,
+}
+
+impl LastField {
+    /// [`allowed`] under the settings of `version`, from this cache when it says the same.
+    pub(crate) fn allowed(
+        &mut self,
+        version: u64,
+        rules: &RateRules,
+        status: &RateStatus,
+    ) -> Option<HeaderValue> {
+        let items = items(rules, status, u32::MAX)?;
+        if self.version != version || self.items != items || self.value.is_none() {
+            let value = write(rules, &items)?;
+            *self = Self {
+                version,
+                items,
+                value: Some(value),
+            };
+        }
+        self.value.clone()
+    }
+}
+
 /// The `RateLimit` field of a rejected response that says `Retry-After: retry_secs`.
 ///
 /// The draft asks that Retry-After not point earlier than the end of any effective window
@@ -107,24 +144,43 @@ pub(crate) fn rejected(
 /// The bucket, the per-IP ceiling and the quotas whose effective window ends within `max_t`
 /// seconds.
 fn service_limits(rules: &RateRules, status: &RateStatus, max_t: u32) -> Option<HeaderValue> {
+    write(rules, &items(rules, status, max_t)?)
+}
+
+/// What [`service_limits`] writes, as numbers (`None`: a quota the rules do not have).
+fn items(rules: &RateRules, status: &RateStatus, max_t: u32) -> Option<Items> {
+    let mut items = Items::new();
     let (remaining, reset) = rules.bucket_reading(status);
-    let mut field = Field::new();
     if reset <= max_t {
-        field.item("request_rate", remaining, reset);
+        items.push((0, remaining, reset));
     }
     if let Some(ceiling) = &rules.per_ip {
         let reset = secs_up(status.ip_tat.saturating_sub(status.at));
         if reset <= max_t {
             let remaining = saturate(ceiling.remaining(status.ip_tat, status.at));
-            field.item("per_ip", remaining, reset);
+            items.push((1, remaining, reset));
         }
     }
     for &(i, remaining, reset) in status.quotas() {
         if reset > max_t {
             continue;
         }
-        let name = &rules.quotas.get(usize::from(i))?.name;
-        field.item(name, u32::from(remaining), reset);
+        rules.quotas.get(usize::from(i))?;
+        let _ = items.try_push((2 + u16::from(i), u32::from(remaining), reset));
+    }
+    Some(items)
+}
+
+/// The field of `items`, named as `rules` names them.
+fn write(rules: &RateRules, items: &Items) -> Option<HeaderValue> {
+    let mut field = Field::new();
+    for &(which, remaining, reset) in items {
+        let name = match which {
+            0 => "request_rate",
+            1 => "per_ip",
+            q => rules.quotas.get(usize::from(q - 2))?.name.as_str(),
+        };
+        field.item(name, remaining, reset);
     }
     field.value()
 }
@@ -296,6 +352,55 @@ mod tests {
         assert_eq!(
             rejected(&r, &status, &rejection, 86_400).unwrap(),
             "\"signups\";r=0;t=86400"
+        );
+    }
+
+    #[test]
+    fn the_last_field_is_reused_only_while_it_says_the_same() {
+        let r = rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 10\n    quotas:\n      - {name: signups, algorithm: fixed_window, limit: 2, window: 1d, routes: [\"POST /v1/accounts\"], key: ip}\n");
+        let store =
+            crate::store::Keyed::local_only(std::sync::Arc::new(MemoryStore::sized(64, 1, 64)));
+        let mut last = LastField::default();
+        let status = |key: u64, path: &'static str, method: &'static str| {
+            let req = Request {
+                tier: Tier::Post,
+                key,
+                ip: key,
+                method,
+                path,
+                plan: None,
+                preflight: false,
+            };
+            match r.check(&store, &req, CheckTime::default(), false).unwrap() {
+                Check::Allowed(admitted) => admitted.status,
+                Check::Rejected(..) => panic!("room for it"),
+            }
+        };
+        // Two clients with the same credits left: the same field, the second a clone.
+        let (a, b) = (
+            status(1, "/v1/items", "POST"),
+            status(2, "/v1/items", "POST"),
+        );
+        let first = last.allowed(1, &r, &a).unwrap();
+        assert_eq!(first, allowed(&r, &a).unwrap());
+        let second = last.allowed(1, &r, &b).unwrap();
+        assert_eq!(second, first);
+        // Another reading, a route with a quota, new settings: written afresh, as allowed() writes.
+        let again = status(1, "/v1/items", "POST");
+        assert_ne!(last.allowed(1, &r, &again).unwrap(), first);
+        assert_eq!(last.allowed(1, &r, &again), allowed(&r, &again));
+        let quota = status(3, "/v1/accounts", "POST");
+        assert_eq!(last.allowed(1, &r, &quota), allowed(&r, &quota));
+        assert!(allowed(&r, &quota)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .contains("signups"));
+        let renamed = rules("limiters:\n  request_rate:\n    rate: 1\n    burst: 10\n    quotas:\n      - {name: accounts, algorithm: fixed_window, limit: 2, window: 1d, routes: [\"POST /v1/accounts\"], key: ip}\n");
+        let field = last.allowed(2, &renamed, &quota).unwrap();
+        assert!(
+            field.to_str().unwrap().contains("\"accounts\""),
+            "{field:?}"
         );
     }
 

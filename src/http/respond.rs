@@ -29,24 +29,20 @@ use std::task::{Context, Poll};
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
-/// The RateLimit fields for `status`: `RateLimit-Policy` and `RateLimit`; for a rejected
-/// response, the ones consistent with its `Retry-After` (`rejected`: the rejection and its
-/// Retry-After in seconds).
-pub(super) fn rate_fields(
+/// The RateLimit fields of a rejected response for `status`: `RateLimit-Policy` and the
+/// `RateLimit` consistent with its `Retry-After` (`rejection`, and its Retry-After in
+/// seconds).
+pub(super) fn rejected_fields(
     settings: &Settings,
     policy: Option<HeaderValue>,
     status: &RateStatus,
-    rejected: Option<(&Rejection, u64)>,
+    (rejection, secs): (&Rejection, u64),
 ) -> [Option<HeaderValue>; 2] {
-    let rules = &settings.rules;
-    let value = match rejected {
-        None => ratelimit::allowed(rules, status),
-        Some((rejection, secs)) => ratelimit::rejected(rules, status, rejection, secs),
-    };
+    let value = ratelimit::rejected(&settings.rules, status, rejection, secs);
     [policy, value]
 }
 
-/// Adds the fields that [`rate_fields`] wrote.
+/// Adds the fields that [`rejected_fields`] or an allowed response's [`RateFields`] wrote.
 pub(super) fn insert_rate_fields(
     headers: &mut HeaderMap,
     [policy, value]: [Option<HeaderValue>; 2],
@@ -57,6 +53,15 @@ pub(super) fn insert_rate_fields(
     if let Some(value) = value {
         headers.insert(RATELIMIT, value);
     }
+}
+
+/// Where a response's RateLimit fields come from: the worker's caches in the middleware,
+/// written afresh in fleet mode.
+pub(super) trait RateFields {
+    /// `RateLimit-Policy` for `status`.
+    fn policy(&self, status: &RateStatus) -> Option<HeaderValue>;
+    /// `RateLimit` of an allowed response for `status`.
+    fn allowed(&self, status: &RateStatus) -> Option<HeaderValue>;
 }
 
 /// Work left for when the app has answered: the RateLimit fields (written down at decision
@@ -73,15 +78,14 @@ pub(super) struct AfterResponse {
 impl AfterResponse {
     fn new<Q: EngineRef>(
         engine: &Rc<WorkerEngine>,
-        settings: &Settings,
         admission: &Admission<'_, Q>,
-        policy: &dyn Fn(&RateStatus) -> Option<HeaderValue>,
+        fields: &dyn RateFields,
     ) -> Option<Self> {
         (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
             engine: engine.clone(),
             held: admission.held,
             fields: admission.rate.map_or([None, None], |status| {
-                rate_fields(settings, policy(&status), &status, None)
+                [fields.policy(&status), fields.allowed(&status)]
             }),
             failures: admission.failures,
         })
@@ -115,7 +119,7 @@ pub(super) fn respond<S, B, Q>(
     req: ServiceRequest,
     tier: Tier,
     verdict: Verdict<'_, Q>,
-    policy: &dyn Fn(&RateStatus) -> Option<HeaderValue>,
+    fields: &dyn RateFields,
 ) -> ResponseFuture<S::Future, B>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
@@ -136,16 +140,16 @@ where
             let mut response = rejection_response(&rejection, named);
             if let Some(status) = &rate {
                 let secs = retry_after_secs(rejection.retry_after);
-                let fields =
-                    rate_fields(settings, policy(status), status, Some((&rejection, secs)));
-                insert_rate_fields(response.headers_mut(), fields);
+                let written =
+                    rejected_fields(settings, fields.policy(status), status, (&rejection, secs));
+                insert_rate_fields(response.headers_mut(), written);
             }
             ResponseFuture::Rejected {
                 response: Some(req.into_response(response)),
             }
         }
         Verdict::Allow(mut admission) => {
-            let after = AfterResponse::new(engine, settings, &admission, policy);
+            let after = AfterResponse::new(engine, &admission, fields);
             let deadline = &settings.limiters.deadline;
             let expiry = Expiry::new(deadline.after.get(), deadline.cancel);
             if let Some(queued) = admission.queued.take() {
@@ -156,7 +160,7 @@ where
                     req,
                     tier,
                     outcome: admission.outcome,
-                    policy: queued.refunded.as_ref().and_then(policy),
+                    policy: queued.refunded.as_ref().and_then(|s| fields.policy(s)),
                     guard: RequestGuard::waiting(engine.clone(), tier, admission),
                     after,
                     expiry,
@@ -236,38 +240,22 @@ where
                 fut,
                 guard,
                 after,
-                mut deadline,
+                deadline,
                 expiry,
                 tier,
             } => {
                 let Poll::Ready(response) = fut.poll(cx) else {
-                    let Some(due) = expiry.as_ref().map(|e| e.after) else {
-                        return Poll::Pending;
-                    };
-                    if deadline.is_none() {
-                        deadline.set(Some(tokio::time::sleep(due)));
-                    }
-                    let timer = deadline.as_pin_mut().expect("armed above");
-                    std::task::ready!(timer.poll(cx));
-                    // Past the deadline: the request stops counting, once.
-                    let expired = expiry.take().expect("checked above");
-                    if let Some(guard) = guard.take() {
-                        guard.expire();
-                    }
-                    if !expired.cancel {
-                        return Poll::Pending;
-                    }
-                    // Dropping this future (actix does, on the error) stops the handler.
-                    return Poll::Ready(Err(DeadlinePassed::new(due, *tier).into()));
+                    return waiting(deadline, expiry, guard, *tier, cx);
                 };
                 let mut response = response?;
                 if let Some(after) = after.take() {
                     after.apply(&mut response);
                 }
                 let guard = guard.take();
-                Poll::Ready(Ok(response.map_body(|_, body| {
-                    EitherBody::left(TrackedBody::new(body, guard))
-                })))
+                let (req, response) = response.into_parts();
+                let (head, body) = response.into_parts();
+                let tracked = head.set_body(EitherBody::left(TrackedBody::new(body, guard)));
+                Poll::Ready(Ok(ServiceResponse::new(req, tracked)))
             }
             ResponseFutureProj::Rejected { response } => Poll::Ready(Ok(response
                 .take()
@@ -276,6 +264,37 @@ where
             ResponseFutureProj::Shared { fut } => fut.as_mut().poll(cx),
         }
     }
+}
+
+/// The app has not answered yet: the deadline's timer is armed (once) and polled; past it
+/// the request stops counting, and with `cancel` it ends with an error (dropping the future,
+/// as actix does on the error, stops the handler). Out of line: an app that answers at once
+/// never comes here, and the poll of one that does stays small.
+#[inline(never)]
+fn waiting<T>(
+    mut deadline: Pin<&mut Option<tokio::time::Sleep>>,
+    expiry: &mut Option<Expiry>,
+    guard: &mut Option<WorkerGuard>,
+    tier: Tier,
+    cx: &mut Context<'_>,
+) -> Poll<Result<T, Error>> {
+    let Some(due) = expiry.as_ref().map(|e| e.after) else {
+        return Poll::Pending;
+    };
+    if deadline.is_none() {
+        deadline.set(Some(tokio::time::sleep(due)));
+    }
+    let timer = deadline.as_pin_mut().expect("armed above");
+    std::task::ready!(timer.poll(cx));
+    // Past the deadline: the request stops counting, once.
+    let expired = expiry.take().expect("checked above");
+    if let Some(guard) = guard.take() {
+        guard.expire();
+    }
+    if !expired.cancel {
+        return Poll::Pending;
+    }
+    Poll::Ready(Err(DeadlinePassed::new(due, tier).into()))
 }
 
 /// Everything a waiting request is let through with.
@@ -349,7 +368,7 @@ where
     let mut response = rejection_response(&rejection, None);
     if let Some(status) = &refunded {
         let secs = retry_after_secs(rejection.retry_after);
-        let fields = rate_fields(&settings, policy, status, Some((&rejection, secs)));
+        let fields = rejected_fields(&settings, policy, status, (&rejection, secs));
         insert_rate_fields(response.headers_mut(), fields);
     }
     Ok(req.into_response(response).map_into_right_body())

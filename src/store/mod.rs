@@ -17,6 +17,7 @@ pub(crate) mod redis;
 pub(crate) mod table;
 
 pub(crate) use answer::{Answer, Part, RateAnswer};
+pub(crate) use ask::MAX_QUOTAS;
 #[cfg(not(feature = "redis-internals"))]
 pub(crate) use ask::{BucketAsk, ClientAsk, QuotaAsk};
 #[cfg(feature = "redis-internals")]
