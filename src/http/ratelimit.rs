@@ -88,7 +88,8 @@ impl LastField {
         rules: &RateRules,
         status: &RateStatus,
     ) -> Option<HeaderValue> {
-        let items = items(rules, status, u32::MAX)?;
+        let mut items = Items::new();
+        items_into(rules, status, u32::MAX, &mut items)?;
         if self.version != version || self.items != items || self.value.is_none() {
             let value = write(rules, &items)?;
             *self = Self {
@@ -144,12 +145,14 @@ pub(crate) fn rejected(
 /// The bucket, the per-IP ceiling and the quotas whose effective window ends within `max_t`
 /// seconds.
 fn service_limits(rules: &RateRules, status: &RateStatus, max_t: u32) -> Option<HeaderValue> {
-    write(rules, &items(rules, status, max_t)?)
+    let mut items = Items::new();
+    items_into(rules, status, max_t, &mut items)?;
+    write(rules, &items)
 }
 
-/// What [`service_limits`] writes, as numbers (`None`: a quota the rules do not have).
-fn items(rules: &RateRules, status: &RateStatus, max_t: u32) -> Option<Items> {
-    let mut items = Items::new();
+/// What [`service_limits`] writes, as numbers, into `items` (empty; `None`: a quota the rules
+/// do not have). Filled in place: the list is a few hundred bytes.
+fn items_into(rules: &RateRules, status: &RateStatus, max_t: u32, items: &mut Items) -> Option<()> {
     let (remaining, reset) = rules.bucket_reading(status);
     if reset <= max_t {
         items.push((0, remaining, reset));
@@ -168,7 +171,7 @@ fn items(rules: &RateRules, status: &RateStatus, max_t: u32) -> Option<Items> {
         rules.quotas.get(usize::from(i))?;
         let _ = items.try_push((2 + u16::from(i), u32::from(remaining), reset));
     }
-    Some(items)
+    Some(())
 }
 
 /// The field of `items`, named as `rules` names them.
