@@ -127,16 +127,9 @@ fn first(answers: &[Answer], tier: Tier, limiter: &str) -> Option<Duration> {
         .map(|a| a.at)
 }
 
-#[actix_web::test]
-async fn the_walkthrough_sheds_test_then_get_traffic_under_sustained_overload() {
-    let config = walkthrough_config();
-    let before = Duration::from_secs_f64(
-        config
-            .brownout
-            .limiters
-            .worker_utilization
-            .seconds_before_shedding,
-    );
+/// One run of the walkthrough's load on a fresh demo: the answers, the plan published last
+/// and the metrics the fast guard and the controller read.
+async fn overload(config: CliConfig) -> (Vec<Answer>, brownout::ShedPlan, Vec<String>) {
     let demo = Demo::start(config).expect("demo starts");
     let base = format!("http://{}", demo.app_addr);
     // GETs and test-mode GETs far past the capacity of 160 a second, and a few charges.
@@ -171,6 +164,36 @@ async fn the_walkthrough_sheds_test_then_get_traffic_under_sustained_overload() 
         .collect();
     demo.stop().await;
 
+    (answers, plan, metrics)
+}
+
+#[actix_web::test]
+async fn the_walkthrough_sheds_test_then_get_traffic_under_sustained_overload() {
+    let config = walkthrough_config();
+    let before = Duration::from_secs_f64(
+        config
+            .brownout
+            .limiters
+            .worker_utilization
+            .seconds_before_shedding,
+    );
+    // A machine too busy to keep the demo's 50 ms (the fast guard then learns a slow app
+    // serving little, and a 20 s run can end before it refuses) gets a second run; a
+    // fast guard that never refuses fails both.
+    let mut attempt = 0;
+    let (answers, plan, metrics) = loop {
+        attempt += 1;
+        let (answers, plan, metrics) = overload(config.clone()).await;
+        let refused = answers
+            .iter()
+            .any(|a| a.status == 503 && a.limiter.as_deref() == Some("adaptive_concurrency"));
+        if refused || attempt == 2 {
+            break (answers, plan, metrics);
+        }
+        eprintln!(
+            "no fast-guard refusal in 20 s (a busy machine?): once more. {plan:?}, {metrics:#?}"
+        );
+    };
     // The fast guard takes part: its limit starts at initial_limit (100, more than these 50
     // clients) and comes down to 1.5 times what the app was seen to serve plus 20 within
     // seconds, which here (the controller's times ten times shorter) may be after the
