@@ -103,9 +103,9 @@ async fn slow(gate: web::Data<Arc<Semaphore>>) -> HttpResponse {
     HttpResponse::Ok().body("slow")
 }
 
-/// The answers to `case`'s requests on `config`'s store: each status and the limiter that
-/// refused it, and the fail-opens counted.
-async fn answers(case: &Case, config: Config) -> (Vec<(u16, String)>, f64) {
+/// The answers to `case`'s requests on `config`'s store: each status, the limiter that
+/// refused it and the `RateLimit-Policy` it carried, and the fail-opens counted.
+async fn answers(case: &Case, config: Config) -> (Vec<(u16, String, String)>, f64) {
     let redis = config.store.kind == StoreKind::Redis;
     let rig = Rig::new(config);
     if redis {
@@ -153,6 +153,12 @@ async fn answers(case: &Case, config: Config) -> (Vec<(u16, String)>, f64) {
             .to_request();
         let res = test::call_service(&*app, req).await;
         let status = res.status();
+        let policy = res
+            .headers()
+            .get("ratelimit-policy")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
         let body = test::read_body(res).await;
         let limiter = if status == StatusCode::OK {
             String::new()
@@ -160,7 +166,7 @@ async fn answers(case: &Case, config: Config) -> (Vec<(u16, String)>, f64) {
             let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
             v["limiter"].as_str().unwrap_or_default().to_owned()
         };
-        out.push((status.as_u16(), limiter));
+        out.push((status.as_u16(), limiter, policy));
     }
     gate.add_permits(held.len());
     for h in held {
@@ -192,14 +198,14 @@ async fn every_limiter_with_state_in_the_store_decides_on_redis_as_in_memory() {
             case.limiter
         );
         assert!(
-            memory.0.iter().any(|(_, l)| l == case.limiter),
+            memory.0.iter().any(|(_, l, _)| l == case.limiter),
             "{}: the case reaches its limit in memory: {:?}",
             case.limiter,
             memory.0
         );
         assert_eq!(
             on_redis, memory,
-            "{}: on Redis as in memory (answers, fail-opens)",
+            "{}: on Redis as in memory (answers, RateLimit-Policy, fail-opens)",
             case.limiter
         );
     }
