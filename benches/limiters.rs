@@ -12,6 +12,7 @@ use brownout::classify::RequestFacts;
 use brownout::clock::{Clock, SystemClock};
 use brownout::config::Config;
 use brownout::limiter::gcra::Bucket;
+use brownout::limiter::LimiterName;
 use brownout::store::{MemoryStore, Store};
 use brownout::{Brownout, Decision, Mode};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -51,7 +52,13 @@ const HOT_RATE: f64 = 1e9;
 
 fn ours_check(store: &MemoryStore, bucket: &Bucket, clock: &SystemClock, key: u64) {
     let now = clock.now().as_micros() as u64;
-    let charge = store.rate_charge(key, now, bucket.increment(COST), bucket.tolerance());
+    let charge = store.gcra(
+        LimiterName::RequestRate.table(0),
+        key,
+        now,
+        bucket.increment(COST),
+        bucket.tolerance(),
+    );
     assert!(
         matches!(charge, Ok(brownout::limiter::gcra::Charge::Allowed { .. })),
         "{charge:?}"

@@ -9,7 +9,11 @@
 
 use brownout::clock::{Clock, SystemClock};
 use brownout::limiter::gcra::Bucket;
-use brownout::store::{KeyKind, MemoryStore, Store};
+use brownout::limiter::LimiterName;
+use brownout::store::{MemoryStore, Store, Table};
+
+/// request_rate's buckets.
+const BUCKETS: Table = LimiterName::RequestRate.table(0);
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::num::NonZeroU32;
@@ -66,7 +70,7 @@ fn fill(store: &MemoryStore, n: u64) {
         let now = clock.now().as_micros() as u64;
         let key = brownout::rng::mix(i);
         store
-            .rate_charge(key, now, bucket.increment(1), bucket.tolerance())
+            .gcra(BUCKETS, key, now, bucket.increment(1), bucket.tolerance())
             .unwrap();
     }
 }
@@ -77,7 +81,7 @@ fn ours_at_one_million() {
     fill(&store, MILLION);
     report(
         "brownout   1M keys inserted, max_keys 1M:",
-        store.tracked_keys(KeyKind::Charges).unwrap_or(0),
+        store.tracked_keys(BUCKETS).unwrap_or(0),
         heap0,
         rss0,
     );
@@ -119,7 +123,7 @@ fn flood() {
     let peak = PEAK.load(Ordering::Relaxed) - base;
     println!(
         "flood      10M distinct keys, max_keys 1M: tracked {} at the end, peak heap {peak} B ({:.1} MiB; the cap's budget is 16 B x 2^20 = 16 MiB), {:.0} ns/key",
-        store.tracked_keys(KeyKind::Charges).unwrap_or(0),
+        store.tracked_keys(BUCKETS).unwrap_or(0),
         peak as f64 / (1 << 20) as f64,
         elapsed.as_nanos() as f64 / (10 * MILLION) as f64
     );

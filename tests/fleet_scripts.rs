@@ -9,8 +9,9 @@ mod redis_server;
 use brownout::config::{QuotaAlgorithm, StoreConfig, StoreKind};
 use brownout::limiter::gcra::{self, Bucket, Charge};
 use brownout::limiter::window::{WindowCheck, WindowRule};
+use brownout::limiter::LimiterName;
 use brownout::rng::SplitMix64;
-use brownout::store::redis::{BucketAsk, ClientAsk, QuotaAsk, RedisStore};
+use brownout::store::redis::{BucketAsk, ClientAsk, QuotaAsk, RedisStore, SlotsAsk};
 use redis_server::RedisServer;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -103,6 +104,7 @@ async fn the_credit_pool_example_in_redis() {
     let b = Bucket::new(1.0 / 60.0, 100.0, 0.0);
     let ask = |cost| ClientAsk {
         buckets: [BucketAsk {
+            table: LimiterName::RequestRate.table(0),
             key: 9,
             tag: 9,
             increment: b.increment(cost),
@@ -143,6 +145,7 @@ async fn a_full_bucket_of_five_admits_five_at_one_instant_in_redis() {
         buckets: parts
             .iter()
             .map(|&(key, b)| BucketAsk {
+                table: LimiterName::RequestRate.table(0),
                 key,
                 tag: key,
                 increment: b.increment(1),
@@ -211,6 +214,7 @@ async fn the_scripts_answer_exactly_as_the_in_memory_limiters() {
         };
         if i % 3 != 0 {
             ask.buckets.push(BucketAsk {
+                table: LimiterName::RequestRate.table(0),
                 key: ip,
                 tag: ip,
                 increment: ceiling.increment(cost),
@@ -218,6 +222,7 @@ async fn the_scripts_answer_exactly_as_the_in_memory_limiters() {
             });
         }
         ask.buckets.push(BucketAsk {
+            table: LimiterName::RequestRate.table(0),
             key: client,
             tag: client,
             increment: bucket.increment(cost),
@@ -226,6 +231,7 @@ async fn the_scripts_answer_exactly_as_the_in_memory_limiters() {
         for (index, rule) in rules.iter().enumerate() {
             if rng.next_u64().is_multiple_of(2) {
                 ask.quotas.push(QuotaAsk {
+                    table: LimiterName::RequestRate.table(1 + index as u8),
                     index,
                     key: if index == 2 { ip } else { client },
                     rule: *rule,
@@ -272,6 +278,7 @@ async fn stripes_token_bucket_of_500_at_100_a_second_in_redis() {
     let b = Bucket::new(100.0, 500.0, 0.0);
     let ask = ClientAsk {
         buckets: [BucketAsk {
+            table: LimiterName::RequestRate.table(0),
             key: 5,
             tag: 5,
             increment: b.increment(1),
@@ -320,7 +327,11 @@ async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_h
     };
     // A permit alone: the hash holds it and an empty bucket, for the permits' TTL (60 s).
     let permit = ClientAsk {
-        in_flight: Some((key, 10)),
+        in_flight: Some(SlotsAsk {
+            table: LimiterName::ConcurrentRequests.table(0),
+            key,
+            max: 10,
+        }),
         in_flight_enforced: true,
         ..ClientAsk::default()
     };
@@ -334,6 +345,7 @@ async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_h
     // The bucket charged 100 s ahead: the hash lives as long as the bucket needs.
     let charge = ClientAsk {
         buckets: [BucketAsk {
+            table: LimiterName::RequestRate.table(0),
             key,
             tag: key,
             increment: 100_000_000,
@@ -342,7 +354,11 @@ async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_h
         .into_iter()
         .collect(),
         rate_enforced: true,
-        in_flight: Some((key, 10)),
+        in_flight: Some(SlotsAsk {
+            table: LimiterName::ConcurrentRequests.table(0),
+            key,
+            max: 10,
+        }),
         in_flight_enforced: true,
         ..ClientAsk::default()
     };

@@ -10,6 +10,7 @@ use brownout::config::{
     HumanDuration, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey,
 };
 use brownout::limiter::LimiterName;
+use brownout::store::{StoreError, Table};
 use brownout::{Config, Mode};
 use common::Rig;
 use std::rc::Rc;
@@ -803,57 +804,60 @@ struct Faulty {
 }
 
 impl brownout::store::Store for Faulty {
-    fn rate_charge(
+    fn gcra(
         &self,
+        table: Table,
         key: u64,
         now: u64,
         inc: u64,
         tol: u64,
     ) -> Result<brownout::limiter::gcra::Charge, brownout::store::StoreError> {
-        self.inner.rate_charge(key, now, inc, tol)
+        self.inner.gcra(table, key, now, inc, tol)
     }
-    fn rate_refund(&self, key: u64, inc: u64) -> Result<(), brownout::store::StoreError> {
-        self.inner.rate_refund(key, inc)
+    fn gcra_refund(&self, table: Table, key: u64, inc: u64) -> Result<(), StoreError> {
+        self.inner.gcra_refund(table, key, inc)
     }
-    fn quota_hit(
+    fn window(
         &self,
-        q: usize,
+        table: Table,
         key: u64,
         now: u64,
         rule: &brownout::limiter::window::WindowRule,
-        add: bool,
-    ) -> Result<brownout::limiter::window::WindowCheck, brownout::store::StoreError> {
-        self.inner.quota_hit(q, key, now, rule, add)
+        count: bool,
+    ) -> Result<brownout::limiter::window::WindowCheck, StoreError> {
+        self.inner.window(table, key, now, rule, count)
     }
-    fn quota_refund(
+    fn window_refund(
         &self,
-        q: usize,
+        table: Table,
         key: u64,
         now: u64,
         rule: &brownout::limiter::window::WindowRule,
-    ) -> Result<(), brownout::store::StoreError> {
-        self.inner.quota_refund(q, key, now, rule)
+    ) -> Result<(), StoreError> {
+        self.inner.window_refund(table, key, now, rule)
     }
-    fn concurrency_acquire(&self, _: u64, _: u64) -> Result<bool, brownout::store::StoreError> {
+    fn slot_take(&self, table: Table, key: u64, max: u64) -> Result<bool, StoreError> {
+        if table != LimiterName::ConcurrentRequests.table(0) {
+            return self.inner.slot_take(table, key, max);
+        }
         if self.panic {
             panic!("store bug");
         }
-        Err(brownout::store::StoreError::Timeout)
+        Err(StoreError::Timeout)
     }
-    fn concurrency_release(&self, key: u64) {
-        self.inner.concurrency_release(key)
+    fn slot_give(&self, table: Table, key: u64) {
+        self.inner.slot_give(table, key)
     }
-    fn fleet_acquire(&self, limit: u64) -> Result<bool, brownout::store::StoreError> {
-        self.inner.fleet_acquire(limit)
+    fn evict_idle(
+        &self,
+        now: u64,
+        unix_now: u64,
+        windows: &[(Table, brownout::limiter::window::WindowRule)],
+    ) {
+        self.inner.evict_idle(now, unix_now, windows)
     }
-    fn fleet_release(&self) {
-        self.inner.fleet_release()
-    }
-    fn evict_idle(&self, now: u64, unix_now: u64, rules: &[brownout::limiter::window::WindowRule]) {
-        self.inner.evict_idle(now, unix_now, rules)
-    }
-    fn tracked_keys(&self, kind: brownout::store::KeyKind) -> Option<usize> {
-        self.inner.tracked_keys(kind)
+    fn tracked_keys(&self, table: Table) -> Option<usize> {
+        self.inner.tracked_keys(table)
     }
 }
 
@@ -886,16 +890,16 @@ async fn a_failing_or_panicking_store_fails_open_and_is_counted() {
     }
 }
 
-/// A store of one's own written against an older `Store`: it provides the concurrency
-/// permits only; what it does not provide fails open.
+/// A store of one's own written against an older `Store`: it provides the counted slots
+/// (concurrency permits) only; what it does not provide fails open.
 struct PermitsOnly(brownout::store::MemoryStore);
 
 impl brownout::store::Store for PermitsOnly {
-    fn concurrency_acquire(&self, key: u64, max: u64) -> Result<bool, brownout::store::StoreError> {
-        self.0.concurrency_acquire(key, max)
+    fn slot_take(&self, table: Table, key: u64, max: u64) -> Result<bool, StoreError> {
+        self.0.slot_take(table, key, max)
     }
-    fn concurrency_release(&self, key: u64) {
-        self.0.concurrency_release(key);
+    fn slot_give(&self, table: Table, key: u64) {
+        self.0.slot_give(table, key);
     }
 }
 

@@ -9,7 +9,8 @@ use brownout::classify::RequestFacts;
 use brownout::clock::{Clock, SystemClock};
 use brownout::config::{HumanDuration, StoreConfig, StoreKind, StoreSync};
 use brownout::limiter::gcra::Bucket;
-use brownout::store::redis::{BucketAsk, ClientAsk, RedisStore, SlotSet, Undo};
+use brownout::limiter::LimiterName;
+use brownout::store::redis::{BucketAsk, ClientAsk, RedisStore, SlotSet, SlotsAsk, Undo};
 use brownout::store::{MemoryStore, Store};
 use brownout::{Brownout, Config, Mode};
 use clap::Args;
@@ -55,12 +56,18 @@ impl Run {
     }
 }
 
+/// The limiters whose tables the ask names.
+const BUCKETS: LimiterName = LimiterName::RequestRate;
+const PERMITS: LimiterName = LimiterName::ConcurrentRequests;
+const FLEET: LimiterName = LimiterName::FleetUsage;
+
 /// One request's ask: a client's bucket (of 10,000 clients), a concurrency permit and a
 /// fleet slot.
 fn ask(client: u64) -> ClientAsk {
     let bucket = Bucket::new(1_000.0, 1_000.0, 0.0);
     ClientAsk {
         buckets: [BucketAsk {
+            table: BUCKETS.table(0),
             key: client,
             tag: client,
             increment: bucket.increment(1),
@@ -69,10 +76,18 @@ fn ask(client: u64) -> ClientAsk {
         .into_iter()
         .collect(),
         quotas: Default::default(),
-        in_flight: Some((client, 100)),
+        in_flight: Some(SlotsAsk {
+            table: PERMITS.table(0),
+            key: client,
+            max: 100,
+        }),
         rate_enforced: true,
         in_flight_enforced: true,
-        fleet: Some(1_000_000),
+        fleet: Some(SlotsAsk {
+            table: FLEET.table(0),
+            key: 0,
+            max: 1_000_000,
+        }),
         fleet_enforced: true,
         ..ClientAsk::default()
     }
@@ -352,9 +367,10 @@ async fn measure(args: RedisArgs) -> Result<(), String> {
         let memory = MemoryStore::for_limiters(&sizes);
         let bucket = Bucket::new(1_000.0, 1_000.0, 0.0);
         let local = ns_per_call(n, |key| {
-            let _ = memory.rate_charge(key, 0, bucket.increment(1), bucket.tolerance());
-            if memory.concurrency_acquire(key, 100) == Ok(true) {
-                memory.concurrency_release(key);
+            let (buckets, permits) = (BUCKETS.table(0), PERMITS.table(0));
+            let _ = memory.gcra(buckets, key, 0, bucket.increment(1), bucket.tolerance());
+            if memory.slot_take(permits, key, 100) == Ok(true) {
+                memory.slot_give(permits, key);
             }
         });
         println!(

@@ -7,7 +7,7 @@
 use super::{RequestModes, Settings};
 use crate::config::Mode;
 use crate::limiter::{LimiterName, Request};
-use crate::store::ClientAsk;
+use crate::store::{ClientAsk, SlotsAsk};
 
 /// Fills `ask` with what the keyed store is asked for `req` under `modes` (`elastic`: the
 /// server has room to spare); `false` when the limiters it serves have nothing to ask (kill
@@ -30,12 +30,20 @@ pub(crate) fn plan_ask(
     let in_flight = mode(LimiterName::ConcurrentRequests);
     if in_flight != Mode::Off {
         let max = l.concurrent_requests.max_in_flight;
-        ask.in_flight = Some((req.key, u64::from(max)));
+        ask.in_flight = Some(SlotsAsk {
+            table: crate::limiter::concurrent_requests::PERMITS,
+            key: req.key,
+            max: u64::from(max),
+        });
         ask.in_flight_enforced = in_flight == Mode::Enforce;
     }
     let fleet = mode(LimiterName::FleetUsage);
     if fleet != Mode::Off {
-        ask.fleet = Some(l.fleet_usage.non_critical_limit());
+        ask.fleet = Some(SlotsAsk {
+            table: crate::limiter::fleet_usage::SLOTS,
+            key: 0,
+            max: l.fleet_usage.non_critical_limit(),
+        });
         ask.fleet_enforced = fleet == Mode::Enforce;
     }
     !ask.is_empty()

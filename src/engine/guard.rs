@@ -2,7 +2,7 @@
 //! count and its limiter permits, all released when it is dropped.
 
 use super::{Admission, Engine};
-use crate::store::{Keyed, KeyedHandle};
+use crate::store::{Keyed, KeyedHandle, Table};
 use crate::tier::Tier;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -59,9 +59,9 @@ pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     engine: P,
     tier: Tier,
     /// The key of a concurrency permit kept.
-    concurrency: Option<u64>,
+    concurrency: Option<(Table, u64)>,
     /// Whether a fleet slot was kept.
-    fleet: bool,
+    fleet: Option<Table>,
     /// When the request was admitted, if it holds an adaptive-concurrency slot (of `tier`).
     adaptive: Option<std::time::Duration>,
     /// Whether it entered the in-flight count (a request waiting for adaptive_concurrency's
@@ -76,7 +76,7 @@ impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
         f.debug_struct("RequestGuard")
             .field("tier", &self.tier)
             .field("concurrency", &self.concurrency.is_some())
-            .field("fleet", &self.fleet)
+            .field("fleet", &self.fleet.is_some())
             .finish()
     }
 }
@@ -104,7 +104,7 @@ impl<P: EngineRef> RequestGuard<P> {
     ) -> Self {
         let held = admission.held;
         let concurrency = admission.concurrency.and_then(|p| p.keep());
-        let fleet = admission.fleet.is_some_and(|p| p.keep());
+        let fleet = admission.fleet.and_then(|p| p.keep());
         let adaptive = admission.adaptive.map(|p| p.keep());
         Self {
             engine,

@@ -28,6 +28,7 @@ use crate::math::window::WindowRule;
 use crate::metrics::{Metrics, Outcome};
 use crate::rng::SplitMix64;
 use crate::store::Keyed;
+use crate::store::Table;
 use crate::tier::Tier;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -323,7 +324,9 @@ impl Engine {
     /// Drops full buckets, expired windows and keys with nothing in flight.
     pub(crate) fn evict_idle(&self) {
         let settings = self.settings.load();
-        let rules: Vec<WindowRule> = settings.rules.quotas.iter().map(|q| q.rule).collect();
+        let rules: Vec<(Table, WindowRule)> = (settings.rules.quotas.iter().enumerate())
+            .map(|(i, q)| (crate::limiter::request_rate::quota_table(i), q.rule))
+            .collect();
         let at = self.check_time(self.clock.now());
         self.keyed.evict_idle(at.mono, at.unix, &rules);
     }

@@ -178,7 +178,13 @@ impl BrownoutBuilder {
         )?;
         let limits = &settings.limiters;
         let memory = || MemoryStore::for_limiters(limits);
-        let keyed = Keyed::build(&self.config.store, memory, self.store, clock.clone())?;
+        let buckets = crate::limiter::request_rate::BUCKETS;
+        let keyed = Keyed::build(
+            &self.config.store,
+            (memory, buckets),
+            self.store,
+            clock.clone(),
+        )?;
         let resting = wu.controller().resting();
         let adaptive = Arc::new(AdaptiveState::new(f64::from(
             limits.adaptive_concurrency.initial_limit,

@@ -344,7 +344,7 @@ impl Brownout {
         let store = self.inner.engine.keyed().local();
         let metrics = self.inner.engine.metrics();
         for limiter in LimiterName::ALL {
-            if let Some(keys) = limiter.keys().and_then(|kind| store.tracked_keys(kind)) {
+            if let Some(keys) = tracked_keys(store, limiter) {
                 metrics.publish_tracked_keys(limiter, keys);
             }
         }
@@ -378,8 +378,7 @@ impl Brownout {
     /// concurrent_requests: keys holding a permit); `None` for a limiter with no per-key
     /// state.
     pub fn tracked_keys(&self, limiter: LimiterName) -> Option<usize> {
-        let kind = limiter.keys()?;
-        self.inner.engine.keyed().local().tracked_keys(kind)
+        tracked_keys(self.inner.engine.keyed().local(), limiter)
     }
 
     /// Drops idle keyed state now (the evictor actor does this every `eviction_interval`).
@@ -427,4 +426,12 @@ impl Brownout {
             self.inner.runtimes.clone(),
         )
     }
+}
+
+/// Keys `store` tracks in `limiter`'s tables, summed; `None` when it counts none of them.
+fn tracked_keys(store: &dyn crate::store::Store, limiter: LimiterName) -> Option<usize> {
+    limiter
+        .tables()
+        .filter_map(|table| store.tracked_keys(table))
+        .reduce(|a, b| a + b)
 }

@@ -80,7 +80,12 @@ impl Brownout {
         }
         let settings = engine.settings().load();
         let key = settings.classifier.classify(facts).key;
-        let reading = engine.keyed().local().peek(key)?;
+        let store = engine.keyed().local();
+        let reading = ClientReading {
+            tat: store.peek(crate::limiter::request_rate::BUCKETS, key)?,
+            in_flight: (store.peek(crate::limiter::concurrent_requests::PERMITS, key)?)
+                .unwrap_or(0),
+        };
         let now = engine.check_time(engine.clock().now()).mono;
         let elastic = crate::engine::elastic(&settings, &engine.plan().load());
         Ok(state(&settings, (plan, elastic), reading, now))

@@ -6,7 +6,7 @@
 pub use crate::math::{gcra, window};
 
 use crate::schema::{ConfigError, DeadlineConfig, Mode};
-use crate::store::{KeyKind, MemoryStore};
+use crate::store::{MemoryStore, Table, TableSpec};
 use crate::tier::Tier;
 use serde::Deserialize;
 use serde::Serialize;
@@ -25,9 +25,18 @@ pub(crate) trait Limiter {
     /// The title and detail of its refusal `r` (`policy` names the request-rate policy other
     /// than the client's bucket; `wait` is when to retry, in words).
     fn problem(r: &Rejection, policy: Option<&str>, wait: &str) -> Problem;
-    /// The state it keeps per client key in the store, if any (`brownout_tracked_keys{limiter}`
-    /// counts it).
-    const KEYS: Option<KeyKind> = None;
+    /// How many tables of per-key state it may keep in the store: their ids are reserved
+    /// for it in the list's order ([`LimiterName::table`]); `brownout_tracked_keys{limiter}`
+    /// counts their keys.
+    const TABLES: u8 = 0;
+    /// Whether its tables count client keys (`brownout_tracked_keys{limiter}`): a pool of
+    /// slots counts none.
+    const TRACKS_KEYS: bool = Self::TABLES > 0;
+    /// The tables it keeps under these settings (at most `TABLES`), each with its kind and
+    /// the keys it is sized for: the in-memory store allocates them once, at start.
+    fn tables(&self) -> Vec<TableSpec> {
+        Vec::new()
+    }
     /// The first of its settings read only at start (sizing memory, picking sources) that
     /// differs in `new`, by its dotted key: a live change refuses it.
     fn restart_only(&self, new: &Self) -> Option<&'static str> {
@@ -112,6 +121,14 @@ macro_rules! limiters {
                 self.deadline.validate()
             }
 
+            /// Every table of per-key state the limiters keep under these settings, each
+            /// with its kind and size (each limiter's [`Limiter::tables`]).
+            pub(crate) fn tables(&self) -> Vec<TableSpec> {
+                let mut all = Vec::new();
+                $(all.extend(<$unit as Limiter>::tables(&self.$name));)*
+                all
+            }
+
             /// The first setting read only at start that `new` changes, by its dotted key
             /// (each limiter's [`Limiter::restart_only`]).
             pub(crate) fn restart_only_change(&self, new: &Self) -> Option<&'static str> {
@@ -161,11 +178,38 @@ macro_rules! limiters {
                 }
             }
 
-            /// The state it keeps per client key ([`Limiter::KEYS`]).
-            pub(crate) const fn keys(self) -> Option<KeyKind> {
-                match self {
-                    $(LimiterName::$variant => <$unit as Limiter>::KEYS,)*
+            /// Its `i`-th table of per-key state: ids are handed out in the list's order, so
+            /// each limiter's are its own (request_rate: its buckets, then a window per
+            /// quota; concurrent_requests: its permits; fleet_usage: its pool of slots).
+            ///
+            /// # Panics
+            /// When it keeps fewer than `i + 1` tables.
+            pub const fn table(self, i: u8) -> Table {
+                let counts = [$(<$unit as Limiter>::TABLES),*];
+                assert!(i < counts[self as usize], "a limiter's table beyond its TABLES");
+                let mut first = 0;
+                let mut l = 0;
+                while l < self as usize {
+                    first += counts[l];
+                    l += 1;
                 }
+                Table::new(first + i)
+            }
+
+            /// Whether its tables count client keys ([`Limiter::TRACKS_KEYS`]).
+            pub(crate) const fn tracks_keys(self) -> bool {
+                match self {
+                    $(LimiterName::$variant => <$unit as Limiter>::TRACKS_KEYS,)*
+                }
+            }
+
+            /// Its tables of per-key state (all it may keep, whether or not it keeps them
+            /// under the settings).
+            pub fn tables(self) -> impl Iterator<Item = Table> {
+                let n = match self {
+                    $(LimiterName::$variant => <$unit as Limiter>::TABLES,)*
+                };
+                (0..n).map(move |i| self.table(i))
             }
 
             /// The title and detail of its refusal `r`.
@@ -190,11 +234,23 @@ impl MemoryStore {
     /// (request_rate: `max_keys` buckets, and as many windows per quota; concurrent_requests:
     /// `max_keys` keys with requests in flight). Each table is allocated once, here.
     pub fn for_limiters(limiters: &LimitersConfig) -> Self {
-        Self::sized(
-            limiters.request_rate.max_keys,
-            limiters.request_rate.quotas.len(),
-            limiters.concurrent_requests.max_keys,
-        )
+        Self::with_tables(&limiters.tables())
+    }
+
+    /// The limiters' tables sized `rate_keys` (request_rate's buckets and `quotas` windows)
+    /// and `concurrency_keys` (concurrent_requests' permits), for tests.
+    #[cfg(test)]
+    pub(crate) fn sized(rate_keys: usize, quotas: usize, concurrency_keys: usize) -> Self {
+        let mut limiters = LimitersConfig::default();
+        limiters.request_rate.max_keys = rate_keys;
+        limiters.concurrent_requests.max_keys = concurrency_keys;
+        let mut tables = limiters.tables();
+        tables.extend((0..quotas).map(|i| TableSpec {
+            table: request_rate::quota_table(i),
+            kind: crate::store::TableKind::Window,
+            keys: rate_keys,
+        }));
+        Self::with_tables(&tables)
     }
 }
 

@@ -212,8 +212,8 @@ impl Metrics {
             decision: AtomicHistogram::new(&DECISION_BUCKETS),
             config_version: gauge("brownout_config_version", &[]),
             tracked_keys: LimiterName::ALL.map(|l| {
-                l.keys()
-                    .map(|_| gauge("brownout_tracked_keys", &[("limiter", l.as_str())]))
+                l.tracks_keys()
+                    .then(|| gauge("brownout_tracked_keys", &[("limiter", l.as_str())]))
             }),
             store_errors: ["request_rate", "concurrent_requests", "fleet_usage"].map(|op| {
                 counter(

@@ -8,7 +8,7 @@
 //! over: whatever the decision does not take (it stopped earlier, or panicked) is given back
 //! when the answer is dropped.
 
-use super::ask::{ClientAsk, MAX_BUCKETS, MAX_QUOTAS};
+use super::ask::{ClientAsk, SlotsAsk, MAX_BUCKETS, MAX_QUOTAS};
 use super::{Held, Keyed, Store, StoreError};
 use crate::math::gcra::Charge;
 use crate::math::window::WindowCheck;
@@ -113,8 +113,9 @@ pub(crate) struct Answer<'k> {
     rate_failed: Option<StoreError>,
     in_flight: Option<Result<bool, StoreError>>,
     fleet: Option<Result<bool, StoreError>>,
-    /// The key of the permit asked for.
-    permit_key: u64,
+    /// The permit and the fleet slot asked for (what is given back).
+    permit: Option<SlotsAsk>,
+    fleet_slot: Option<SlotsAsk>,
     /// The permit, while the answer still holds it (the decision takes it over).
     in_flight_held: bool,
     /// The fleet slot, likewise.
@@ -150,7 +151,8 @@ impl<'k> Answer<'k> {
             rate_failed: None,
             in_flight: None,
             fleet: None,
-            permit_key: 0,
+            permit: None,
+            fleet_slot: None,
             in_flight_held: false,
             fleet_held: false,
         }
@@ -179,10 +181,10 @@ impl<'k> Answer<'k> {
                 Err(e) => self.rate_failed = Some(e),
             }
         }
-        if let Some((key, max)) = ask.in_flight {
+        if let Some(permit) = ask.in_flight {
             *part = Some(Part::InFlight);
-            self.permit_key = key;
-            let taken = store.concurrency_acquire(key, max);
+            self.permit = Some(permit);
+            let taken = store.slot_take(permit.table, permit.key, permit.max);
             self.in_flight_held = matches!(taken, Ok(true));
             let stop = ask.in_flight_enforced && matches!(taken, Ok(false));
             self.in_flight = Some(taken);
@@ -191,16 +193,18 @@ impl<'k> Answer<'k> {
                 return;
             }
         }
-        if let Some(limit) = ask.fleet {
+        if let Some(slot) = ask.fleet {
             *part = Some(Part::Fleet);
-            let taken = store.fleet_acquire(limit);
+            self.fleet_slot = Some(slot);
+            let taken = store.slot_take(slot.table, slot.key, slot.max);
             self.fleet_held = matches!(taken, Ok(true));
             let stop = ask.fleet_enforced && matches!(taken, Ok(false));
             self.fleet = Some(taken);
             if stop {
                 self.give_back_rate_here(ask, unix);
                 if std::mem::take(&mut self.in_flight_held) {
-                    keyed.release(Held::LOCAL, Some(self.permit_key), false);
+                    let permit = self.permit.map(|p| (p.table, p.key));
+                    keyed.release(Held::LOCAL, permit, None);
                 }
             }
         }
@@ -225,7 +229,8 @@ impl<'k> Answer<'k> {
             rate_failed: None,
             in_flight: in_flight.0.map(Ok),
             fleet: fleet.0.map(Ok),
-            permit_key: ask.in_flight.map_or(0, |(key, _)| key),
+            permit: ask.in_flight,
+            fleet_slot: ask.fleet,
             in_flight_held: in_flight.1,
             fleet_held: fleet.1,
         }
@@ -285,8 +290,13 @@ impl Drop for Answer<'_> {
     #[inline]
     fn drop(&mut self) {
         if self.in_flight_held || self.fleet_held {
-            let key = self.in_flight_held.then_some(self.permit_key);
-            self.keyed.release(self.held, key, self.fleet_held);
+            let permit = (self.permit)
+                .filter(|_| self.in_flight_held)
+                .map(|p| (p.table, p.key));
+            let fleet = (self.fleet_slot)
+                .filter(|_| self.fleet_held)
+                .map(|f| f.table);
+            self.keyed.release(self.held, permit, fleet);
         }
     }
 }
@@ -300,7 +310,7 @@ fn rate_here(
     (now, unix): (u64, u64),
 ) -> Result<(), StoreError> {
     for b in &ask.buckets {
-        match store.rate_charge(b.key, now, b.increment, b.tolerance) {
+        match store.gcra(b.table, b.key, now, b.increment, b.tolerance) {
             Ok(charge) => {
                 rate.buckets.push(charge);
                 if let Charge::Denied { .. } = charge {
@@ -315,7 +325,7 @@ fn rate_here(
         }
     }
     for q in &ask.quotas {
-        match store.quota_hit(q.index, q.key, unix, &q.rule, q.count) {
+        match store.window(q.table, q.key, unix, &q.rule, q.count) {
             Ok(check) => {
                 rate.quotas.push(check);
                 if !check.allowed {
@@ -338,12 +348,12 @@ fn rate_here(
 fn undo_rate(store: &dyn Store, ask: &ClientAsk, rate: &RateAnswer, unix: u64) {
     for (b, charge) in ask.buckets.iter().zip(&rate.buckets) {
         if let Charge::Allowed { .. } = charge {
-            let _ = store.rate_refund(b.key, b.increment);
+            let _ = store.gcra_refund(b.table, b.key, b.increment);
         }
     }
     for (q, check) in ask.quotas.iter().zip(&rate.quotas) {
         if q.count && check.allowed {
-            let _ = store.quota_refund(q.index, q.key, unix, &q.rule);
+            let _ = store.window_refund(q.table, q.key, unix, &q.rule);
         }
     }
 }

@@ -3,22 +3,46 @@
 
 use super::*;
 use crate::math::gcra::Bucket;
-use crate::store::{BucketAsk, MemoryStore, Store};
+use crate::store::{BucketAsk, MemoryStore, SlotsAsk, Store, Table, TableKind, TableSpec};
 use std::sync::Arc;
 
 const CLIENT: u64 = 7;
 const IP: u64 = 9;
 
+const BUCKETS: Table = Table::new(0);
+const PERMITS: Table = Table::new(1);
+const FLEET: Table = Table::new(2);
+
+/// A memory store with a bucket table, a permit table and a pool.
+fn memory() -> MemoryStore {
+    let spec = |table, kind| TableSpec {
+        table,
+        kind,
+        keys: 64,
+    };
+    MemoryStore::with_tables(&[
+        spec(BUCKETS, TableKind::Gcra),
+        spec(PERMITS, TableKind::Slots),
+        spec(FLEET, TableKind::Pool),
+    ])
+}
+
 /// Keyed state over a memory store the test can read.
 fn keyed() -> (Arc<MemoryStore>, Keyed) {
-    let store = Arc::new(MemoryStore::sized(64, 1, 64));
+    let store = Arc::new(memory());
     (store.clone(), Keyed::local_only(store))
+}
+
+/// Permits `key` has out in `store`.
+fn in_flight(store: &MemoryStore, key: u64) -> u64 {
+    store.peek(PERMITS, key).unwrap().unwrap_or(0)
 }
 
 /// A bucket of `burst` credits, one a second, charged one credit.
 fn bucket(key: u64, burst: f64) -> BucketAsk {
     let b = Bucket::new(1.0, burst, 0.0);
     BucketAsk {
+        table: BUCKETS,
         key,
         tag: key,
         increment: b.increment(1),
@@ -30,8 +54,16 @@ fn bucket(key: u64, burst: f64) -> BucketAsk {
 fn ask(fleet: u64) -> ClientAsk {
     ClientAsk {
         buckets: [bucket(CLIENT, 2.0)].into_iter().collect(),
-        in_flight: Some((CLIENT, 1)),
-        fleet: Some(fleet),
+        in_flight: Some(SlotsAsk {
+            table: PERMITS,
+            key: CLIENT,
+            max: 1,
+        }),
+        fleet: Some(SlotsAsk {
+            table: FLEET,
+            key: 0,
+            max: fleet,
+        }),
         rate_enforced: true,
         in_flight_enforced: true,
         fleet_enforced: true,
@@ -46,7 +78,7 @@ fn answer<'k>(keyed: &'k Keyed, ask: &ClientAsk) -> Answer<'k> {
 }
 
 fn tat(store: &MemoryStore, key: u64) -> Option<u64> {
-    store.peek(key).unwrap().tat
+    store.peek(BUCKETS, key).unwrap()
 }
 
 #[test]
@@ -74,8 +106,8 @@ fn an_enforced_refusal_gives_back_what_was_taken_before_it() {
     assert!(second.take_fleet_slot().is_err(), "never reached");
     drop(second);
     assert_eq!(tat(&store, CLIENT), charged);
-    assert_eq!(store.peek(CLIENT).unwrap().in_flight, 1);
-    assert_eq!(store.fleet_in_flight(), 1);
+    assert_eq!(in_flight(&store, CLIENT), 1);
+    assert_eq!(store.pool_taken(FLEET), 1);
 }
 
 #[test]
@@ -88,7 +120,7 @@ fn a_dark_refusal_keeps_nothing_for_its_limiter_and_goes_on() {
     assert!(answer.rate().unwrap().written(), "the credit stands");
     assert_eq!(answer.take_permit(), Ok((true, true)));
     drop(answer);
-    assert_eq!(store.peek(CLIENT).unwrap().in_flight, 1);
+    assert_eq!(in_flight(&store, CLIENT), 1);
     assert!(tat(&store, CLIENT).is_some());
 }
 
@@ -96,12 +128,12 @@ fn a_dark_refusal_keeps_nothing_for_its_limiter_and_goes_on() {
 fn what_the_decision_does_not_take_over_goes_back_when_the_answer_is_dropped() {
     let (store, keyed) = keyed();
     let answer = answer(&keyed, &ask(10));
-    assert_eq!(store.peek(CLIENT).unwrap().in_flight, 1);
-    assert_eq!(store.fleet_in_flight(), 1);
+    assert_eq!(in_flight(&store, CLIENT), 1);
+    assert_eq!(store.pool_taken(FLEET), 1);
     // The chain stopped (or panicked) before concurrent_requests and fleet_usage decided.
     drop(answer);
-    assert_eq!(store.peek(CLIENT).unwrap().in_flight, 0);
-    assert_eq!(store.fleet_in_flight(), 0);
+    assert_eq!(in_flight(&store, CLIENT), 0);
+    assert_eq!(store.pool_taken(FLEET), 0);
 }
 
 #[test]
@@ -112,7 +144,7 @@ fn a_refused_bucket_stops_the_answer_with_nothing_charged() {
     ask.buckets = [bucket(IP, 5.0), bucket(CLIENT, 1.0)].into_iter().collect();
     let own = ask.buckets[1];
     let spent = store
-        .rate_charge(CLIENT, 0, own.increment, own.tolerance)
+        .gcra(BUCKETS, CLIENT, 0, own.increment, own.tolerance)
         .unwrap();
     assert!(matches!(spent, Charge::Allowed { .. }));
     let mut answer = answer(&keyed, &ask);
@@ -130,62 +162,34 @@ fn a_refused_bucket_stops_the_answer_with_nothing_charged() {
         Some(0),
         "the ceiling's charge was given back"
     );
-    assert_eq!(store.peek(CLIENT).unwrap().in_flight, 0);
-    assert_eq!(store.fleet_in_flight(), 0);
+    assert_eq!(in_flight(&store, CLIENT), 0);
+    assert_eq!(store.pool_taken(FLEET), 0);
 }
 
 /// A memory store whose permits fail.
 struct NoPermits(MemoryStore);
 
 impl Store for NoPermits {
-    fn rate_charge(&self, key: u64, now: u64, inc: u64, tol: u64) -> Result<Charge, StoreError> {
-        self.0.rate_charge(key, now, inc, tol)
+    fn gcra(&self, t: Table, key: u64, now: u64, inc: u64, tol: u64) -> Result<Charge, StoreError> {
+        self.0.gcra(t, key, now, inc, tol)
     }
-    fn rate_refund(&self, key: u64, inc: u64) -> Result<(), StoreError> {
-        self.0.rate_refund(key, inc)
+    fn gcra_refund(&self, t: Table, key: u64, inc: u64) -> Result<(), StoreError> {
+        self.0.gcra_refund(t, key, inc)
     }
-    fn quota_hit(
-        &self,
-        quota: usize,
-        key: u64,
-        now: u64,
-        rule: &crate::math::window::WindowRule,
-        add: bool,
-    ) -> Result<WindowCheck, StoreError> {
-        self.0.quota_hit(quota, key, now, rule, add)
+    fn slot_take(&self, t: Table, key: u64, max: u64) -> Result<bool, StoreError> {
+        if t == PERMITS {
+            return Err(StoreError::Timeout);
+        }
+        self.0.slot_take(t, key, max)
     }
-    fn quota_refund(
-        &self,
-        quota: usize,
-        key: u64,
-        now: u64,
-        rule: &crate::math::window::WindowRule,
-    ) -> Result<(), StoreError> {
-        self.0.quota_refund(quota, key, now, rule)
-    }
-    fn concurrency_acquire(&self, _: u64, _: u64) -> Result<bool, StoreError> {
-        Err(StoreError::Timeout)
-    }
-    fn concurrency_release(&self, key: u64) {
-        self.0.concurrency_release(key)
-    }
-    fn fleet_acquire(&self, limit: u64) -> Result<bool, StoreError> {
-        self.0.fleet_acquire(limit)
-    }
-    fn fleet_release(&self) {
-        self.0.fleet_release()
-    }
-    fn evict_idle(&self, now: u64, unix_now: u64, rules: &[crate::math::window::WindowRule]) {
-        self.0.evict_idle(now, unix_now, rules)
-    }
-    fn tracked_keys(&self, kind: crate::store::KeyKind) -> Option<usize> {
-        self.0.tracked_keys(kind)
+    fn slot_give(&self, t: Table, key: u64) {
+        self.0.slot_give(t, key)
     }
 }
 
 #[test]
 fn an_error_answers_its_part_and_the_rest_goes_on() {
-    let keyed = Keyed::local_only(Arc::new(NoPermits(MemoryStore::sized(64, 0, 64))));
+    let keyed = Keyed::local_only(Arc::new(NoPermits(memory())));
     let mut part = None;
     let mut answer = Answer::new(&keyed);
     answer.answer_here(&ask(10), (0, 0), &mut part);

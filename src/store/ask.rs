@@ -3,6 +3,7 @@
 //! enforced. Plain data of a fixed size (no allocation): every store answers it
 //! ([`super::Answer`]), the in-memory one at once, Redis in one round trip.
 
+use super::Table;
 use crate::math::window::WindowRule;
 use arrayvec::ArrayVec;
 
@@ -16,6 +17,8 @@ pub const MAX_QUOTAS: usize = 16;
 /// A bucket to charge: the per-IP ceiling or the client's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BucketAsk {
+    /// Its table.
+    pub table: Table,
     /// The key hash.
     pub key: u64,
     /// The hash tag it lives under: the client's (its own bucket) or the IP's (the per-IP
@@ -30,6 +33,8 @@ pub struct BucketAsk {
 /// A quota to check (and count the request against, for a request-counting quota).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuotaAsk {
+    /// Its table (one per quota).
+    pub table: Table,
     /// Its index in `request_rate.quotas`.
     pub index: usize,
     /// The key hash (client or IP).
@@ -38,6 +43,18 @@ pub struct QuotaAsk {
     pub rule: WindowRule,
     /// Whether a request that fits is counted (request quotas; failure quotas only check).
     pub count: bool,
+}
+
+/// A slot to take: one of `max` of `key` in `table` (a client's permit; the fleet's pool,
+/// whose key is 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotsAsk {
+    /// Its table.
+    pub table: Table,
+    /// The key hash (0 in a pool).
+    pub key: u64,
+    /// Most taken at once.
+    pub max: u64,
 }
 
 /// What one request asks of the keyed store, in the order the limiters decide: its client's
@@ -55,14 +72,14 @@ pub struct ClientAsk {
     pub plan: u16,
     /// See `plan`.
     pub elastic: bool,
-    /// The concurrency permit to take: (key, most in flight).
-    pub in_flight: Option<(u64, u64)>,
+    /// The concurrency permit to take.
+    pub in_flight: Option<SlotsAsk>,
     /// request_rate is enforced (a refusal stops the request; in dark mode it goes on).
     pub rate_enforced: bool,
     /// concurrent_requests is enforced.
     pub in_flight_enforced: bool,
-    /// The fleet slot to take, under this limit (non-critical requests).
-    pub fleet: Option<u64>,
+    /// The fleet slot to take (non-critical requests).
+    pub fleet: Option<SlotsAsk>,
     /// fleet_usage is enforced.
     pub fleet_enforced: bool,
 }

@@ -12,7 +12,7 @@
 
 use super::memory::MemoryStore;
 use super::redis::RedisStore;
-use super::{KeyKind, Store, StoreError};
+use super::{Store, StoreError, Table};
 use crate::clock::Clock;
 use crate::logging::LogGate;
 use crate::math::gcra::Charge;
@@ -28,6 +28,8 @@ type Activity = HashMap<u64, i64, foldhash::fast::RandomState>;
 /// Local state, and what its buckets were charged since the last round.
 pub struct HybridStore {
     local: MemoryStore,
+    /// The table of buckets reconciled with the fleet's (request_rate's own).
+    reconciled: Table,
     /// Per thread row: bucket key → credit charged (µs of bucket time), less refunds.
     charged: Box<[CachePadded<Mutex<Activity>>]>,
     started: AtomicBool,
@@ -40,10 +42,11 @@ impl std::fmt::Debug for HybridStore {
 }
 
 impl HybridStore {
-    /// Wraps `local`.
-    pub fn new(local: MemoryStore) -> Self {
+    /// Wraps `local`, whose bucket table `reconciled` is reconciled with the fleet's.
+    pub fn new(local: MemoryStore, reconciled: Table) -> Self {
         Self {
             local,
+            reconciled,
             charged: (0..shard_count())
                 .map(|_| CachePadded(Mutex::new(Activity::default())))
                 .collect(),
@@ -111,7 +114,7 @@ impl HybridStore {
                 .get(&key)
                 .map_or(0, |c| u64::try_from(*c).unwrap_or(0));
             let fleet = if since > 0 { tat.max(now) + since } else { tat };
-            self.local.rate_set(key, fleet);
+            self.local.gcra_set(self.reconciled, key, fleet);
         }
     }
 }
@@ -161,89 +164,96 @@ async fn rounds(
 }
 
 impl Store for HybridStore {
-    fn peek(&self, key: u64) -> Result<super::ClientReading, StoreError> {
+    fn peek(&self, table: Table, key: u64) -> Result<Option<u64>, StoreError> {
         // This instance's view (reconciled with the fleet every sync_interval).
-        self.local.peek(key)
+        self.local.peek(table, key)
     }
 
-    fn rate_charge(
+    fn gcra(
         &self,
+        table: Table,
         key: u64,
         now: u64,
         increment: u64,
         tolerance: u64,
     ) -> Result<Charge, StoreError> {
-        let charge = self.local.rate_charge(key, now, increment, tolerance)?;
-        // A refused request charges nothing, but its bucket is reconciled all the same: this
-        // instance must see what the others charge while it refuses.
-        let credit = match charge {
-            Charge::Allowed { .. } => i64::try_from(increment).unwrap_or(i64::MAX),
-            Charge::Denied { .. } => 0,
-        };
-        self.record(key, credit);
+        let charge = self.local.gcra(table, key, now, increment, tolerance)?;
+        if table == self.reconciled {
+            // A refused request charges nothing, but its bucket is reconciled all the same:
+            // this instance must see what the others charge while it refuses.
+            let credit = match charge {
+                Charge::Allowed { .. } => i64::try_from(increment).unwrap_or(i64::MAX),
+                Charge::Denied { .. } => 0,
+            };
+            self.record(key, credit);
+        }
         Ok(charge)
     }
 
-    fn rate_refund(&self, key: u64, increment: u64) -> Result<(), StoreError> {
-        self.local.rate_refund(key, increment)?;
-        self.record(key, -i64::try_from(increment).unwrap_or(i64::MAX));
+    fn gcra_refund(&self, table: Table, key: u64, increment: u64) -> Result<(), StoreError> {
+        self.local.gcra_refund(table, key, increment)?;
+        if table == self.reconciled {
+            self.record(key, -i64::try_from(increment).unwrap_or(i64::MAX));
+        }
         Ok(())
     }
 
-    fn quota_hit(
+    fn window(
         &self,
-        quota: usize,
+        table: Table,
         key: u64,
         now: u64,
         rule: &WindowRule,
-        add: bool,
+        count: bool,
     ) -> Result<WindowCheck, StoreError> {
-        self.local.quota_hit(quota, key, now, rule, add)
+        self.local.window(table, key, now, rule, count)
     }
 
-    fn quota_refund(
+    fn window_refund(
         &self,
-        quota: usize,
+        table: Table,
         key: u64,
         now: u64,
         rule: &WindowRule,
     ) -> Result<(), StoreError> {
-        self.local.quota_refund(quota, key, now, rule)
+        self.local.window_refund(table, key, now, rule)
     }
 
-    fn concurrency_acquire(&self, key: u64, max: u64) -> Result<bool, StoreError> {
-        self.local.concurrency_acquire(key, max)
+    fn slot_take(&self, table: Table, key: u64, max: u64) -> Result<bool, StoreError> {
+        self.local.slot_take(table, key, max)
     }
 
-    fn concurrency_release(&self, key: u64) {
-        self.local.concurrency_release(key);
+    fn slot_give(&self, table: Table, key: u64) {
+        self.local.slot_give(table, key);
     }
 
-    fn fleet_acquire(&self, limit: u64) -> Result<bool, StoreError> {
-        self.local.fleet_acquire(limit)
+    fn evict_idle(&self, now: u64, unix_now: u64, windows: &[(Table, WindowRule)]) {
+        self.local.evict_idle(now, unix_now, windows);
     }
 
-    fn fleet_release(&self) {
-        self.local.fleet_release();
-    }
-
-    fn evict_idle(&self, now: u64, unix_now: u64, quota_rules: &[WindowRule]) {
-        self.local.evict_idle(now, unix_now, quota_rules);
-    }
-
-    fn tracked_keys(&self, kind: KeyKind) -> Option<usize> {
-        self.local.tracked_keys(kind)
+    fn tracked_keys(&self, table: Table) -> Option<usize> {
+        self.local.tracked_keys(table)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{TableKind, TableSpec};
+
+    const BUCKETS: Table = Table::new(0);
 
     #[test]
     fn rounds_carry_what_was_charged_and_settle_on_the_fleets_bucket() {
-        let store = HybridStore::new(MemoryStore::sized(64, 0, 64));
-        store.rate_charge(9, 0, 1_000, 10_000).unwrap();
+        let store = HybridStore::new(
+            MemoryStore::with_tables(&[TableSpec {
+                table: BUCKETS,
+                kind: TableKind::Gcra,
+                keys: 64,
+            }]),
+            BUCKETS,
+        );
+        store.gcra(BUCKETS, 9, 0, 1_000, 10_000).unwrap();
         assert!(
             store.drain().is_empty(),
             "nothing is recorded before the rounds start"
@@ -251,33 +261,33 @@ mod tests {
         store.started.store(true, Ordering::Relaxed);
         // 10 credits of 1 ms each within a tolerance of 10 ms: the 11th is refused.
         for _ in 0..10 {
-            let c = store.rate_charge(7, 0, 1_000, 10_000).unwrap();
+            let c = store.gcra(BUCKETS, 7, 0, 1_000, 10_000).unwrap();
             assert!(matches!(c, Charge::Allowed { .. }));
         }
         assert!(matches!(
-            store.rate_charge(7, 0, 1_000, 10_000).unwrap(),
+            store.gcra(BUCKETS, 7, 0, 1_000, 10_000).unwrap(),
             Charge::Denied { .. }
         ));
-        store.rate_refund(7, 1_000).unwrap();
+        store.gcra_refund(BUCKETS, 7, 1_000).unwrap();
         assert_eq!(store.drain(), vec![(7, 9_000)]);
         assert!(store.drain().is_empty(), "a round takes it all");
         // The fleet's bucket is 5 ms further on than this one: another instance charged it.
         store.settle(0, &[(7, 14_000)]);
         assert!(matches!(
-            store.rate_charge(7, 5_000, 1_000, 10_000).unwrap(),
+            store.gcra(BUCKETS, 7, 5_000, 1_000, 10_000).unwrap(),
             Charge::Allowed { tat: 15_000 }
         ));
         // Charged while a round is out: kept on top of the fleet's answer.
         store.settle(5_000, &[(7, 12_000)]);
         assert!(matches!(
-            store.rate_charge(7, 5_000, 1_000, 10_000).unwrap(),
+            store.gcra(BUCKETS, 7, 5_000, 1_000, 10_000).unwrap(),
             Charge::Allowed { tat: 14_000 }
         ));
         // A fleet bucket that is full (0) leaves only this round's charges.
         store.drain();
         store.settle(5_000, &[(7, 0)]);
         assert!(matches!(
-            store.rate_charge(7, 5_000, 1_000, 10_000).unwrap(),
+            store.gcra(BUCKETS, 7, 5_000, 1_000, 10_000).unwrap(),
             Charge::Allowed { tat: 6_000 }
         ));
     }

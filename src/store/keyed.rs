@@ -8,7 +8,7 @@
 use super::redis::RedisStore;
 #[cfg(feature = "redis")]
 use super::{Answer, ClientAsk, HybridStore, Unanswered};
-use super::{ClientReading, MemoryStore, Store, StoreError};
+use super::{ClientReading, MemoryStore, Store, StoreError, Table};
 use crate::clock::Clock;
 use crate::math::window::WindowRule;
 use crate::schema::{ConfigError, StoreConfig};
@@ -63,12 +63,14 @@ pub(crate) struct SharedStatus {
 
 impl Keyed {
     /// The keyed state `config` (`store:`) asks for: `app`'s store if the app brought one,
-    /// else an in-memory one made by `memory` (sized for the limiters' tables); with `store.kind: redis`, the shared store
-    /// behind it (connected by [`start`](Self::start)), and with `sync: local_first` a hybrid
-    /// store that decides locally. Validation has refused `redis` without the feature.
+    /// else an in-memory one made by `memory` (sized for the limiters' tables); with
+    /// `store.kind: redis`, the shared store behind it (connected by [`start`](Self::start)),
+    /// and with `sync: local_first` a hybrid store that decides locally, reconciling the
+    /// bucket table `reconciled` with the fleet's. Validation has refused `redis` without the
+    /// feature.
     pub(crate) fn build(
         config: &StoreConfig,
-        memory: impl Fn() -> MemoryStore,
+        (memory, reconciled): (impl Fn() -> MemoryStore, Table),
         app: Option<Arc<dyn Store>>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, ConfigError> {
@@ -78,7 +80,7 @@ impl Keyed {
             let shared = Arc::new(RedisStore::new(config, instance, clock)?);
             // local_first: local decisions over buckets reconciled with Redis in rounds.
             let hybrid = (config.sync == crate::schema::StoreSync::LocalFirst)
-                .then(|| Arc::new(HybridStore::new(memory())));
+                .then(|| Arc::new(HybridStore::new(memory(), reconciled)));
             let local = match (&hybrid, app) {
                 (Some(hybrid), _) => hybrid.clone() as Arc<dyn Store>,
                 (None, Some(app)) => app,
@@ -86,7 +88,7 @@ impl Keyed {
             };
             return Ok(Self::fleet(local, shared, hybrid));
         }
-        let _ = (config, clock);
+        let _ = (config, clock, reconciled);
         Ok(Self::local_only(app.unwrap_or_else(|| Arc::new(memory()))))
     }
 
@@ -217,24 +219,29 @@ impl Keyed {
         }
     }
 
-    /// Gives back `increment` µs charged to bucket `key` (under hash tag `tag`) by a request
-    /// whose answer is held as `held` (a later limiter refused it).
-    pub(crate) fn refund_bucket(&self, held: Held, tag: u64, key: u64, increment: u64) {
+    /// Gives back `increment` µs charged to bucket `key` of `table` (under hash tag `tag`)
+    /// by a request whose answer is held as `held` (a later limiter refused it).
+    pub(crate) fn refund_bucket(
+        &self,
+        held: Held,
+        (table, tag, key): (Table, u64, u64),
+        increment: u64,
+    ) {
         #[cfg(feature = "redis")]
         if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
             shared.refund_bucket(tag, key, increment);
             return;
         }
         let _ = (held, tag);
-        let _ = self.local.rate_refund(key, increment);
+        let _ = self.local.gcra_refund(table, key, increment);
     }
 
-    /// Takes back one request counted against quota `index` of `key` in the window of `unix`
-    /// µs, by a request whose answer is held as `held`.
+    /// Takes back one request counted against quota `index` (its window table `table`) of
+    /// `key` in the window of `unix` µs, by a request whose answer is held as `held`.
     pub(crate) fn refund_quota(
         &self,
         held: Held,
-        (index, key): (usize, u64),
+        (table, index, key): (Table, usize, u64),
         unix: u64,
         rule: &WindowRule,
     ) {
@@ -243,25 +250,26 @@ impl Keyed {
             shared.refund_quota(index, key, rule.window);
             return;
         }
-        let _ = held;
-        let _ = self.local.quota_refund(index, key, unix, rule);
+        let _ = (held, index);
+        let _ = self.local.window_refund(table, key, unix, rule);
     }
 
-    /// Gives back, once its request is done, the permit of `key` (if it kept one) and the
-    /// fleet slot (if it kept one) held as `held`: in the shared store, or here.
+    /// Gives back, once its request is done, the permit (table, key) it kept, if any, and
+    /// the fleet slot (in its pool table), if it kept one, held as `held`: in the shared
+    /// store, or here.
     #[inline]
-    pub(crate) fn release(&self, held: Held, key: Option<u64>, fleet: bool) {
+    pub(crate) fn release(&self, held: Held, permit: Option<(Table, u64)>, fleet: Option<Table>) {
         #[cfg(feature = "redis")]
         if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
-            shared.release_request(held.0, key, fleet);
+            shared.release_request(held.0, permit.map(|(_, key)| key), fleet.is_some());
             return;
         }
         let _ = held;
-        if let Some(key) = key {
-            self.local.concurrency_release(key);
+        if let Some((table, key)) = permit {
+            self.local.slot_give(table, key);
         }
-        if fleet {
-            self.local.fleet_release();
+        if let Some(table) = fleet {
+            self.local.slot_give(table, 0);
         }
     }
 
@@ -284,8 +292,9 @@ impl Keyed {
         false
     }
 
-    /// Drops idle local state at `now` µs (and `unix_now` µs since the epoch).
-    pub(crate) fn evict_idle(&self, now: u64, unix_now: u64, quota_rules: &[WindowRule]) {
-        self.local.evict_idle(now, unix_now, quota_rules);
+    /// Drops idle local state at `now` µs (and `unix_now` µs since the epoch; `windows`:
+    /// each window table's rule).
+    pub(crate) fn evict_idle(&self, now: u64, unix_now: u64, windows: &[(Table, WindowRule)]) {
+        self.local.evict_idle(now, unix_now, windows);
     }
 }

@@ -19,9 +19,9 @@ pub(crate) mod table;
 pub(crate) use answer::{Answer, Part, RateAnswer};
 pub(crate) use ask::MAX_QUOTAS;
 #[cfg(not(feature = "redis-internals"))]
-pub(crate) use ask::{BucketAsk, ClientAsk, QuotaAsk};
+pub(crate) use ask::{BucketAsk, ClientAsk, QuotaAsk, SlotsAsk};
 #[cfg(feature = "redis-internals")]
-pub use ask::{BucketAsk, ClientAsk, QuotaAsk};
+pub use ask::{BucketAsk, ClientAsk, QuotaAsk, SlotsAsk};
 #[cfg(feature = "redis")]
 pub(crate) use hybrid::HybridStore;
 pub(crate) use keyed::{Held, Keyed};
@@ -111,110 +111,134 @@ pub struct ClientReading {
     pub in_flight: u64,
 }
 
-/// The state operations of the per-key limiters: what [`MemoryStore`] does in process, and
-/// what a store of your own (`BrownoutBuilder::store`) may do instead.
+/// A table of per-key state in a store. Each limiter with per-key state names its own tables
+/// in its folder (`Limiter::TABLES` reserves their ids, given by the limiter list in its
+/// order); a store keeps each table apart and answers the same few operations on any of them,
+/// whichever limiter asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Table(u8);
+
+impl Table {
+    /// The table of id `id`.
+    pub const fn new(id: u8) -> Self {
+        Table(id)
+    }
+
+    /// Its id: a small dense index (a store may keep its tables in an array).
+    pub const fn id(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// What a table holds, and so which operations of [`Store`] it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TableKind {
+    /// GCRA buckets, one theoretical arrival time (TAT) per key: [`Store::gcra`].
+    Gcra,
+    /// Window counters (fixed or sliding), one window per key: [`Store::window`].
+    Window,
+    /// Counted slots per key (a client's requests in flight): [`Store::slot_take`].
+    Slots,
+    /// One count of slots for the whole store, whatever the key (the fleet's non-critical
+    /// requests in flight): [`Store::slot_take`].
+    Pool,
+}
+
+/// A table as a store is asked to keep it: its kind and the keys it is sized for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TableSpec {
+    pub(crate) table: Table,
+    pub(crate) kind: TableKind,
+    pub(crate) keys: usize,
+}
+
+/// The per-key operations of the limiters: what [`MemoryStore`] does in process, and what a
+/// store of your own (`BrownoutBuilder::store`) may do instead. Each is one atomic step on
+/// the store's side, on one key of one [`Table`]; no operation names a limiter, so a limiter
+/// added with tables of its own needs no new one.
 ///
 /// Every method has a default, so that the trait can grow without breaking a store written
 /// against it: an operation a store does not provide answers an error, and the limiter that
 /// asked fails open on it (counted in `brownout_fail_open_total` and logged); a give-back it
 /// does not provide does nothing; it tracks no keys.
 pub trait Store: Send + Sync {
-    /// Reads `key`'s bucket and permits without spending or claiming anything.
-    fn peek(&self, key: u64) -> Result<ClientReading, StoreError> {
-        let _ = key;
-        Err(StoreError::Failed(
-            "this store cannot read a client without spending".into(),
-        ))
+    /// Reads `key`'s value in `table` without changing it (a bucket's TAT, a key's slots
+    /// taken); `None` when the store keeps none for it (a full bucket, nothing in flight).
+    fn peek(&self, table: Table, key: u64) -> Result<Option<u64>, StoreError> {
+        let _ = (table, key);
+        Err(not_provided("peek"))
     }
 
     /// GCRA charge of `increment` µs against `tolerance` µs for `key` at `now` µs.
-    fn rate_charge(
+    fn gcra(
         &self,
+        table: Table,
         key: u64,
         now: u64,
         increment: u64,
         tolerance: u64,
     ) -> Result<Charge, StoreError> {
-        let _ = (key, now, increment, tolerance);
-        Err(not_provided("rate_charge"))
+        let _ = (table, key, now, increment, tolerance);
+        Err(not_provided("gcra"))
     }
 
     /// Gives back a charge of `increment` µs (a later limiter rejected the request).
-    fn rate_refund(&self, key: u64, increment: u64) -> Result<(), StoreError> {
-        let _ = (key, increment);
-        Err(not_provided("rate_refund"))
+    fn gcra_refund(&self, table: Table, key: u64, increment: u64) -> Result<(), StoreError> {
+        let _ = (table, key, increment);
+        Err(not_provided("gcra_refund"))
     }
 
-    /// Counts (`add`) or only checks one request against quota `quota` for `key`; `now` is
-    /// in µs since the Unix epoch (windows follow the calendar).
-    fn quota_hit(
+    /// Counts (`count`) or only checks one request against `rule` for `key`; `now` is in µs
+    /// since the Unix epoch (windows follow the calendar).
+    fn window(
         &self,
-        quota: usize,
+        table: Table,
         key: u64,
         now: u64,
         rule: &WindowRule,
-        add: bool,
+        count: bool,
     ) -> Result<WindowCheck, StoreError> {
-        let _ = (quota, key, now, rule, add);
-        Err(not_provided("quota_hit"))
+        let _ = (table, key, now, rule, count);
+        Err(not_provided("window"))
     }
 
-    /// Takes back one counted request of quota `quota` in the window of `now`.
-    fn quota_refund(
+    /// Takes back one counted request in the window of `now`.
+    fn window_refund(
         &self,
-        quota: usize,
+        table: Table,
         key: u64,
         now: u64,
         rule: &WindowRule,
     ) -> Result<(), StoreError> {
-        let _ = (quota, key, now, rule);
-        Err(not_provided("quota_refund"))
+        let _ = (table, key, now, rule);
+        Err(not_provided("window_refund"))
     }
 
-    /// Takes one of `max` in-flight permits of `key`; `false` if all are taken.
-    fn concurrency_acquire(&self, key: u64, max: u64) -> Result<bool, StoreError> {
-        let _ = (key, max);
-        Err(not_provided("concurrency_acquire"))
+    /// Takes one of `max` slots of `key`; `false` if all are taken.
+    fn slot_take(&self, table: Table, key: u64, max: u64) -> Result<bool, StoreError> {
+        let _ = (table, key, max);
+        Err(not_provided("slot_take"))
     }
 
-    /// Returns a permit of `key`.
-    fn concurrency_release(&self, key: u64) {
-        let _ = key;
+    /// Gives a slot of `key` back.
+    fn slot_give(&self, table: Table, key: u64) {
+        let _ = (table, key);
     }
-
-    /// Takes one of `limit` non-critical fleet slots; `false` if all are taken.
-    fn fleet_acquire(&self, limit: u64) -> Result<bool, StoreError> {
-        let _ = limit;
-        Err(not_provided("fleet_acquire"))
-    }
-
-    /// Returns a fleet slot.
-    fn fleet_release(&self) {}
 
     /// Drops state that carries no information at `now` µs (full buckets; keys with nothing
-    /// in flight) and at `unix_now` µs since the epoch (expired quota windows).
-    fn evict_idle(&self, now: u64, unix_now: u64, quota_rules: &[WindowRule]) {
-        let _ = (now, unix_now, quota_rules);
+    /// in flight) and at `unix_now` µs since the epoch (windows expired under the rule each
+    /// window table is listed with in `windows`).
+    fn evict_idle(&self, now: u64, unix_now: u64, windows: &[(Table, WindowRule)]) {
+        let _ = (now, unix_now, windows);
     }
 
-    /// Keys this store tracks of `kind` (each limiter with per-key state names its kind);
-    /// `None` for a kind it keeps no state of.
-    fn tracked_keys(&self, kind: KeyKind) -> Option<usize> {
-        let _ = kind;
+    /// Keys this store tracks in `table` (for slots: keys with at least one taken); `None`
+    /// for a table it keeps no count of.
+    fn tracked_keys(&self, table: Table) -> Option<usize> {
+        let _ = table;
         None
     }
-}
-
-/// What a store keeps per client key, by kind: what [`Store::tracked_keys`] counts. Each
-/// limiter with per-key state names the kind it keeps (request_rate: charges;
-/// concurrent_requests: slots).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum KeyKind {
-    /// Buckets and window counters, charged per request.
-    Charges,
-    /// Counted slots, held while a request runs (and parked at zero).
-    Slots,
 }
 
 /// The error of an operation a [`Store`] does not provide.

@@ -9,7 +9,10 @@ pub use settings::ConcurrentRequestsConfig;
 
 use super::Problem;
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
-use crate::store::{Answer, Held, KeyedHandle};
+use crate::store::{Answer, Held, KeyedHandle, Table, TableKind, TableSpec};
+
+/// Its table: the permits taken per client key.
+pub(crate) const PERMITS: Table = LimiterName::ConcurrentRequests.table(0);
 use crate::tier::Tier;
 
 /// One of a key's in-flight permits, returned to the store when dropped, unless
@@ -36,15 +39,15 @@ impl<S: KeyedHandle> ConcurrencyPermit<'_, S> {
     /// (`Keyed::release`) when its request is done. The request's guard does, so
     /// that a permit needs no handle of its own on the store while the request runs.
     /// `None`: the store kept no permit.
-    pub fn keep(mut self) -> Option<u64> {
-        self.owner.take().map(|_| self.key)
+    pub fn keep(mut self) -> Option<(Table, u64)> {
+        self.owner.take().map(|_| (PERMITS, self.key))
     }
 }
 
 impl<S: KeyedHandle> Drop for ConcurrencyPermit<'_, S> {
     fn drop(&mut self) {
         if let Some(owner) = self.owner {
-            owner.keyed().release(self.held, Some(self.key), false);
+            owner.keyed().release(self.held, Some((PERMITS, self.key)), None);
         }
     }
 }
@@ -81,7 +84,15 @@ impl super::Limiter for ConcurrentRequestsConfig {
     fn restart_only(&self, new: &Self) -> Option<&'static str> {
         (self.max_keys != new.max_keys).then_some("limiters.concurrent_requests.max_keys")
     }
-    const KEYS: Option<crate::store::KeyKind> = Some(crate::store::KeyKind::Slots);
+    const TABLES: u8 = 1;
+
+    fn tables(&self) -> Vec<TableSpec> {
+        vec![TableSpec {
+            table: PERMITS,
+            kind: TableKind::Slots,
+            keys: self.max_keys,
+        }]
+    }
     const NAME: LimiterName = LimiterName::ConcurrentRequests;
 
     fn problem(_r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {

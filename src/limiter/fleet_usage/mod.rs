@@ -8,7 +8,10 @@ pub use settings::FleetUsageConfig;
 
 use super::Problem;
 use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
-use crate::store::{Answer, Held, KeyedHandle};
+use crate::store::{Answer, Held, KeyedHandle, Table, TableKind, TableSpec};
+
+/// Its table: the pool of non-critical slots (one count, whatever the key).
+pub(crate) const SLOTS: Table = LimiterName::FleetUsage.table(0);
 use crate::tier::Tier;
 
 /// A non-critical request's fleet slot, returned to the store when dropped, unless
@@ -29,16 +32,17 @@ impl<S: KeyedHandle> std::fmt::Debug for FleetPermit<'_, S> {
 
 impl<S: KeyedHandle> FleetPermit<'_, S> {
     /// Hands the slot over to its keeper, which must give it back (`Keyed::release`) when
-    /// the request is done: the request's guard does. `false`: the store kept no slot.
-    pub fn keep(mut self) -> bool {
-        self.owner.take().is_some()
+    /// the request is done: the request's guard does. `None`: the store kept no slot; else
+    /// its table.
+    pub fn keep(mut self) -> Option<Table> {
+        self.owner.take().map(|_| SLOTS)
     }
 }
 
 impl<S: KeyedHandle> Drop for FleetPermit<'_, S> {
     fn drop(&mut self) {
         if let Some(owner) = self.owner {
-            owner.keyed().release(self.held, None, true);
+            owner.keyed().release(self.held, None, Some(SLOTS));
         }
     }
 }
@@ -74,6 +78,16 @@ pub fn decide<'a, S: KeyedHandle>(
 /// fleet_usage as a [`Limiter`](super::Limiter): its settings are its unit.
 impl super::Limiter for FleetUsageConfig {
     const NAME: LimiterName = LimiterName::FleetUsage;
+    const TABLES: u8 = 1;
+    const TRACKS_KEYS: bool = false;
+
+    fn tables(&self) -> Vec<TableSpec> {
+        vec![TableSpec {
+            table: SLOTS,
+            kind: TableKind::Pool,
+            keys: 1,
+        }]
+    }
 
     fn problem(r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
         (

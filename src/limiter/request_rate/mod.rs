@@ -17,7 +17,16 @@ use super::{Check, LimiterName, RatePolicy, RejectStatus, Rejection, Request};
 use crate::math::gcra::Charge;
 use crate::math::window::WindowRule;
 use crate::store::{BucketAsk, ClientAsk, Held, Keyed, QuotaAsk, RateAnswer, Store, StoreError};
+use crate::store::{Table, TableKind, TableSpec, MAX_QUOTAS};
 use std::time::Duration;
+
+/// Its table of buckets: each client's own and the per-IP ceilings.
+pub(crate) const BUCKETS: Table = LimiterName::RequestRate.table(0);
+
+/// The window table of quota `index` (one per quota, after the buckets').
+pub(crate) const fn quota_table(index: usize) -> Table {
+    LimiterName::RequestRate.table(1 + index as u8)
+}
 
 /// Most quotas reported in one `RateLimit` field.
 const REPORTED_QUOTAS: usize = 4;
@@ -237,6 +246,7 @@ impl RateRules {
         let bucket = self.bucket(plan, elastic);
         let cost = self.cost(plan, req.method, req.path);
         let ceiling = self.per_ip.as_ref().map(|ceiling| BucketAsk {
+            table: BUCKETS,
             key: ceiling_key(req.ip),
             tag: req.ip,
             // An expensive route costs at most the whole ceiling, so it can always pass.
@@ -246,6 +256,7 @@ impl RateRules {
         Charges {
             plan,
             bucket: BucketAsk {
+                table: BUCKETS,
                 key: req.key,
                 tag: req.key,
                 increment: bucket.increment(cost),
@@ -290,6 +301,7 @@ impl RateRules {
         ask.buckets.push(bucket);
         ask.quotas
             .extend(self.applying(req).map(|(index, q, key)| QuotaAsk {
+                table: quota_table(index),
                 index,
                 key,
                 rule: q.rule,
@@ -314,16 +326,16 @@ impl RateRules {
     /// the request).
     pub fn refund(&self, keyed: &Keyed, held: Held, ticket: &RateTicket, at: CheckTime) {
         if ticket.increment > 0 {
-            keyed.refund_bucket(held, ticket.key, ticket.key, ticket.increment);
+            keyed.refund_bucket(held, (BUCKETS, ticket.key, ticket.key), ticket.increment);
         }
         if ticket.ip_increment > 0 {
             let key = ceiling_key(ticket.ip);
-            keyed.refund_bucket(held, ticket.ip, key, ticket.ip_increment);
+            keyed.refund_bucket(held, (BUCKETS, ticket.ip, key), ticket.ip_increment);
         }
         for (i, quota) in self.quotas.iter().enumerate() {
             if ticket.counted & (1 << i) != 0 {
                 let key = self.quota_key(quota, ticket);
-                keyed.refund_quota(held, (i, key), at.unix, &quota.rule);
+                keyed.refund_quota(held, (quota_table(i), i, key), at.unix, &quota.rule);
             }
         }
     }
@@ -332,7 +344,7 @@ impl RateRules {
     /// in µs since the Unix epoch.
     pub fn record_failure(&self, store: &dyn Store, ticket: &RateTicket, unix_now: u64) {
         for (i, key, rule) in self.failure_quotas(ticket) {
-            let _ = store.quota_hit(i, key, unix_now, &rule, true);
+            let _ = store.window(quota_table(i), key, unix_now, &rule, true);
         }
     }
 
@@ -362,7 +374,21 @@ impl super::Limiter for RequestRateConfig {
         }
         (self.quotas.len() != new.quotas.len()).then_some("limiters.request_rate.quotas")
     }
-    const KEYS: Option<crate::store::KeyKind> = Some(crate::store::KeyKind::Charges);
+    const TABLES: u8 = 1 + MAX_QUOTAS as u8;
+
+    fn tables(&self) -> Vec<TableSpec> {
+        let bucket = TableSpec {
+            table: BUCKETS,
+            kind: TableKind::Gcra,
+            keys: self.max_keys,
+        };
+        let quotas = (0..self.quotas.len()).map(|i| TableSpec {
+            table: quota_table(i),
+            kind: TableKind::Window,
+            keys: self.max_keys,
+        });
+        std::iter::once(bucket).chain(quotas).collect()
+    }
     const NAME: LimiterName = LimiterName::RequestRate;
 
     fn problem(r: &Rejection, policy: Option<&str>, wait: &str) -> Problem {

@@ -20,7 +20,7 @@ mod undo;
 #[cfg(not(feature = "redis-internals"))]
 use super::ask::ClientAsk;
 #[cfg(feature = "redis-internals")]
-pub use super::ask::{BucketAsk, ClientAsk, QuotaAsk};
+pub use super::ask::{BucketAsk, ClientAsk, QuotaAsk, SlotsAsk};
 pub(crate) use breaker::{Breaker, BreakerParams, BreakerState};
 #[cfg(not(feature = "redis-internals"))]
 pub(crate) use script::Undo;

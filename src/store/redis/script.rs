@@ -142,8 +142,8 @@ pub(super) fn decide_cmd(
     for q in &ask.quotas {
         cmd.arg(keys.quota(q.index, q.key));
     }
-    if let Some((key, _)) = ask.in_flight {
-        cmd.arg(keys.client(key));
+    if let Some(permit) = ask.in_flight {
+        cmd.arg(keys.client(permit.key));
     }
     if ask.fleet.is_some() {
         cmd.arg(keys.fleet());
@@ -169,11 +169,11 @@ pub(super) fn decide_cmd(
             .arg(q.rule.window)
             .arg(flag(q.count));
     }
-    if let Some((_, max)) = ask.in_flight {
-        cmd.arg(max);
+    if let Some(permit) = ask.in_flight {
+        cmd.arg(permit.max);
     }
-    if let Some(limit) = ask.fleet {
-        cmd.arg(limit);
+    if let Some(slot) = ask.fleet {
+        cmd.arg(slot.max);
     }
     cmd
 }

@@ -78,14 +78,14 @@ pub(super) fn split(ask: &ClientAsk) -> Vec<SlotAsk> {
         parts[at].1.ask.quotas.push(*q);
         parts[at].1.quotas.push(i);
     }
-    if let Some((key, max)) = *in_flight {
-        let at = part_of(key, &mut parts);
-        parts[at].1.ask.in_flight = Some((key, max));
+    if let Some(permit) = *in_flight {
+        let at = part_of(permit.key, &mut parts);
+        parts[at].1.ask.in_flight = Some(permit);
     }
     let mut parts: Vec<SlotAsk> = parts.into_iter().map(|(_, p)| p).collect();
-    if let Some(limit) = *fleet {
+    if let Some(slot) = *fleet {
         let mut fleet = blank();
-        fleet.ask.fleet = Some(limit);
+        fleet.ask.fleet = Some(slot);
         parts.push(fleet);
     }
     parts
@@ -157,7 +157,8 @@ mod tests {
     use super::*;
     use crate::math::window::{WindowCheck, WindowRule};
     use crate::schema::QuotaAlgorithm;
-    use crate::store::ask::{BucketAsk, QuotaAsk};
+    use crate::store::ask::{BucketAsk, QuotaAsk, SlotsAsk};
+    use crate::store::Table;
 
     const CLIENT: u64 = 7;
     const IP: u64 = 9;
@@ -171,12 +172,14 @@ mod tests {
         ClientAsk {
             buckets: [
                 BucketAsk {
+                    table: Table::new(0),
                     key: 1234,
                     tag: IP,
                     increment: 10,
                     tolerance: 100,
                 },
                 BucketAsk {
+                    table: Table::new(0),
                     key: CLIENT,
                     tag: CLIENT,
                     increment: 20,
@@ -187,12 +190,14 @@ mod tests {
             .collect(),
             quotas: [
                 QuotaAsk {
+                    table: Table::new(1),
                     index: 0,
                     key: CLIENT,
                     rule,
                     count: true,
                 },
                 QuotaAsk {
+                    table: Table::new(2),
                     index: 1,
                     key: IP,
                     rule,
@@ -201,10 +206,18 @@ mod tests {
             ]
             .into_iter()
             .collect(),
-            in_flight: Some((CLIENT, 5)),
+            in_flight: Some(SlotsAsk {
+                table: Table::new(17),
+                key: CLIENT,
+                max: 5,
+            }),
             rate_enforced: true,
             in_flight_enforced: true,
-            fleet: Some(10),
+            fleet: Some(SlotsAsk {
+                table: Table::new(18),
+                key: 0,
+                max: 10,
+            }),
             fleet_enforced: true,
             ..ClientAsk::default()
         }
@@ -248,8 +261,8 @@ mod tests {
         assert_eq!((ip.in_flight, ip.fleet), (None, None));
         let client = &parts[1].ask;
         assert_eq!((client.buckets[0].key, client.quotas[0].index), (CLIENT, 0));
-        assert_eq!(client.in_flight, Some((CLIENT, 5)));
-        assert_eq!(parts[2].ask.fleet, Some(10));
+        assert_eq!(client.in_flight.map(|p| (p.key, p.max)), Some((CLIENT, 5)));
+        assert_eq!(parts[2].ask.fleet.map(|f| f.max), Some(10));
         assert!(parts[2].ask.buckets.is_empty() && parts[2].ask.in_flight.is_none());
         assert!(parts
             .iter()
@@ -259,7 +272,11 @@ mod tests {
         same.buckets[1].key = IP;
         same.buckets[1].tag = IP;
         same.quotas[0].key = IP;
-        same.in_flight = Some((IP, 5));
+        same.in_flight = Some(SlotsAsk {
+            table: Table::new(17),
+            key: IP,
+            max: 5,
+        });
         assert_eq!(split(&same).len(), 2);
     }
 

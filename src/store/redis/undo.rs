@@ -91,7 +91,8 @@ impl RedisStore {
 
     /// Gives back the permit and fleet slot `ask` may have taken as `member`.
     pub(super) fn release_as(&self, ask: &ClientAsk, member: u64) {
-        if let Some((key, _)) = ask.in_flight {
+        if let Some(permit) = ask.in_flight {
+            let key = permit.key;
             self.undo(Undo::Release {
                 set: SlotSet::Client(key),
                 member,
@@ -114,9 +115,9 @@ impl RedisStore {
             });
         }
         self.give_back_rate(ask, reply);
-        if let (true, Some((key, _))) = (reply.in_flight_written, ask.in_flight) {
+        if let (true, Some(permit)) = (reply.in_flight_written, ask.in_flight) {
             self.undo(Undo::Release {
-                set: SlotSet::Client(key),
+                set: SlotSet::Client(permit.key),
                 member,
             });
         }
