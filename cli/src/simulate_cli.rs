@@ -6,7 +6,7 @@ use brownout::clock::{Clock, SystemClock};
 use brownout::config::HumanDuration;
 use brownout::simulate::profile::{self, BUILT_IN};
 use brownout::simulate::queue::Deadline;
-use brownout::simulate::{self, Load, Outcome, Scenario};
+use brownout::simulate::{self, Load, RunReport, Scenario};
 use brownout::tier::Tier;
 use brownout::Config;
 use brownout_cli::config::CliConfig;
@@ -191,7 +191,7 @@ fn what_is_modelled(config: &Config) -> String {
 /// Panels over time, phases marked: utilization (with the thresholds) and demand; the amount
 /// and each tier's drop probability; admitted requests per second by tier; and with a fast
 /// guard, its limit beside the requests inside the app.
-fn chart(o: &Outcome, path: &Path) -> Result<(), String> {
+fn chart(o: &RunReport, path: &Path) -> Result<(), String> {
     let end = o.seconds.len() as f64;
     let marks: Vec<(f64, String)> = o.phases.iter().map(|p| (p.start, p.name.clone())).collect();
     let line = |f: &dyn Fn(&simulate::Second) -> f64| -> Vec<(f64, f64)> {

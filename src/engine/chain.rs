@@ -15,13 +15,12 @@ use crate::limiter::adaptive_concurrency::{Slot, Wait};
 use crate::limiter::concurrent_requests::{self, ConcurrencyPermit};
 use crate::limiter::fleet_usage::{self, FleetPermit};
 use crate::limiter::request_rate::{CheckTime, RateStatus, RateTicket};
-use crate::limiter::{
-    worker_utilization, Check, Checked, LimiterError, LimiterName, Rejection, Request,
-};
+use crate::limiter::{worker_utilization, Check, LimiterError, LimiterName, Rejection, Request};
 use crate::metrics::Outcome;
 use crate::rng::SplitMix64;
 use crate::store::{Answer, ClientAsk, Held, Part, StoreError};
 use crate::tier::Tier;
+use std::ops::ControlFlow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
@@ -100,7 +99,7 @@ pub(crate) fn run_chain<'a: 'k, 'k, P: EngineRef>(
     settings: &Settings,
     req: &Request<'_>,
     (now, rng, may_wait): (Duration, &mut SplitMix64, bool),
-    answered: Option<Answered<'_, 'k>>,
+    answered: Option<(&ClientAsk, &mut Answer<'k>)>,
 ) -> Verdict<'a, P> {
     let mut running = None;
     let mut part = None;
@@ -130,14 +129,10 @@ pub(crate) fn run_chain<'a: 'k, 'k, P: EngineRef>(
     })
 }
 
-/// What a request asked of the keyed store, and the store's answer (held by the caller, which
-/// drops it once the chain has taken over what it decided to keep).
-pub(crate) type Answered<'r, 'k> = (&'r ClientAsk, &'r mut Answer<'k>);
-
 /// The answer a per-key limiter decides on (there is one whenever one of them is on).
 #[inline]
 fn answer_of<'x, 'k>(
-    answer: &'x mut Option<Answered<'_, 'k>>,
+    answer: &'x mut Option<(&ClientAsk, &mut Answer<'k>)>,
 ) -> Result<(&'x ClientAsk, &'x mut Answer<'k>), StoreError> {
     match answer {
         Some((ask, answer)) => Ok((ask, answer)),
@@ -153,7 +148,7 @@ fn run<'a: 'k, 'k, P: EngineRef>(
     settings: &Settings,
     (req, now, may_wait): (&Request<'_>, Duration, bool),
     rng: &mut SplitMix64,
-    answered: Option<Answered<'_, 'k>>,
+    answered: Option<(&ClientAsk, &mut Answer<'k>)>,
     (running, part): (&mut Option<LimiterName>, &mut Option<Part>),
 ) -> Verdict<'a, P> {
     let engine = owner.engine();
@@ -201,8 +196,8 @@ fn run<'a: 'k, 'k, P: EngineRef>(
             Ok(settings.rules.decide(answer.rate()?, ask, req, at)?)
         },
     ) {
-        Step::Pass(admitted) => admitted,
-        Step::Stop(rejection, status) => {
+        ControlFlow::Continue(admitted) => admitted,
+        ControlFlow::Break((rejection, status)) => {
             return Verdict::Reject(rejection, headers.then_some(status))
         }
     };
@@ -224,8 +219,8 @@ fn run<'a: 'k, 'k, P: EngineRef>(
         mode(LimiterName::ConcurrentRequests),
         || concurrent_requests::decide(cr, owner, answer_of(&mut answer)?.1, req.key, req.tier),
     ) {
-        Step::Pass(permit) => permit,
-        Step::Stop(rejection, ()) => return reject(rejection),
+        ControlFlow::Continue(permit) => permit,
+        ControlFlow::Break((rejection, ())) => return reject(rejection),
     };
     let fu = &limiters.fleet_usage;
     let fleet = match eval.evaluate(
@@ -233,8 +228,8 @@ fn run<'a: 'k, 'k, P: EngineRef>(
         mode(LimiterName::FleetUsage),
         || fleet_usage::decide(fu, owner, answer_of(&mut answer)?.1, req.tier),
     ) {
-        Step::Pass(permit) => permit.flatten(),
-        Step::Stop(rejection, ()) => return reject(rejection),
+        ControlFlow::Continue(permit) => permit.flatten(),
+        ControlFlow::Break((rejection, ())) => return reject(rejection),
     };
     // The controller's plan before the fast guard: the two loops share one plan, the
     // controller shedding by tier what lasting overload asks, the fast guard trimming what
@@ -246,7 +241,7 @@ fn run<'a: 'k, 'k, P: EngineRef>(
         mode(LimiterName::WorkerUtilization),
         || worker_utilization::check(wu, &plan, req.tier, req.key, now, rng),
     );
-    if let Step::Stop(rejection, ()) = shed {
+    if let ControlFlow::Break((rejection, ())) = shed {
         return reject(rejection);
     }
     let ac = &limiters.adaptive_concurrency;
@@ -257,10 +252,10 @@ fn run<'a: 'k, 'k, P: EngineRef>(
         let state = &engine.adaptive;
         adaptive_concurrency::acquire(ac, state, (req.tier, req.key), now, may_wait)
     }) {
-        Step::Pass(Some(Slot::Held(permit))) => (Some(permit), None),
-        Step::Pass(Some(Slot::Waiting(wait))) => (None, Some(wait)),
-        Step::Pass(None) => (None, None),
-        Step::Stop(rejection, ()) => return reject(rejection),
+        ControlFlow::Continue(Some(Slot::Held(permit))) => (Some(permit), None),
+        ControlFlow::Continue(Some(Slot::Waiting(wait))) => (None, Some(wait)),
+        ControlFlow::Continue(None) => (None, None),
+        ControlFlow::Break((rejection, ())) => return reject(rejection),
     };
     Verdict::Allow(Admission {
         outcome,
@@ -282,14 +277,6 @@ fn run<'a: 'k, 'k, P: EngineRef>(
     })
 }
 
-/// One limiter's part in the chain.
-enum Step<H, R> {
-    /// Go on (holding `H` unless the limiter is off, failed open or said no in dark mode).
-    Pass(Option<H>),
-    /// An enforced rejection.
-    Stop(Rejection, R),
-}
-
 /// What evaluating the limiters of one request touches: its outcome, and which limiter runs
 /// (for a panic's fail-open).
 struct Evaluation<'c, P> {
@@ -300,33 +287,34 @@ struct Evaluation<'c, P> {
 }
 
 impl<P: EngineRef> Evaluation<'_, P> {
-    /// Evaluates one limiter under `mode`: an enforced rejection stops the chain; a dark one
-    /// is counted and logged; an error fails open. (Always inlined: out of line, each step
+    /// Evaluates one limiter under `mode`: an enforced rejection stops the chain (`Break`);
+    /// otherwise it goes on (`Continue`), holding what the limiter gave unless it is off,
+    /// failed open (counted and logged) or said no in dark mode (counted and logged). (Always inlined: out of line, each step
     /// paid a call and a copy of its result, and `Brownout::check` a quarter more.)
     #[inline(always)]
     fn evaluate<H, R>(
         &mut self,
         limiter: LimiterName,
         mode: Mode,
-        check: impl FnOnce() -> Checked<H, R>,
-    ) -> Step<H, R> {
+        check: impl FnOnce() -> Result<Check<H, R>, LimiterError>,
+    ) -> ControlFlow<(Rejection, R), Option<H>> {
         if mode == Mode::Off {
-            return Step::Pass(None);
+            return ControlFlow::Continue(None);
         }
         let engine = self.owner.engine();
         *self.running = Some(limiter);
         match check() {
-            Ok(Check::Allowed(held)) => Step::Pass(Some(held)),
+            Ok(Check::Allowed(held)) => ControlFlow::Continue(Some(held)),
             Ok(Check::Rejected(rejection, reading)) => {
                 let dark = mode == Mode::Dark;
                 engine.metrics.rejection(limiter, self.tier, dark);
                 if !dark {
-                    return Step::Stop(rejection, reading);
+                    return ControlFlow::Break((rejection, reading));
                 }
                 // A dark rejection outranks a fail-open in the request's outcome.
                 *self.outcome = Outcome::DarkRejected;
                 engine.dark_rejected(limiter.as_str(), self.tier);
-                Step::Pass(None)
+                ControlFlow::Continue(None)
             }
             Err(error) => {
                 if matches!(error, LimiterError::Store(_)) {
@@ -338,7 +326,7 @@ impl<P: EngineRef> Evaluation<'_, P> {
                 if *self.outcome == Outcome::Allowed {
                     *self.outcome = Outcome::FailedOpen;
                 }
-                Step::Pass(None)
+                ControlFlow::Continue(None)
             }
         }
     }

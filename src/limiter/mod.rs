@@ -319,9 +319,6 @@ impl<H, R> Check<H, R> {
     }
 }
 
-/// A limiter's answer, or why it could not give one (the request then fails open).
-pub(crate) type Checked<H = (), R = ()> = Result<Check<H, R>, LimiterError>;
-
 /// The status a rejection answers with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

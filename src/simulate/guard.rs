@@ -25,7 +25,7 @@ const DUST: f64 = 1e-9;
 
 /// What one tick's admission did.
 #[derive(Debug, Default, Clone)]
-pub struct Admission {
+pub struct TickResult {
     /// Let into the app, by tier, with how long each amount waited first (seconds).
     pub admitted: Vec<([f64; 4], f64)>,
     /// Refused, by tier.
@@ -122,8 +122,8 @@ impl FastGuard {
     /// Admits `arriving` (by tier) at `now`, with `in_flight` (by tier) inside the app: first
     /// the waiting room (what ran out of time refused, then the free room to the highest tier
     /// waiting), then the arrivals, critical first.
-    pub fn admit(&mut self, now: f64, arriving: [f64; 4], in_flight: [f64; 4]) -> Admission {
-        let mut out = Admission::default();
+    pub fn admit(&mut self, now: f64, arriving: [f64; 4], in_flight: [f64; 4]) -> TickResult {
+        let mut out = TickResult::default();
         if !self.enforced {
             out.admitted.push((arriving, 0.0));
             return out;
@@ -184,7 +184,7 @@ impl FastGuard {
         now: f64,
         amount: f64,
         in_flight: &[f64; 4],
-        out: &mut Admission,
+        out: &mut TickResult,
     ) -> f64 {
         if amount <= DUST {
             return 0.0;
@@ -223,7 +223,7 @@ impl FastGuard {
     }
 
     /// Refuses what waited past its tier's longest wait.
-    fn expire(&mut self, now: f64, out: &mut Admission) {
+    fn expire(&mut self, now: f64, out: &mut TickResult) {
         for tier in [Tier::Post, Tier::Get, Tier::Test] {
             let t = tier.index();
             let max_wait = self.c.max_wait_for(tier).as_secs_f64();
@@ -239,7 +239,7 @@ impl FastGuard {
 
     /// Gives the free room to the requests waiting, highest tier first, oldest first; a tier
     /// without room leaves none for the tiers below it.
-    fn dispatch(&mut self, now: f64, in_flight: &mut [f64; 4], out: &mut Admission) {
+    fn dispatch(&mut self, now: f64, in_flight: &mut [f64; 4], out: &mut TickResult) {
         for tier in [Tier::Post, Tier::Get, Tier::Test] {
             let t = tier.index();
             while let Some(&(arrived, amount)) = self.room[t].front() {
@@ -263,7 +263,7 @@ impl FastGuard {
 
     /// Refuses `amount` of tier `t`: each whole request refused holds every lower tier off for
     /// `tier_hold`.
-    fn refuse(&mut self, now: f64, t: usize, amount: f64, out: &mut Admission) {
+    fn refuse(&mut self, now: f64, t: usize, amount: f64, out: &mut TickResult) {
         if amount <= DUST {
             return;
         }

@@ -202,7 +202,7 @@ pub struct PhaseReport {
 
 /// A run's results.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub struct RunReport {
     /// The server's capacity, requests per second.
     pub capacity: f64,
     /// The controller's thresholds, for charts.
@@ -218,7 +218,7 @@ pub struct Outcome {
 /// Runs `scenario` under `limiters`: worker_utilization's plan sheds only when it enforces
 /// and the kill switch is off; adaptive_concurrency is modelled unless it is off, and refuses
 /// only when it enforces and the kill switch is off (else it only learns its floor).
-pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) -> Outcome {
+pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) -> RunReport {
     let wu = &limiters.worker_utilization;
     let ac = &limiters.adaptive_concurrency;
     let dt = OBSERVE_EVERY.as_secs_f64();
@@ -272,7 +272,7 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
         let passing: [f64; 4] = std::array::from_fn(|t| offered[t] - shed[t]);
         let admission = match guard.as_mut() {
             Some(g) => g.admit(now, passing, server.in_flight_by_tier()),
-            None => guard::Admission {
+            None => guard::TickResult {
                 admitted: vec![(passing, 0.0)],
                 refused: [0.0; 4],
             },
@@ -348,7 +348,7 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
             (utilization, demand, amount, probability);
     }
     reports.push(close(&phases[phase], phase_start, &seconds, &log, scenario));
-    Outcome {
+    RunReport {
         capacity: scenario.capacity(),
         end_of_good: wu.end_of_good,
         start_of_bad: wu.start_of_bad,

@@ -1,6 +1,6 @@
 //! A run's results as text: a Markdown summary per phase, and a CSV of every second.
 
-use super::Outcome;
+use super::RunReport;
 use crate::tier::Tier;
 use std::fmt::Write;
 
@@ -17,7 +17,7 @@ fn millis(x: Option<f64>) -> String {
 }
 
 /// The per-phase summary: one table of the controller and the server, one of the tiers.
-pub fn summary(o: &Outcome) -> String {
+pub fn summary(o: &RunReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -78,7 +78,7 @@ pub fn summary(o: &Outcome) -> String {
 /// Every simulated second: time, phase, in flight, the controller's state, and per tier the
 /// requests offered, shed, succeeded and timed out and the drop probability; then the fast
 /// guard's limit and its refusals per tier.
-pub fn csv(o: &Outcome) -> String {
+pub fn csv(o: &RunReport) -> String {
     let mut out = String::from("t,phase,in_flight,utilization,demand,amount");
     let columns = ["offered", "shed", "succeeded", "timed_out", "probability"];
     for what in columns {

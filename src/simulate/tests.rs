@@ -30,7 +30,7 @@ fn wu() -> LimitersConfig {
 }
 
 /// The first second in which a tier had requests shed, and the first in which all were.
-fn onsets(o: &Outcome, tier: Tier) -> (Option<f64>, Option<f64>) {
+fn onsets(o: &RunReport, tier: Tier) -> (Option<f64>, Option<f64>) {
     let i = tier.index();
     let first = o.seconds.iter().find(|s| s.shed[i] > 0.0).map(|s| s.t);
     let all = o

@@ -26,7 +26,7 @@ pub use settings::AdaptiveConcurrencyConfig;
 pub use state::{AdaptivePermit, AdaptiveState};
 pub use wait::{Slot, Wait};
 
-use super::{Check, Checked};
+use super::{Check, LimiterError};
 use super::{LimiterName, Problem, Rejection};
 use crate::control::{cohort_epoch, cohort_score};
 use crate::math::adaptive::LimitParams;
@@ -55,7 +55,7 @@ pub fn acquire<'a>(
     (tier, key): (Tier, u64),
     now: Duration,
     may_wait: bool,
-) -> Checked<Slot<'a>> {
+) -> Result<Check<Slot<'a>>, LimiterError> {
     let Some(limit) = c.tier_limit(state.limit(), tier) else {
         // Critical: counted, so it takes room from every other tier; refused only past the
         // ceiling.
@@ -96,7 +96,7 @@ impl AdaptiveState {
         c: &AdaptiveConcurrencyConfig,
         key: u64,
         now: Duration,
-    ) -> Checked<Slot<'_>> {
+    ) -> Result<Check<Slot<'_>>, LimiterError> {
         let tier = Tier::Critical;
         let own = &self.counts.in_flight[tier.index()];
         let admitted = || {

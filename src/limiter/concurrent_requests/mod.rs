@@ -8,7 +8,7 @@ mod settings;
 pub use settings::ConcurrentRequestsConfig;
 
 use super::Problem;
-use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
+use super::{Check, LimiterError, LimiterName, RejectStatus, Rejection};
 use crate::store::{Answer, Held, KeyedHandle, Table, TableKind, TableSpec};
 
 /// Its table: the permits taken per client key.
@@ -60,7 +60,7 @@ pub fn decide<'a, S: KeyedHandle>(
     answer: &mut Answer<'_>,
     key: u64,
     tier: Tier,
-) -> Checked<ConcurrencyPermit<'a, S>> {
+) -> Result<Check<ConcurrencyPermit<'a, S>>, LimiterError> {
     let (room, taken) = answer.take_permit()?;
     if room {
         return Ok(Check::Allowed(ConcurrencyPermit {

@@ -7,7 +7,7 @@ mod settings;
 pub use settings::FleetUsageConfig;
 
 use super::Problem;
-use super::{Check, Checked, LimiterName, RejectStatus, Rejection};
+use super::{Check, LimiterError, LimiterName, RejectStatus, Rejection};
 use crate::store::{Answer, Held, KeyedHandle, Table, TableKind, TableSpec};
 
 /// Its table: the pool of non-critical slots (one count, whatever the key).
@@ -54,7 +54,7 @@ pub fn decide<'a, S: KeyedHandle>(
     owner: &'a S,
     answer: &mut Answer<'_>,
     tier: Tier,
-) -> Checked<Option<FleetPermit<'a, S>>> {
+) -> Result<Check<Option<FleetPermit<'a, S>>>, LimiterError> {
     if tier == Tier::Critical {
         return Ok(Check::Allowed(None));
     }

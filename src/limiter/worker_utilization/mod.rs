@@ -8,7 +8,7 @@ mod safety;
 pub use settings::WorkerUtilizationConfig;
 
 use super::Problem;
-use super::{Check, Checked, LimiterError, LimiterName, RejectStatus, Rejection};
+use super::{Check, LimiterError, LimiterName, RejectStatus, Rejection};
 use crate::control::{should_drop, ShedPlan};
 use crate::rng::SplitMix64;
 use crate::tier::Tier;
@@ -30,7 +30,7 @@ pub fn check(
     key: u64,
     now: Duration,
     rng: &mut SplitMix64,
-) -> Checked {
+) -> Result<Check, LimiterError> {
     let p = plan.probability.get(tier);
     if p <= 0.0 {
         return Ok(Check::Allowed(()));
