@@ -11,7 +11,8 @@ use brownout::limiter::gcra::{self, Bucket, Charge};
 use brownout::limiter::window::{WindowCheck, WindowRule};
 use brownout::limiter::LimiterName;
 use brownout::rng::SplitMix64;
-use brownout::store::redis::{BucketAsk, ClientAsk, QuotaAsk, RedisStore, SlotsAsk};
+use brownout::store::redis::{ClientReply, RedisStore};
+use brownout::store::{Ask, Op, Reply};
 use redis_server::RedisServer;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +24,13 @@ async fn store(redis: &RedisServer) -> Arc<RedisStore> {
     config.url = Some(redis.url());
     config.timeout = brownout::config::HumanDuration::from_millis(500);
     let store = Arc::new(
-        RedisStore::new(&config, 1, Arc::new(brownout::clock::SystemClock::new())).unwrap(),
+        RedisStore::new(
+            &config,
+            &brownout::config::LimitersConfig::default().tables(),
+            1,
+            Arc::new(brownout::clock::SystemClock::new()),
+        )
+        .unwrap(),
     );
     store.start(Arc::new(|op| panic!("redis call failed: {op}")));
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -32,6 +39,45 @@ async fn store(redis: &RedisServer) -> Arc<RedisStore> {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     store
+}
+
+const RATE: LimiterName = LimiterName::RequestRate;
+
+/// request_rate's bucket of `key` (under its own tag), charged `cost` credits of `b`.
+fn bucket_op(key: u64, b: &Bucket, cost: u32) -> Op {
+    Op::Gcra {
+        table: RATE.table(0),
+        key,
+        tag: key,
+        increment: b.increment(cost),
+        tolerance: b.tolerance(),
+    }
+}
+
+/// request_rate's group, enforced, of `ops`.
+fn rate_ask(ops: impl IntoIterator<Item = Op>) -> Ask {
+    let mut ask = Ask::default();
+    ask.begin(RATE as u8, true, 0);
+    ops.into_iter().for_each(|op| ask.push(op));
+    ask
+}
+
+/// The replies to the buckets and to the windows of `ask`, apart.
+fn split_replies(
+    ask: &Ask,
+    reply: &ClientReply,
+) -> (Vec<Option<Charge>>, Vec<Option<WindowCheck>>) {
+    let (mut charges, mut windows) = (Vec::new(), Vec::new());
+    for (op, r) in ask.ops().iter().zip(&reply.replies) {
+        match (op, *r) {
+            (Op::Gcra { .. }, Some(Reply::Charge(c))) => charges.push(Some(c)),
+            (Op::Gcra { .. }, _) => charges.push(None),
+            (Op::Window { .. }, Some(Reply::Window(w))) => windows.push(Some(w)),
+            (Op::Window { .. }, _) => windows.push(None),
+            _ => {}
+        }
+    }
+    (charges, windows)
 }
 
 /// The in-memory limiters' answer to `ask` at `now`, with the same all-or-nothing rule as
@@ -43,45 +89,53 @@ struct Oracle {
 }
 
 impl Oracle {
-    fn decide(
-        &mut self,
-        ask: &ClientAsk,
-        now: u64,
-    ) -> (Vec<Option<Charge>>, Vec<Option<WindowCheck>>) {
+    fn decide(&mut self, ask: &Ask, now: u64) -> (Vec<Option<Charge>>, Vec<Option<WindowCheck>>) {
         let mut refused = false;
         let mut tats = Vec::new();
         let mut windows = Vec::new();
         let mut buckets = Vec::new();
-        for b in &ask.buckets {
-            if refused {
-                buckets.push(None);
-                continue;
-            }
-            let charge = gcra::charge(
-                self.tats.get(&b.key).copied().unwrap_or(0),
-                now,
-                b.increment,
-                b.tolerance,
-            );
-            match charge {
-                Charge::Allowed { tat } => tats.push((b.key, tat)),
-                Charge::Denied { .. } => refused = true,
-            }
-            buckets.push(Some(charge));
-        }
         let mut quotas = Vec::new();
-        for q in &ask.quotas {
-            if refused {
-                quotas.push(None);
-                continue;
+        for op in ask.ops() {
+            match *op {
+                Op::Gcra {
+                    key,
+                    increment,
+                    tolerance,
+                    ..
+                } => {
+                    if refused {
+                        buckets.push(None);
+                        continue;
+                    }
+                    let tat = self.tats.get(&key).copied().unwrap_or(0);
+                    let charge = gcra::charge(tat, now, increment, tolerance);
+                    match charge {
+                        Charge::Allowed { tat } => tats.push((key, tat)),
+                        Charge::Denied { .. } => refused = true,
+                    }
+                    buckets.push(Some(charge));
+                }
+                Op::Window {
+                    table,
+                    key,
+                    rule,
+                    count,
+                } => {
+                    if refused {
+                        quotas.push(None);
+                        continue;
+                    }
+                    let at = (table.id(), key);
+                    let v = self.windows.get(&at).copied().unwrap_or(0);
+                    let (next, check) = rule.hit(v, now, count);
+                    if let Some(n) = next {
+                        windows.push((at, n));
+                    }
+                    refused |= !check.allowed;
+                    quotas.push(Some(check));
+                }
+                Op::Slot { .. } => {}
             }
-            let v = self.windows.get(&(q.index, q.key)).copied().unwrap_or(0);
-            let (next, check) = q.rule.hit(v, now, q.count);
-            if let Some(n) = next {
-                windows.push(((q.index, q.key), n));
-            }
-            refused |= !check.allowed;
-            quotas.push(Some(check));
         }
         if !refused {
             self.tats.extend(tats);
@@ -102,30 +156,18 @@ async fn the_credit_pool_example_in_redis() {
     let store = store(&redis).await;
     // 100 credits, one a minute; three POSTs of 20 at 00:10, a GET of 2 at 00:20.
     let b = Bucket::new(1.0 / 60.0, 100.0, 0.0);
-    let ask = |cost| ClientAsk {
-        buckets: [BucketAsk {
-            table: LimiterName::RequestRate.table(0),
-            key: 9,
-            tag: 9,
-            increment: b.increment(cost),
-            tolerance: b.tolerance(),
-        }]
-        .into_iter()
-        .collect(),
-        rate_enforced: true,
-        ..ClientAsk::default()
-    };
+    let ask = |cost| rate_ask([bucket_op(9, &b, cost)]);
     let mut tat = 0;
     for _ in 0..3 {
         let answer = store.answer_at(&ask(20), T0 + 10 * MINUTE).await.unwrap();
-        let Some(Charge::Allowed { tat: t }) = answer.reply.buckets[0] else {
+        let Some(Charge::Allowed { tat: t }) = answer.reply.charge(0) else {
             panic!("refused")
         };
         tat = t;
     }
     assert!((b.balance(tat - T0, 10 * MINUTE) - 40.0).abs() < 1e-9);
     let answer = store.answer_at(&ask(2), T0 + 20 * MINUTE).await.unwrap();
-    let Some(Charge::Allowed { tat }) = answer.reply.buckets[0] else {
+    let Some(Charge::Allowed { tat }) = answer.reply.charge(0) else {
         panic!("refused")
     };
     assert_eq!(b.remaining(tat - T0, 20 * MINUTE), 48);
@@ -141,20 +183,8 @@ async fn a_full_bucket_of_five_admits_five_at_one_instant_in_redis() {
     // A per-IP ceiling of 5 at 1.5/s in front of a roomy client bucket.
     let ceiling = Bucket::new(1.5, 5.0, 0.0);
     let roomy = Bucket::new(1000.0, 1000.0, 0.0);
-    let ask = |parts: &[(u64, &Bucket)]| ClientAsk {
-        buckets: parts
-            .iter()
-            .map(|&(key, b)| BucketAsk {
-                table: LimiterName::RequestRate.table(0),
-                key,
-                tag: key,
-                increment: b.increment(1),
-                tolerance: b.tolerance(),
-            })
-            .collect(),
-        rate_enforced: true,
-        ..ClientAsk::default()
-    };
+    let ask =
+        |parts: &[(u64, &Bucket)]| rate_ask(parts.iter().map(|&(key, b)| bucket_op(key, b, 1)));
     let cases = [
         (ask(&[(31, &bucket)]), 0, &bucket),
         (ask(&[(32, &ceiling), (33, &roomy)]), 0, &ceiling),
@@ -162,16 +192,16 @@ async fn a_full_bucket_of_five_admits_five_at_one_instant_in_redis() {
     for (ask, refusing, b) in cases {
         for i in 0..5 {
             let answer = store.answer_at(&ask, T0).await.unwrap();
-            assert!(!answer.reply.rate_refused, "request {i} of 5 was refused");
+            assert!(!answer.reply.refused(), "request {i} of 5 was refused");
         }
         let answer = store.answer_at(&ask, T0).await.unwrap();
-        let Some(Charge::Denied { wait, .. }) = answer.reply.buckets[refusing] else {
-            panic!("the sixth: {:?}", answer.reply.buckets)
+        let Some(Charge::Denied { wait, .. }) = answer.reply.charge(refusing) else {
+            panic!("the sixth: {:?}", answer.reply.replies)
         };
         // One credit at 1.5/s, rounded up to the µs.
         assert_eq!(b.retry_after(wait), 666_667);
         let later = store.answer_at(&ask, T0 + 666_667).await.unwrap();
-        assert!(!later.reply.rate_refused, "a credit later");
+        assert!(!later.reply.refused(), "a credit later");
     }
 }
 
@@ -182,7 +212,7 @@ async fn the_scripts_answer_exactly_as_the_in_memory_limiters() {
     let mut rng = SplitMix64::new(20261122);
     let mut oracle = Oracle::default();
     let ceiling = Bucket::new(20.0, 30.0, 0.0);
-    let bucket = Bucket::new(5.0, 10.0, 0.25);
+    let own = Bucket::new(5.0, 10.0, 0.25);
     let rules = [
         WindowRule {
             algorithm: QuotaAlgorithm::FixedWindow,
@@ -208,31 +238,15 @@ async fn the_scripts_answer_exactly_as_the_in_memory_limiters() {
         let client = 100 + rng.next_u64() % 3;
         let ip = 200 + rng.next_u64() % 2;
         let cost = 1 + (rng.next_u64() % 4) as u32;
-        let mut ask = ClientAsk {
-            rate_enforced: true,
-            ..ClientAsk::default()
-        };
+        let mut ask = rate_ask([]);
         if i % 3 != 0 {
-            ask.buckets.push(BucketAsk {
-                table: LimiterName::RequestRate.table(0),
-                key: ip,
-                tag: ip,
-                increment: ceiling.increment(cost),
-                tolerance: ceiling.tolerance(),
-            });
+            ask.push(bucket_op(ip, &ceiling, cost));
         }
-        ask.buckets.push(BucketAsk {
-            table: LimiterName::RequestRate.table(0),
-            key: client,
-            tag: client,
-            increment: bucket.increment(cost),
-            tolerance: bucket.tolerance(),
-        });
+        ask.push(bucket_op(client, &own, cost));
         for (index, rule) in rules.iter().enumerate() {
             if rng.next_u64().is_multiple_of(2) {
-                ask.quotas.push(QuotaAsk {
-                    table: LimiterName::RequestRate.table(1 + index as u8),
-                    index,
+                ask.push(Op::Window {
+                    table: RATE.table(1 + index as u8),
                     key: if index == 2 { ip } else { client },
                     rule: *rule,
                     count: index != 1 || !rng.next_u64().is_multiple_of(4),
@@ -240,28 +254,19 @@ async fn the_scripts_answer_exactly_as_the_in_memory_limiters() {
             }
         }
         let want = oracle.decide(&ask, now);
-        let got = store.answer_at(&ask, now).await.unwrap().reply;
-        assert_eq!(
-            got.buckets,
-            want.0,
-            "request {i} at +{} µs: buckets",
-            now - T0
-        );
-        assert_eq!(
-            got.quotas,
-            want.1,
-            "request {i} at +{} µs: quotas",
-            now - T0
-        );
-        compared.0 += got.buckets.iter().flatten().count();
-        compared.1 += got.quotas.iter().flatten().count();
+        let reply = store.answer_at(&ask, now).await.unwrap().reply;
+        let got = split_replies(&ask, &reply);
+        assert_eq!(got.0, want.0, "request {i} at +{} µs: buckets", now - T0);
+        assert_eq!(got.1, want.1, "request {i} at +{} µs: quotas", now - T0);
+        compared.0 += got.0.iter().flatten().count();
+        compared.1 += got.1.iter().flatten().count();
         refused[0] += got
-            .buckets
+            .0
             .iter()
             .flatten()
             .filter(|c| matches!(c, Charge::Denied { .. }))
             .count();
-        refused[1] += got.quotas.iter().flatten().filter(|c| !c.allowed).count();
+        refused[1] += got.1.iter().flatten().filter(|c| !c.allowed).count();
     }
     eprintln!("compared {compared:?} answers, refusals (buckets, quotas) {refused:?}");
     assert!(refused[0] > 100 && refused[1] > 100, "{refused:?}");
@@ -276,26 +281,14 @@ async fn stripes_token_bucket_of_500_at_100_a_second_in_redis() {
     let store = store(&redis).await;
     // Stripe's reference: REPLENISH_RATE 100, CAPACITY 5 × 100, one token a request.
     let b = Bucket::new(100.0, 500.0, 0.0);
-    let ask = ClientAsk {
-        buckets: [BucketAsk {
-            table: LimiterName::RequestRate.table(0),
-            key: 5,
-            tag: 5,
-            increment: b.increment(1),
-            tolerance: b.tolerance(),
-        }]
-        .into_iter()
-        .collect(),
-        rate_enforced: true,
-        ..ClientAsk::default()
-    };
+    let ask = rate_ask([bucket_op(5, &b, 1)]);
     let burst = |at: u64| {
         let (store, ask) = (store.clone(), ask.clone());
         async move {
             let mut allowed = 0;
             loop {
                 let reply = store.answer_at(&ask, at).await.unwrap().reply;
-                match reply.buckets[0] {
+                match reply.charge(0) {
                     Some(Charge::Allowed { .. }) => allowed += 1,
                     Some(Charge::Denied { wait, .. }) => return (allowed, wait),
                     None => panic!("not evaluated"),
@@ -326,45 +319,35 @@ async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_h
         redis::cmd("HGETALL").arg(&hash).query(c).unwrap()
     };
     // A permit alone: the hash holds it and an empty bucket, for the permits' TTL (60 s).
-    let permit = ClientAsk {
-        in_flight: Some(SlotsAsk {
-            table: LimiterName::ConcurrentRequests.table(0),
-            key,
-            max: 10,
-        }),
-        in_flight_enforced: true,
-        ..ClientAsk::default()
+    let permits = LimiterName::ConcurrentRequests;
+    let slot = Op::Slot {
+        table: permits.table(0),
+        key,
+        max: 10,
     };
+    let mut permit = Ask::default();
+    permit.begin(permits as u8, true, 0);
+    permit.push(slot);
     let first = store.answer(&permit).await.unwrap();
-    assert_eq!(first.reply.in_flight, Some(true));
+    assert_eq!(first.reply.replies, vec![Some(Reply::Slot(true))]);
     let held = fields(&mut c);
     assert_eq!(held.len(), 2, "{held:?}");
     assert_eq!(held["t"], "0");
     let ttl = pttl(&mut c);
     assert!(ttl > 59_000 && ttl <= 60_001, "permits' TTL: {ttl} ms");
     // The bucket charged 100 s ahead: the hash lives as long as the bucket needs.
-    let charge = ClientAsk {
-        buckets: [BucketAsk {
-            table: LimiterName::RequestRate.table(0),
-            key,
-            tag: key,
-            increment: 100_000_000,
-            tolerance: 200_000_000,
-        }]
-        .into_iter()
-        .collect(),
-        rate_enforced: true,
-        in_flight: Some(SlotsAsk {
-            table: LimiterName::ConcurrentRequests.table(0),
-            key,
-            max: 10,
-        }),
-        in_flight_enforced: true,
-        ..ClientAsk::default()
-    };
+    let mut charge = rate_ask([Op::Gcra {
+        table: RATE.table(0),
+        key,
+        tag: key,
+        increment: 100_000_000,
+        tolerance: 200_000_000,
+    }]);
+    charge.begin(permits as u8, true, 0);
+    charge.push(slot);
     let second = store.answer(&charge).await.unwrap();
-    assert_eq!(second.reply.in_flight, Some(true));
-    assert_eq!(second.reply.buckets.len(), 1);
+    assert_eq!(second.reply.replies[1], Some(Reply::Slot(true)));
+    assert!(second.reply.charge(0).is_some());
     let held = fields(&mut c);
     assert_eq!(held.len(), 3, "the bucket and two permits: {held:?}");
     let tat: u64 = held["t"].parse().unwrap();
@@ -378,7 +361,10 @@ async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_h
     // Given back: each permit's field is deleted; the bucket stays.
     for answer in [&first, &second] {
         store.undo(brownout::store::redis::Undo::Release {
-            set: brownout::store::redis::SlotSet::Client(key),
+            set: brownout::store::redis::SlotSet {
+                table: permits.table(0),
+                key,
+            },
             member: answer.member,
         });
     }
@@ -389,7 +375,8 @@ async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_h
     }
     assert!(fields(&mut c).contains_key("t"));
     // A refund of the bucket's charge goes back into field t.
-    store.undo(brownout::store::redis::Undo::Bucket {
+    store.undo(brownout::store::redis::Undo::Gcra {
+        table: RATE.table(0),
         tag: key,
         key,
         increment: 100_000_000,

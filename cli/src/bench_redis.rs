@@ -10,7 +10,8 @@ use brownout::clock::{Clock, SystemClock};
 use brownout::config::{HumanDuration, StoreConfig, StoreKind, StoreSync};
 use brownout::limiter::gcra::Bucket;
 use brownout::limiter::LimiterName;
-use brownout::store::redis::{BucketAsk, ClientAsk, RedisStore, SlotSet, SlotsAsk, Undo};
+use brownout::store::redis::{RedisStore, SlotSet, Undo};
+use brownout::store::{Ask, Op};
 use brownout::store::{MemoryStore, Store};
 use brownout::{Brownout, Config, Mode};
 use clap::Args;
@@ -62,35 +63,31 @@ const PERMITS: LimiterName = LimiterName::ConcurrentRequests;
 const FLEET: LimiterName = LimiterName::FleetUsage;
 
 /// One request's ask: a client's bucket (of 10,000 clients), a concurrency permit and a
-/// fleet slot.
-fn ask(client: u64) -> ClientAsk {
+/// fleet slot, each limiter's group enforced.
+fn ask(client: u64) -> Ask {
     let bucket = Bucket::new(1_000.0, 1_000.0, 0.0);
-    ClientAsk {
-        buckets: [BucketAsk {
-            table: BUCKETS.table(0),
-            key: client,
-            tag: client,
-            increment: bucket.increment(1),
-            tolerance: bucket.tolerance(),
-        }]
-        .into_iter()
-        .collect(),
-        quotas: Default::default(),
-        in_flight: Some(SlotsAsk {
-            table: PERMITS.table(0),
-            key: client,
-            max: 100,
-        }),
-        rate_enforced: true,
-        in_flight_enforced: true,
-        fleet: Some(SlotsAsk {
-            table: FLEET.table(0),
-            key: 0,
-            max: 1_000_000,
-        }),
-        fleet_enforced: true,
-        ..ClientAsk::default()
-    }
+    let mut ask = Ask::default();
+    ask.begin(BUCKETS as u8, true, 0);
+    ask.push(Op::Gcra {
+        table: BUCKETS.table(0),
+        key: client,
+        tag: client,
+        increment: bucket.increment(1),
+        tolerance: bucket.tolerance(),
+    });
+    ask.begin(PERMITS as u8, true, 0);
+    ask.push(Op::Slot {
+        table: PERMITS.table(0),
+        key: client,
+        max: 100,
+    });
+    ask.begin(FLEET as u8, true, 0);
+    ask.push(Op::Slot {
+        table: FLEET.table(0),
+        key: 0,
+        max: 1_000_000,
+    });
+    ask
 }
 
 /// `decisions` decisions from `concurrency` tasks; each gives its permit and fleet slot back
@@ -103,7 +100,15 @@ async fn scripted(store: &Arc<RedisStore>, concurrency: usize, decisions: usize)
         |store, n| async move {
             let client = n % 10_000;
             if let Ok(answer) = store.answer(&ask(client)).await {
-                for set in [SlotSet::Client(client), SlotSet::Fleet] {
+                let permit = SlotSet {
+                    table: PERMITS.table(0),
+                    key: client,
+                };
+                let fleet = SlotSet {
+                    table: FLEET.table(0),
+                    key: 0,
+                };
+                for set in [permit, fleet] {
                     store.undo(Undo::Release {
                         set,
                         member: answer.member,
@@ -269,8 +274,13 @@ impl Drop for Server {
 
 async fn connected(config: &StoreConfig) -> Arc<RedisStore> {
     let store = Arc::new(
-        RedisStore::new(config, 1, Arc::new(brownout::clock::SystemClock::new()))
-            .expect("a valid store config"),
+        RedisStore::new(
+            config,
+            &brownout::config::LimitersConfig::default().tables(),
+            1,
+            Arc::new(brownout::clock::SystemClock::new()),
+        )
+        .expect("a valid store config"),
     );
     store.start(Arc::new(|_| {}));
     let deadline = CLOCK.now() + Duration::from_secs(10);

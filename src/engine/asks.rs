@@ -6,45 +6,38 @@
 
 use super::{RequestModes, Settings};
 use crate::config::Mode;
+use crate::limiter::{concurrent_requests, fleet_usage};
 use crate::limiter::{LimiterName, Request};
-use crate::store::{ClientAsk, SlotsAsk};
+use crate::store::Ask;
 
 /// Fills `ask` with what the keyed store is asked for `req` under `modes` (`elastic`: the
-/// server has room to spare); `false` when the limiters it serves have nothing to ask (kill
-/// switch, all off, a critical request with only fleet_usage on).
+/// server has room to spare), each per-key limiter that is on planning its own group in the
+/// chain's order; `false` when they have nothing to ask (kill switch, all off, a critical
+/// request with only fleet_usage on).
 #[inline]
 pub(crate) fn plan_ask(
     settings: &Settings,
     req: &Request<'_>,
     modes: &RequestModes<'_>,
     elastic: bool,
-    ask: &mut ClientAsk,
+    ask: &mut Ask,
 ) -> bool {
     let mode = |limiter: LimiterName| modes.of(limiter);
     let l = &settings.limiters;
     let rate = mode(LimiterName::RequestRate);
     if rate != Mode::Off {
-        settings.rules.ask(req, elastic, ask);
-        ask.rate_enforced = rate == Mode::Enforce;
+        settings
+            .rules
+            .plan_ask(req, elastic, rate == Mode::Enforce, ask);
     }
     let in_flight = mode(LimiterName::ConcurrentRequests);
     if in_flight != Mode::Off {
-        let max = l.concurrent_requests.max_in_flight;
-        ask.in_flight = Some(SlotsAsk {
-            table: crate::limiter::concurrent_requests::PERMITS,
-            key: req.key,
-            max: u64::from(max),
-        });
-        ask.in_flight_enforced = in_flight == Mode::Enforce;
+        let enforced = in_flight == Mode::Enforce;
+        concurrent_requests::plan_ask(&l.concurrent_requests, req.key, enforced, ask);
     }
     let fleet = mode(LimiterName::FleetUsage);
     if fleet != Mode::Off {
-        ask.fleet = Some(SlotsAsk {
-            table: crate::limiter::fleet_usage::SLOTS,
-            key: 0,
-            max: l.fleet_usage.non_critical_limit(),
-        });
-        ask.fleet_enforced = fleet == Mode::Enforce;
+        fleet_usage::plan_ask(&l.fleet_usage, fleet == Mode::Enforce, ask);
     }
     !ask.is_empty()
 }
@@ -61,8 +54,8 @@ pub(crate) fn asks(
     settings: &Settings,
     req: &Request<'_>,
     plan: &crate::control::ShedPlan,
-) -> Option<ClientAsk> {
-    let mut ask = ClientAsk::default();
+) -> Option<Ask> {
+    let mut ask = Ask::default();
     let elastic = elastic(settings, plan);
     plan_ask(settings, req, &settings.modes_for(req), elastic, &mut ask).then_some(ask)
 }

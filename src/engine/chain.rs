@@ -18,7 +18,7 @@ use crate::limiter::request_rate::{CheckTime, RateStatus, RateTicket};
 use crate::limiter::{worker_utilization, Check, LimiterError, LimiterName, Rejection, Request};
 use crate::metrics::Outcome;
 use crate::rng::SplitMix64;
-use crate::store::{Answer, ClientAsk, Held, Part, StoreError};
+use crate::store::{Answer, Ask, Held, StoreError};
 use crate::tier::Tier;
 use std::ops::ControlFlow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -99,7 +99,7 @@ pub(crate) fn run_chain<'a: 'k, 'k, P: EngineRef>(
     settings: &Settings,
     req: &Request<'_>,
     (now, rng, may_wait): (Duration, &mut SplitMix64, bool),
-    answered: Option<(&ClientAsk, &mut Answer<'k>)>,
+    answered: Option<(&Ask, &mut Answer<'k>)>,
 ) -> Verdict<'a, P> {
     let mut running = None;
     let mut part = None;
@@ -115,13 +115,8 @@ pub(crate) fn run_chain<'a: 'k, 'k, P: EngineRef>(
         )
     });
     catch_unwind(chain).unwrap_or_else(|_| {
-        let limiter = running
-            .or(part.map(|part| match part {
-                Part::Rate => LimiterName::RequestRate,
-                Part::InFlight => LimiterName::ConcurrentRequests,
-                Part::Fleet => LimiterName::FleetUsage,
-            }))
-            .map_or("chain", LimiterName::as_str);
+        let answering = part.and_then(|owner| LimiterName::ALL.get(usize::from(owner)).copied());
+        let limiter = running.or(answering).map_or("chain", LimiterName::as_str);
         owner
             .engine()
             .fail_open(limiter, "panic", || format!("{limiter} panicked"));
@@ -132,8 +127,8 @@ pub(crate) fn run_chain<'a: 'k, 'k, P: EngineRef>(
 /// The answer a per-key limiter decides on (there is one whenever one of them is on).
 #[inline]
 fn answer_of<'x, 'k>(
-    answer: &'x mut Option<(&ClientAsk, &mut Answer<'k>)>,
-) -> Result<(&'x ClientAsk, &'x mut Answer<'k>), StoreError> {
+    answer: &'x mut Option<(&Ask, &mut Answer<'k>)>,
+) -> Result<(&'x Ask, &'x mut Answer<'k>), StoreError> {
     match answer {
         Some((ask, answer)) => Ok((ask, answer)),
         None => Err(StoreError::Failed("the keyed store was not asked".into())),
@@ -148,8 +143,8 @@ fn run<'a: 'k, 'k, P: EngineRef>(
     settings: &Settings,
     (req, now, may_wait): (&Request<'_>, Duration, bool),
     rng: &mut SplitMix64,
-    answered: Option<(&ClientAsk, &mut Answer<'k>)>,
-    (running, part): (&mut Option<LimiterName>, &mut Option<Part>),
+    answered: Option<(&Ask, &mut Answer<'k>)>,
+    (running, part): (&mut Option<LimiterName>, &mut Option<u8>),
 ) -> Verdict<'a, P> {
     let engine = owner.engine();
     if settings.kill_switch {
@@ -165,7 +160,7 @@ fn run<'a: 'k, 'k, P: EngineRef>(
     // Plan and answer: what the request asks of the keyed store, answered by the local
     // store now unless a store that answers later has answered it already.
     // (Both filled in place: moving them would cost more than answering.)
-    let mut ask = ClientAsk::default();
+    let mut ask = Ask::default();
     let mut local: Answer<'k> = Answer::new(engine.keyed());
     let mut answer = match answered {
         Some(answered) => Some(answered),
@@ -193,7 +188,8 @@ fn run<'a: 'k, 'k, P: EngineRef>(
         mode(LimiterName::RequestRate),
         || {
             let (ask, answer) = answer_of(&mut answer)?;
-            Ok(settings.rules.decide(answer.rate()?, ask, req, at)?)
+            let replies = answer.replies(ask, LimiterName::RequestRate as u8)?;
+            Ok(settings.rules.decide(replies, req, at)?)
         },
     ) {
         ControlFlow::Continue(admitted) => admitted,
@@ -217,7 +213,7 @@ fn run<'a: 'k, 'k, P: EngineRef>(
     let concurrency = match eval.evaluate(
         LimiterName::ConcurrentRequests,
         mode(LimiterName::ConcurrentRequests),
-        || concurrent_requests::decide(cr, owner, answer_of(&mut answer)?.1, req.key, req.tier),
+        || concurrent_requests::decide(cr, owner, answer_of(&mut answer)?, req.key, req.tier),
     ) {
         ControlFlow::Continue(permit) => permit,
         ControlFlow::Break((rejection, ())) => return reject(rejection),
@@ -226,7 +222,7 @@ fn run<'a: 'k, 'k, P: EngineRef>(
     let fleet = match eval.evaluate(
         LimiterName::FleetUsage,
         mode(LimiterName::FleetUsage),
-        || fleet_usage::decide(fu, owner, answer_of(&mut answer)?.1, req.tier),
+        || fleet_usage::decide(fu, owner, answer_of(&mut answer)?, req.tier),
     ) {
         ControlFlow::Continue(permit) => permit.flatten(),
         ControlFlow::Break((rejection, ())) => return reject(rejection),

@@ -145,9 +145,12 @@ impl<P: EngineRef> Drop for RequestGuard<P> {
         if self.entered {
             engine.in_flight.leave(self.tier);
         }
-        engine
-            .keyed
-            .release(self.held, self.concurrency, self.fleet);
+        if let Some((table, key)) = self.concurrency {
+            engine.keyed.release(self.held, table, key);
+        }
+        if let Some(table) = self.fleet {
+            engine.keyed.release(self.held, table, 0);
+        }
         if let Some(admitted_at) = self.adaptive {
             let now = engine.clock.now();
             let latency = now.saturating_sub(admitted_at);

@@ -280,7 +280,7 @@ pub(crate) fn judge<'a: 'k, 'k, P: EngineRef>(
     settings: &Settings,
     request: &Request<'_>,
     (rng, may_wait): (&mut SplitMix64, bool),
-    answered: Option<(&crate::store::ClientAsk, &mut crate::store::Answer<'k>)>,
+    answered: Option<(&crate::store::Ask, &mut crate::store::Answer<'k>)>,
 ) -> Verdict<'a, P> {
     let engine = owner.engine();
     let started = engine.clock.now();

@@ -14,7 +14,7 @@ use crate::engine::{Engine, Settings};
 use crate::http::Hooks;
 use crate::limiter::adaptive_concurrency::AdaptiveState;
 use crate::ops::{limiters_from_json, patch, persist, AuditLog, PendingRevert};
-use crate::store::{Keyed, MemoryStore, Store};
+use crate::store::{Keyed, Store};
 use crate::tier::Tier;
 use actix_web::dev::ServiceRequest;
 use std::hash::BuildHasher;
@@ -177,11 +177,10 @@ impl BrownoutBuilder {
             self.config.admin.metrics_auth,
         )?;
         let limits = &settings.limiters;
-        let memory = || MemoryStore::for_limiters(limits);
         let buckets = crate::limiter::request_rate::BUCKETS;
         let keyed = Keyed::build(
             &self.config.store,
-            (memory, buckets),
+            (&limits.tables(), buckets),
             self.store,
             clock.clone(),
         )?;

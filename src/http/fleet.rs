@@ -12,7 +12,7 @@ use crate::classify::Classified;
 use crate::engine::{judge, Settings, WorkerEngine};
 use crate::limiter::request_rate::RateStatus;
 use crate::rng::SplitMix64;
-use crate::store::ClientAsk;
+use crate::store::Ask;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
 use actix_web::http::header::HeaderValue;
@@ -28,7 +28,7 @@ pub(super) struct Pending<S> {
     pub(super) req: ServiceRequest,
     pub(super) classified: Classified,
     pub(super) plan: Option<String>,
-    pub(super) asked: ClientAsk,
+    pub(super) asked: Ask,
     pub(super) rng: SplitMix64,
 }
 

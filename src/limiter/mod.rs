@@ -123,7 +123,7 @@ macro_rules! limiters {
 
             /// Every table of per-key state the limiters keep under these settings, each
             /// with its kind and size (each limiter's [`Limiter::tables`]).
-            pub(crate) fn tables(&self) -> Vec<TableSpec> {
+            pub fn tables(&self) -> Vec<TableSpec> {
                 let mut all = Vec::new();
                 $(all.extend(<$unit as Limiter>::tables(&self.$name));)*
                 all
@@ -245,10 +245,9 @@ impl MemoryStore {
         limiters.request_rate.max_keys = rate_keys;
         limiters.concurrent_requests.max_keys = concurrency_keys;
         let mut tables = limiters.tables();
-        tables.extend((0..quotas).map(|i| TableSpec {
-            table: request_rate::quota_table(i),
-            kind: crate::store::TableKind::Window,
-            keys: rate_keys,
+        tables.extend((0..quotas).map(|i| {
+            let table = request_rate::quota_table(i);
+            TableSpec::new(table, crate::store::TableKind::Window, rate_keys)
         }));
         Self::with_tables(&tables)
     }

@@ -1,52 +1,105 @@
-//! A store's answer to what one request asked ([`ClientAsk`]): the second of the three steps
-//! every request's per-key limiters go through (plan, answer, decide; docs/ARCHITECTURE.md).
-//! The in-memory store (and an app's own, and `local_first`'s hybrid) answers at once
-//! ([`Answer::answer_here`]), Redis in one round trip ([`Keyed::answer_shared`](super::Keyed)); the
-//! limiter chain then decides on the answer the same way whichever store gave it.
+//! A store's answer to what one request asked ([`Ask`]): the second of the three steps every
+//! request's per-key limiters go through (plan, answer, decide; docs/ARCHITECTURE.md). The
+//! in-memory store (and an app's own, and `local_first`'s hybrid) answers at once
+//! ([`Answer::answer_here`]), Redis in one round trip ([`Keyed::answer_shared`](super::Keyed));
+//! each limiter then decides on its group's replies ([`Answer::replies`],
+//! [`Answer::take_slot`]) the same way whichever store gave them.
 //!
-//! An answer holds the permit and the fleet slot it took until the decision takes them
-//! over: whatever the decision does not take (it stopped earlier, or panicked) is given back
-//! when the answer is dropped.
+//! Every store follows the same rules, over whatever operations it is given: the groups in
+//! order, each group's operations in order; a refusal stops its group and keeps nothing of
+//! it; an enforced refusal stops the ask and gives back what earlier groups kept; an error
+//! answers its group with the error (its limiter fails open) and the ask goes on.
+//!
+//! An answer holds the slots it took until the decision takes them over: whatever the
+//! decision does not take (it stopped earlier, or panicked) is given back when the answer is
+//! dropped.
 
-use super::ask::{ClientAsk, SlotsAsk, MAX_BUCKETS, MAX_QUOTAS};
+use super::ask::{Ask, Op, MAX_GROUPS, MAX_OPS, MAX_SLOTS};
 use super::{Held, Keyed, Store, StoreError};
 use crate::math::gcra::Charge;
 use crate::math::window::WindowCheck;
 use arrayvec::ArrayVec;
 
-/// The part of an ask being answered: a panic there is its limiter's.
+/// One operation's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Part {
-    /// The buckets and quotas (request_rate).
-    Rate,
-    /// The permit (concurrent_requests).
-    InFlight,
-    /// The fleet slot (fleet_usage).
-    Fleet,
+pub enum Reply {
+    /// A bucket's charge ([`Op::Gcra`]).
+    Charge(Charge),
+    /// A window's check ([`Op::Window`]).
+    Window(WindowCheck),
+    /// Whether a slot was free ([`Op::Slot`]).
+    Slot(bool),
 }
 
-/// The answer for request_rate's buckets and quotas, in the ask's order; evaluation stops at
-/// the first refusal, so a list may be shorter than what was asked.
+impl Reply {
+    /// Whether it refuses the request.
+    #[inline]
+    pub fn refuses(&self) -> bool {
+        match self {
+            Reply::Charge(c) => matches!(c, Charge::Denied { .. }),
+            Reply::Window(w) => !w.allowed,
+            Reply::Slot(free) => !free,
+        }
+    }
+}
+
+/// How one group fared.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct RateAnswer {
-    buckets: ArrayVec<Charge, MAX_BUCKETS>,
-    quotas: ArrayVec<WindowCheck, MAX_QUOTAS>,
-    /// Whether the charges stand: every bucket and quota passed and no enforced refusal
-    /// followed. Only then is there anything to give back.
+enum Fate {
+    /// Not evaluated: an earlier enforced refusal stopped the ask.
+    #[default]
+    Unreached,
+    /// One of its operations refused: nothing of it is kept.
+    Refused,
+    /// The store failed: nothing of it is kept, and its limiter fails open.
+    Failed(StoreError),
+    /// Every operation passed; `written`: what they wrote stands (no enforced refusal
+    /// followed).
+    Passed { written: bool },
+}
+
+/// One limiter's replies: its operations and their answers, in its order (`None`: not
+/// evaluated, after a refusal).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Replies<'a> {
+    ops: &'a [Op],
+    replies: &'a [Option<Reply>],
     written: bool,
+    memo: u32,
     /// The store's clock when it answered (µs), for a store whose clock is not this
     /// process's (Redis): its TATs are moved to this process's clock when they are read.
     clock: Option<u64>,
 }
 
-impl RateAnswer {
-    /// The charge of the `i`-th bucket asked, on this process's clock (`now` here), if it was
-    /// evaluated.
+impl Replies<'_> {
+    /// The operations it asked.
+    #[inline]
+    pub(crate) fn ops(&self) -> &[Op] {
+        self.ops
+    }
+
+    /// Whether what they wrote stands (every one passed and no enforced refusal followed):
+    /// only then is there anything to give back.
+    #[inline]
+    pub(crate) fn written(&self) -> bool {
+        self.written
+    }
+
+    /// The word the limiter kept in its group.
+    #[inline]
+    pub(crate) fn memo(&self) -> u32 {
+        self.memo
+    }
+
+    /// The charge of its `i`-th operation (a bucket), on this process's clock (`now` here),
+    /// if it was evaluated.
     #[inline]
     pub(crate) fn charge(&self, i: usize, now: u64) -> Option<Charge> {
-        let charge = *self.buckets.get(i)?;
+        let Some(Some(Reply::Charge(charge))) = self.replies.get(i) else {
+            return None;
+        };
         let Some(server_now) = self.clock else {
-            return Some(charge);
+            return Some(*charge);
         };
         let here = |tat: u64| {
             if tat >= server_now {
@@ -55,7 +108,7 @@ impl RateAnswer {
                 now.saturating_sub(server_now - tat)
             }
         };
-        Some(match charge {
+        Some(match *charge {
             Charge::Allowed { tat } => Charge::Allowed { tat: here(tat) },
             Charge::Denied { tat, wait } => Charge::Denied {
                 tat: here(tat),
@@ -64,39 +117,12 @@ impl RateAnswer {
         })
     }
 
-    /// The check of the `i`-th quota asked, if it was evaluated.
+    /// The check of its `i`-th operation (a window), if it was evaluated.
     #[inline]
-    pub(crate) fn quota(&self, i: usize) -> Option<&WindowCheck> {
-        self.quotas.get(i)
-    }
-
-    /// Whether the charges stand (a later refusal gives them back).
-    #[inline]
-    pub(crate) fn written(&self) -> bool {
-        self.written
-    }
-
-    /// Whether a bucket or quota refused.
-    #[inline]
-    fn refused(&self) -> bool {
-        matches!(self.buckets.last(), Some(Charge::Denied { .. }))
-            || self.quotas.last().is_some_and(|q| !q.allowed)
-    }
-
-    /// An answer decoded from a shared store's reply (`None`: not evaluated), on its clock
-    /// `now`.
-    #[cfg(feature = "redis")]
-    pub(crate) fn shared(
-        buckets: &[Option<Charge>],
-        quotas: &[Option<WindowCheck>],
-        written: bool,
-        now: u64,
-    ) -> Self {
-        Self {
-            buckets: buckets.iter().map_while(|c| *c).take(MAX_BUCKETS).collect(),
-            quotas: quotas.iter().map_while(|q| *q).take(MAX_QUOTAS).collect(),
-            written,
-            clock: Some(now),
+    pub(crate) fn window(&self, i: usize) -> Option<&WindowCheck> {
+        match self.replies.get(i) {
+            Some(Some(Reply::Window(check))) => Some(check),
+            _ => None,
         }
     }
 }
@@ -107,35 +133,30 @@ pub(crate) struct Answer<'k> {
     keyed: &'k Keyed,
     /// Where what it took is held (here, or in the shared store as a member).
     held: Held,
-    /// request_rate's part: asked, and answered (`rate_failed`: the store's error instead).
-    rate_asked: bool,
-    rate: RateAnswer,
-    rate_failed: Option<StoreError>,
-    in_flight: Option<Result<bool, StoreError>>,
-    fleet: Option<Result<bool, StoreError>>,
-    /// The permit and the fleet slot asked for (what is given back).
-    permit: Option<SlotsAsk>,
-    fleet_slot: Option<SlotsAsk>,
-    /// The permit, while the answer still holds it (the decision takes it over).
-    in_flight_held: bool,
-    /// The fleet slot, likewise.
-    fleet_held: bool,
+    /// Per operation asked, its reply if it was evaluated.
+    replies: ArrayVec<Option<Reply>, MAX_OPS>,
+    /// Per group asked, how it fared.
+    fates: ArrayVec<Fate, MAX_GROUPS>,
+    /// The slots taken that the answer still holds (bit `i`: operation `i`), with the
+    /// table and key of each, to give back.
+    holding: u32,
+    slots: ArrayVec<(u8, super::Table, u64), MAX_SLOTS>,
+    clock: Option<u64>,
 }
 
 impl std::fmt::Debug for Answer<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Answer")
             .field("held", &self.held)
-            .field("rate", &self.rate)
-            .field("rate_failed", &self.rate_failed)
-            .field("in_flight", &self.in_flight)
-            .field("fleet", &self.fleet)
+            .field("replies", &self.replies)
+            .field("fates", &self.fates)
+            .field("holding", &self.holding)
             .finish()
     }
 }
 
-fn unasked(what: &str) -> StoreError {
-    StoreError::Failed(format!("the store was not asked for {what}"))
+fn unasked(owner: u8) -> StoreError {
+    StoreError::Failed(format!("the store was not asked for limiter {owner}"))
 }
 
 impl<'k> Answer<'k> {
@@ -146,94 +167,104 @@ impl<'k> Answer<'k> {
         Self {
             keyed,
             held: Held::LOCAL,
-            rate_asked: false,
-            rate: RateAnswer::default(),
-            rate_failed: None,
-            in_flight: None,
-            fleet: None,
-            permit: None,
-            fleet_slot: None,
-            in_flight_held: false,
-            fleet_held: false,
+            replies: ArrayVec::new_const(),
+            fates: ArrayVec::new_const(),
+            holding: 0,
+            slots: ArrayVec::new_const(),
+            clock: None,
         }
     }
 
     /// The keyed state's own store answers `ask` at once, as of `now` µs (monotonic) and
-    /// `unix` µs since the epoch, in the order and with the rules of the shared store's
-    /// script (`store/redis/decide.lua`): buckets then quotas, stopping at a refusal with
-    /// nothing charged; then the permit, then the fleet slot; an enforced refusal gives back
-    /// what was taken before it. An error answers that part with the error (its limiter fails
-    /// open) and goes on. `part` says which part is being answered (a panic is its limiter's).
+    /// `unix` µs since the epoch, with the rules of every store (the module's). `running`
+    /// names the group being answered (a panic is its limiter's).
     pub(crate) fn answer_here(
         &mut self,
-        ask: &ClientAsk,
+        ask: &Ask,
         (now, unix): (u64, u64),
-        part: &mut Option<Part>,
+        running: &mut Option<u8>,
     ) {
-        let keyed = self.keyed;
-        let store = keyed.local();
-        if ask.asks_rate() {
-            *part = Some(Part::Rate);
-            self.rate_asked = true;
-            match rate_here(store, ask, &mut self.rate, (now, unix)) {
-                Ok(()) if ask.rate_enforced && self.rate.refused() => return,
-                Ok(()) => {}
-                Err(e) => self.rate_failed = Some(e),
-            }
-        }
-        if let Some(permit) = ask.in_flight {
-            *part = Some(Part::InFlight);
-            self.permit = Some(permit);
-            let taken = store.slot_take(permit.table, permit.key, permit.max);
-            self.in_flight_held = matches!(taken, Ok(true));
-            let stop = ask.in_flight_enforced && matches!(taken, Ok(false));
-            self.in_flight = Some(taken);
-            if stop {
-                self.give_back_rate_here(ask, unix);
-                return;
-            }
-        }
-        if let Some(slot) = ask.fleet {
-            *part = Some(Part::Fleet);
-            self.fleet_slot = Some(slot);
-            let taken = store.slot_take(slot.table, slot.key, slot.max);
-            self.fleet_held = matches!(taken, Ok(true));
-            let stop = ask.fleet_enforced && matches!(taken, Ok(false));
-            self.fleet = Some(taken);
-            if stop {
-                self.give_back_rate_here(ask, unix);
-                if std::mem::take(&mut self.in_flight_held) {
-                    let permit = self.permit.map(|p| (p.table, p.key));
-                    keyed.release(Held::LOCAL, permit, None);
+        let store = self.keyed.local();
+        for group in ask.groups() {
+            *running = Some(group.owner);
+            let ops = ask.ops_of(group);
+            let first = self.replies.len();
+            let mut fate = Fate::Passed { written: true };
+            for op in ops {
+                match execute(store, op, (now, unix)) {
+                    Ok(reply) => {
+                        self.replies.push(Some(reply));
+                        if reply.refuses() {
+                            fate = Fate::Refused;
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        self.replies.push(None);
+                        fate = Fate::Failed(e);
+                        break;
+                    }
                 }
+            }
+            let replies = &self.replies[first..];
+            if fate == (Fate::Passed { written: true }) {
+                for (i, (op, reply)) in ops.iter().zip(replies).enumerate() {
+                    if let (Op::Slot { table, key, .. }, Some(Reply::Slot(true))) = (op, reply) {
+                        let at = (first + i) as u8;
+                        self.holding |= 1 << at;
+                        self.slots.push((at, *table, *key));
+                    }
+                }
+            } else {
+                give_back_here(store, ops, replies, unix);
+            }
+            self.replies
+                .extend((self.replies.len()..usize::from(group.end)).map(|_| None));
+            let stop = group.enforced && fate == Fate::Refused;
+            self.fates.push(fate);
+            if stop {
+                self.give_back_kept_here(ask, unix);
+                return;
             }
         }
     }
 
-    /// A shared store's answer to `ask`: `rate`, the permit and the fleet slot (each
-    /// `(answer, taken)`), held as `held`.
+    /// A shared store's answer to `ask`, as it `replies` per operation and `passed` per
+    /// group (`None`: not reached), on its clock `now`; `written`: the store kept what
+    /// passed (no enforced refusal stopped it). What it took is held as `held`.
     #[cfg(feature = "redis")]
     pub(crate) fn shared(
         keyed: &'k Keyed,
-        ask: &ClientAsk,
+        ask: &Ask,
         held: Held,
-        rate: RateAnswer,
-        in_flight: (Option<bool>, bool),
-        fleet: (Option<bool>, bool),
+        (replies, passed): (&[Option<Reply>], &[Option<bool>]),
+        (now, written): (u64, bool),
     ) -> Self {
-        Self {
-            keyed,
-            held,
-            rate_asked: ask.asks_rate(),
-            rate,
-            rate_failed: None,
-            in_flight: in_flight.0.map(Ok),
-            fleet: fleet.0.map(Ok),
-            permit: ask.in_flight,
-            fleet_slot: ask.fleet,
-            in_flight_held: in_flight.1,
-            fleet_held: fleet.1,
+        let mut answer = Self::new(keyed);
+        answer.held = held;
+        answer.clock = Some(now);
+        answer
+            .replies
+            .extend((0..ask.ops().len()).map(|i| replies.get(i).copied().flatten()));
+        for (g, group) in ask.groups().iter().enumerate() {
+            let fate = match passed.get(g).copied().flatten() {
+                None => Fate::Unreached,
+                Some(false) => Fate::Refused,
+                Some(true) => Fate::Passed { written },
+            };
+            if fate == (Fate::Passed { written: true }) {
+                for i in usize::from(group.start)..usize::from(group.end) {
+                    if let (Op::Slot { table, key, .. }, Some(Reply::Slot(true))) =
+                        (ask.ops()[i], answer.replies[i])
+                    {
+                        answer.holding |= 1 << i;
+                        answer.slots.push((i as u8, table, key));
+                    }
+                }
+            }
+            answer.fates.push(fate);
         }
+        answer
     }
 
     /// Where what the request took is held.
@@ -242,118 +273,140 @@ impl<'k> Answer<'k> {
         self.held
     }
 
-    /// request_rate's answer.
+    /// The replies to limiter `owner`'s operations in `ask` (what this answers).
     #[inline]
-    pub(crate) fn rate(&self) -> Result<&RateAnswer, StoreError> {
-        match &self.rate_failed {
-            _ if !self.rate_asked => Err(unasked("request_rate")),
-            Some(e) => Err(e.clone()),
-            None => Ok(&self.rate),
-        }
+    pub(crate) fn replies<'a>(
+        &'a self,
+        ask: &'a Ask,
+        owner: u8,
+    ) -> Result<Replies<'a>, StoreError> {
+        let (g, group) = ask.group(owner).ok_or_else(|| unasked(owner))?;
+        let written = match self.fates.get(g) {
+            None | Some(Fate::Unreached) => return Err(unasked(owner)),
+            Some(Fate::Failed(e)) => return Err(e.clone()),
+            Some(Fate::Refused) => false,
+            Some(Fate::Passed { written }) => *written,
+        };
+        let range = usize::from(group.start)..usize::from(group.end);
+        Ok(Replies {
+            ops: &ask.ops()[range.clone()],
+            replies: &self.replies[range],
+            written,
+            memo: group.memo,
+            clock: self.clock,
+        })
     }
 
-    /// concurrent_requests' answer, and whether the permit is taken over from the answer
-    /// (the decision then owns it).
+    /// Limiter `owner`'s slot (the first of its operations that is one): whether it was
+    /// free, and whether it is taken over from the answer (the decision then owns it and
+    /// gives it back when its request ends).
     #[inline]
-    pub(crate) fn take_permit(&mut self) -> Result<(bool, bool), StoreError> {
-        let taken = std::mem::take(&mut self.in_flight_held);
-        match &self.in_flight {
-            Some(Ok(room)) => Ok((*room, taken)),
-            Some(Err(e)) => Err(e.clone()),
-            None => Err(unasked("a concurrency permit")),
-        }
+    pub(crate) fn take_slot(&mut self, ask: &Ask, owner: u8) -> Result<(bool, bool), StoreError> {
+        let replies = self.replies(ask, owner)?;
+        let start = ask.group(owner).map_or(0, |(_, g)| usize::from(g.start));
+        let Some(i) = replies
+            .ops
+            .iter()
+            .position(|op| matches!(op, Op::Slot { .. }))
+        else {
+            return Err(unasked(owner));
+        };
+        let free = match replies.replies[i] {
+            Some(Reply::Slot(free)) => free,
+            _ => return Err(unasked(owner)),
+        };
+        let bit = 1 << (start + i);
+        let taken = self.holding & bit != 0;
+        self.holding &= !bit;
+        Ok((free, taken))
     }
 
-    /// fleet_usage's answer, and whether the slot is taken over from the answer.
-    #[inline]
-    pub(crate) fn take_fleet_slot(&mut self) -> Result<(bool, bool), StoreError> {
-        let taken = std::mem::take(&mut self.fleet_held);
-        match &self.fleet {
-            Some(Ok(room)) => Ok((*room, taken)),
-            Some(Err(e)) => Err(e.clone()),
-            None => Err(unasked("a fleet slot")),
+    /// Gives back what the local store kept for the groups before an enforced refusal:
+    /// their charges no longer stand, and their slots go back.
+    fn give_back_kept_here(&mut self, ask: &Ask, unix: u64) {
+        let store = self.keyed.local();
+        for (group, fate) in ask.groups().iter().zip(self.fates.iter_mut()) {
+            if let Fate::Passed { written } = fate {
+                if std::mem::take(written) {
+                    let range = usize::from(group.start)..usize::from(group.end);
+                    give_back_here(store, &ask.ops()[range.clone()], &self.replies[range], unix);
+                }
+            }
         }
-    }
-
-    /// Gives back what the local store charged for request_rate (an enforced refusal
-    /// followed): the charges no longer stand.
-    fn give_back_rate_here(&mut self, ask: &ClientAsk, unix: u64) {
-        // (`written` is set only when every bucket and quota answered and passed.)
-        if std::mem::take(&mut self.rate.written) {
-            undo_rate(self.keyed.local(), ask, &self.rate, unix);
-        }
+        // Their slots went back with them.
+        self.holding = 0;
     }
 }
 
 impl Drop for Answer<'_> {
-    /// Gives back the permit and the fleet slot the decision did not take over.
+    /// Gives back the slots the decision did not take over.
     #[inline]
     fn drop(&mut self) {
-        if self.in_flight_held || self.fleet_held {
-            let permit = (self.permit)
-                .filter(|_| self.in_flight_held)
-                .map(|p| (p.table, p.key));
-            let fleet = (self.fleet_slot)
-                .filter(|_| self.fleet_held)
-                .map(|f| f.table);
-            self.keyed.release(self.held, permit, fleet);
+        if self.holding != 0 {
+            for &(at, table, key) in &self.slots {
+                if self.holding & (1 << at) != 0 {
+                    self.keyed.release(self.held, table, key);
+                }
+            }
         }
     }
 }
 
-/// request_rate's buckets and quotas answered by `store`, into `rate` (empty); a refusal or
-/// an error gives back what was charged before it.
-fn rate_here(
-    store: &dyn Store,
-    ask: &ClientAsk,
-    rate: &mut RateAnswer,
-    (now, unix): (u64, u64),
-) -> Result<(), StoreError> {
-    for b in &ask.buckets {
-        match store.gcra(b.table, b.key, now, b.increment, b.tolerance) {
-            Ok(charge) => {
-                rate.buckets.push(charge);
-                if let Charge::Denied { .. } = charge {
-                    undo_rate(store, ask, rate, unix);
-                    return Ok(());
-                }
-            }
-            Err(e) => {
-                undo_rate(store, ask, rate, unix);
-                return Err(e);
-            }
-        }
+/// `op` executed by `store` as of `now` µs (monotonic; buckets) and `unix` µs since the
+/// epoch (windows follow the calendar).
+#[inline]
+fn execute(store: &dyn Store, op: &Op, (now, unix): (u64, u64)) -> Result<Reply, StoreError> {
+    match *op {
+        Op::Gcra {
+            table,
+            key,
+            increment,
+            tolerance,
+            ..
+        } => store
+            .gcra(table, key, now, increment, tolerance)
+            .map(Reply::Charge),
+        Op::Window {
+            table,
+            key,
+            rule,
+            count,
+        } => store
+            .window(table, key, unix, &rule, count)
+            .map(Reply::Window),
+        Op::Slot { table, key, max } => store.slot_take(table, key, max).map(Reply::Slot),
     }
-    for q in &ask.quotas {
-        match store.window(q.table, q.key, unix, &q.rule, q.count) {
-            Ok(check) => {
-                rate.quotas.push(check);
-                if !check.allowed {
-                    undo_rate(store, ask, rate, unix);
-                    return Ok(());
-                }
-            }
-            Err(e) => {
-                undo_rate(store, ask, rate, unix);
-                return Err(e);
-            }
-        }
-    }
-    rate.written = true;
-    Ok(())
 }
 
-/// Gives back what `rate` shows charged: the buckets that allowed the request and the quotas
-/// that counted it (in the window of `unix`).
-fn undo_rate(store: &dyn Store, ask: &ClientAsk, rate: &RateAnswer, unix: u64) {
-    for (b, charge) in ask.buckets.iter().zip(&rate.buckets) {
-        if let Charge::Allowed { .. } = charge {
-            let _ = store.gcra_refund(b.table, b.key, b.increment);
-        }
-    }
-    for (q, check) in ask.quotas.iter().zip(&rate.quotas) {
-        if q.count && check.allowed {
-            let _ = store.window_refund(q.table, q.key, unix, &q.rule);
+/// Gives back what `replies` show `ops` wrote in `store`: the buckets that allowed the
+/// request, the windows that counted it (in the window of `unix`), the slots taken.
+fn give_back_here(store: &dyn Store, ops: &[Op], replies: &[Option<Reply>], unix: u64) {
+    for (op, reply) in ops.iter().zip(replies) {
+        match (*op, reply) {
+            (
+                Op::Gcra {
+                    table,
+                    key,
+                    increment,
+                    ..
+                },
+                Some(Reply::Charge(Charge::Allowed { .. })),
+            ) => {
+                let _ = store.gcra_refund(table, key, increment);
+            }
+            (
+                Op::Window {
+                    table,
+                    key,
+                    rule,
+                    count: true,
+                },
+                Some(Reply::Window(check)),
+            ) if check.allowed => {
+                let _ = store.window_refund(table, key, unix, &rule);
+            }
+            (Op::Slot { table, key, .. }, Some(Reply::Slot(true))) => store.slot_give(table, key),
+            _ => {}
         }
     }
 }

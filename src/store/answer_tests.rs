@@ -1,25 +1,24 @@
-//! The local store's answer, part by part: the script's order and rules, what an enforced
+//! The local store's answer, group by group: the rules every store follows, what an enforced
 //! refusal gives back, and what goes back when the decision does not take it over.
 
 use super::*;
 use crate::math::gcra::Bucket;
-use crate::store::{BucketAsk, MemoryStore, SlotsAsk, Store, Table, TableKind, TableSpec};
+use crate::store::{MemoryStore, Store, Table, TableKind, TableSpec};
 use std::sync::Arc;
 
 const CLIENT: u64 = 7;
 const IP: u64 = 9;
-
 const BUCKETS: Table = Table::new(0);
 const PERMITS: Table = Table::new(1);
 const FLEET: Table = Table::new(2);
+/// The limiters asking, by their index: a bucket's, a permit's, a fleet slot's.
+const RATE: u8 = 0;
+const IN_FLIGHT: u8 = 1;
+const POOL: u8 = 2;
 
 /// A memory store with a bucket table, a permit table and a pool.
 fn memory() -> MemoryStore {
-    let spec = |table, kind| TableSpec {
-        table,
-        kind,
-        keys: 64,
-    };
+    let spec = |table, kind| TableSpec::new(table, kind, 64);
     MemoryStore::with_tables(&[
         spec(BUCKETS, TableKind::Gcra),
         spec(PERMITS, TableKind::Slots),
@@ -39,9 +38,9 @@ fn in_flight(store: &MemoryStore, key: u64) -> u64 {
 }
 
 /// A bucket of `burst` credits, one a second, charged one credit.
-fn bucket(key: u64, burst: f64) -> BucketAsk {
+fn bucket(key: u64, burst: f64) -> Op {
     let b = Bucket::new(1.0, burst, 0.0);
-    BucketAsk {
+    Op::Gcra {
         table: BUCKETS,
         key,
         tag: key,
@@ -50,28 +49,35 @@ fn bucket(key: u64, burst: f64) -> BucketAsk {
     }
 }
 
-/// Everything enforced: the client's bucket of two, one permit, a fleet of `fleet` slots.
-fn ask(fleet: u64) -> ClientAsk {
-    ClientAsk {
-        buckets: [bucket(CLIENT, 2.0)].into_iter().collect(),
-        in_flight: Some(SlotsAsk {
-            table: PERMITS,
-            key: CLIENT,
-            max: 1,
-        }),
-        fleet: Some(SlotsAsk {
-            table: FLEET,
-            key: 0,
-            max: fleet,
-        }),
-        rate_enforced: true,
-        in_flight_enforced: true,
-        fleet_enforced: true,
-        ..ClientAsk::default()
+/// Groups in order: `buckets` (if any), one permit, a fleet of `fleet` slots; each enforced
+/// unless listed in `dark`.
+fn ask_of(buckets: &[Op], fleet: u64, dark: &[u8]) -> Ask {
+    let mut ask = Ask::default();
+    if !buckets.is_empty() {
+        ask.begin(RATE, !dark.contains(&RATE), 0);
+        buckets.iter().for_each(|b| ask.push(*b));
     }
+    ask.begin(IN_FLIGHT, !dark.contains(&IN_FLIGHT), 0);
+    ask.push(Op::Slot {
+        table: PERMITS,
+        key: CLIENT,
+        max: 1,
+    });
+    ask.begin(POOL, !dark.contains(&POOL), 0);
+    ask.push(Op::Slot {
+        table: FLEET,
+        key: 0,
+        max: fleet,
+    });
+    ask
 }
 
-fn answer<'k>(keyed: &'k Keyed, ask: &ClientAsk) -> Answer<'k> {
+/// Everything enforced: the client's bucket of two, one permit, a fleet of `fleet` slots.
+fn ask(fleet: u64) -> Ask {
+    ask_of(&[bucket(CLIENT, 2.0)], fleet, &[])
+}
+
+fn answer<'k>(keyed: &'k Keyed, ask: &Ask) -> Answer<'k> {
     let mut answer = Answer::new(keyed);
     answer.answer_here(ask, (0, 0), &mut None);
     answer
@@ -86,24 +92,22 @@ fn an_enforced_refusal_gives_back_what_was_taken_before_it() {
     let (store, keyed) = keyed();
     let ask = ask(10);
     let mut first = answer(&keyed, &ask);
-    assert!(first.rate().unwrap().written());
+    assert!(first.replies(&ask, RATE).unwrap().written());
     assert_eq!(
-        first.take_permit(),
+        first.take_slot(&ask, IN_FLIGHT),
         Ok((true, true)),
         "the decision keeps the permit"
     );
-    assert_eq!(first.take_fleet_slot(), Ok((true, true)));
+    assert_eq!(first.take_slot(&ask, POOL), Ok((true, true)));
     drop(first);
     let charged = tat(&store, CLIENT);
     // The second finds the permit taken: its credit is given back and no slot is taken.
     let mut second = answer(&keyed, &ask);
-    assert!(matches!(
-        second.rate().unwrap().charge(0, 0),
-        Some(Charge::Allowed { .. })
-    ));
-    assert!(!second.rate().unwrap().written(), "nothing stands");
-    assert_eq!(second.take_permit(), Ok((false, false)));
-    assert!(second.take_fleet_slot().is_err(), "never reached");
+    let rate = second.replies(&ask, RATE).unwrap();
+    assert!(matches!(rate.charge(0, 0), Some(Charge::Allowed { .. })));
+    assert!(!rate.written(), "nothing stands");
+    assert_eq!(second.take_slot(&ask, IN_FLIGHT), Ok((false, false)));
+    assert!(second.take_slot(&ask, POOL).is_err(), "never reached");
     drop(second);
     assert_eq!(tat(&store, CLIENT), charged);
     assert_eq!(in_flight(&store, CLIENT), 1);
@@ -113,12 +117,14 @@ fn an_enforced_refusal_gives_back_what_was_taken_before_it() {
 #[test]
 fn a_dark_refusal_keeps_nothing_for_its_limiter_and_goes_on() {
     let (store, keyed) = keyed();
-    let mut ask = ask(0);
-    ask.fleet_enforced = false;
+    let ask = ask_of(&[bucket(CLIENT, 2.0)], 0, &[POOL]);
     let mut answer = answer(&keyed, &ask);
-    assert_eq!(answer.take_fleet_slot(), Ok((false, false)));
-    assert!(answer.rate().unwrap().written(), "the credit stands");
-    assert_eq!(answer.take_permit(), Ok((true, true)));
+    assert_eq!(answer.take_slot(&ask, POOL), Ok((false, false)));
+    assert!(
+        answer.replies(&ask, RATE).unwrap().written(),
+        "the credit stands"
+    );
+    assert_eq!(answer.take_slot(&ask, IN_FLIGHT), Ok((true, true)));
     drop(answer);
     assert_eq!(in_flight(&store, CLIENT), 1);
     assert!(tat(&store, CLIENT).is_some());
@@ -139,21 +145,28 @@ fn what_the_decision_does_not_take_over_goes_back_when_the_answer_is_dropped() {
 #[test]
 fn a_refused_bucket_stops_the_answer_with_nothing_charged() {
     let (store, keyed) = keyed();
-    let mut ask = ask(10);
     // A per-IP ceiling with room in front of a client bucket of one, spent below.
-    ask.buckets = [bucket(IP, 5.0), bucket(CLIENT, 1.0)].into_iter().collect();
-    let own = ask.buckets[1];
+    let own = bucket(CLIENT, 1.0);
+    let ask = ask_of(&[bucket(IP, 5.0), own], 10, &[]);
+    let Op::Gcra {
+        increment,
+        tolerance,
+        ..
+    } = own
+    else {
+        unreachable!()
+    };
     let spent = store
-        .gcra(BUCKETS, CLIENT, 0, own.increment, own.tolerance)
+        .gcra(BUCKETS, CLIENT, 0, increment, tolerance)
         .unwrap();
     assert!(matches!(spent, Charge::Allowed { .. }));
     let mut answer = answer(&keyed, &ask);
-    let rate = answer.rate().unwrap();
+    let rate = answer.replies(&ask, RATE).unwrap();
     assert!(matches!(rate.charge(0, 0), Some(Charge::Allowed { .. })));
     assert!(matches!(rate.charge(1, 0), Some(Charge::Denied { .. })));
     assert!(!rate.written());
     assert!(
-        answer.take_permit().is_err(),
+        answer.take_slot(&ask, IN_FLIGHT).is_err(),
         "an enforced refusal stops it"
     );
     drop(answer);
@@ -164,6 +177,24 @@ fn a_refused_bucket_stops_the_answer_with_nothing_charged() {
     );
     assert_eq!(in_flight(&store, CLIENT), 0);
     assert_eq!(store.pool_taken(FLEET), 0);
+}
+
+#[test]
+fn a_refusal_inside_a_group_gives_back_what_the_group_took_before_it() {
+    let (store, keyed) = keyed();
+    // One group: a slot, then a bucket that refuses (dark): the slot goes back at once.
+    let mut ask = Ask::default();
+    ask.begin(RATE, false, 0);
+    ask.push(Op::Slot {
+        table: PERMITS,
+        key: CLIENT,
+        max: 1,
+    });
+    ask.push(bucket(CLIENT, 0.0));
+    let mut answer = answer(&keyed, &ask);
+    assert_eq!(in_flight(&store, CLIENT), 0, "its slot went back");
+    assert_eq!(answer.take_slot(&ask, RATE), Ok((true, false)));
+    assert!(!answer.replies(&ask, RATE).unwrap().written());
 }
 
 /// A memory store whose permits fail.
@@ -188,13 +219,14 @@ impl Store for NoPermits {
 }
 
 #[test]
-fn an_error_answers_its_part_and_the_rest_goes_on() {
+fn an_error_answers_its_group_and_the_rest_goes_on() {
     let keyed = Keyed::local_only(Arc::new(NoPermits(memory())));
-    let mut part = None;
+    let ask = ask(10);
+    let mut running = None;
     let mut answer = Answer::new(&keyed);
-    answer.answer_here(&ask(10), (0, 0), &mut part);
-    assert_eq!(part, Some(Part::Fleet), "every part was answered");
-    assert!(answer.rate().unwrap().written());
-    assert_eq!(answer.take_permit(), Err(StoreError::Timeout));
-    assert_eq!(answer.take_fleet_slot(), Ok((true, true)));
+    answer.answer_here(&ask, (0, 0), &mut running);
+    assert_eq!(running, Some(POOL), "every group was answered");
+    assert!(answer.replies(&ask, RATE).unwrap().written());
+    assert_eq!(answer.take_slot(&ask, IN_FLIGHT), Err(StoreError::Timeout));
+    assert_eq!(answer.take_slot(&ask, POOL), Ok((true, true)));
 }

@@ -1,115 +1,199 @@
-//! What a request asks of the keyed store (the plan of [`crate::engine`]'s first step): its
-//! buckets, its quotas, its permit and a fleet slot, each with whether its limiter is
-//! enforced. Plain data of a fixed size (no allocation): every store answers it
-//! ([`super::Answer`]), the in-memory one at once, Redis in one round trip.
+//! What a request asks of the keyed store (the plan of [`crate::engine`]'s first step): an
+//! ordered list of per-key operations ([`Op`]: a GCRA bucket, a window counter, a counted
+//! slot), grouped by the limiter that asked them ([`Group`]), each group with whether its
+//! limiter is enforced. Every store executes the list in its order, whatever limiters made it
+//! ([`super::Answer`] here, `decide.lua` in Redis). Plain data of a fixed size (no
+//! allocation).
 
 use super::Table;
 use crate::math::window::WindowRule;
 use arrayvec::ArrayVec;
 
-/// Most buckets one request is charged in: the per-IP ceiling and its client's own.
-pub const MAX_BUCKETS: usize = 2;
-
 /// Most quotas one request is checked against (`limiters.request_rate.quotas` lists at most
 /// this many).
 pub const MAX_QUOTAS: usize = 16;
 
-/// A bucket to charge: the per-IP ceiling or the client's own.
+/// Most operations in one ask: request_rate's two buckets and its quotas, and room for the
+/// slots and the buckets of the other limiters.
+pub const MAX_OPS: usize = 2 + MAX_QUOTAS + 6;
+
+/// Most groups (limiters with per-key state) in one ask.
+pub const MAX_GROUPS: usize = 8;
+
+/// Most slot operations in one ask (an answer holds the slots it took until the decision
+/// takes them over).
+pub const MAX_SLOTS: usize = 4;
+
+/// One per-key operation, on `key` of `table`. `tag` is the key whose Redis Cluster hash slot
+/// it lives in (its client's or its IP's), so that a client's keys live together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BucketAsk {
+pub enum Op {
+    /// A GCRA bucket: charge `increment` µs against `tolerance` µs.
+    Gcra {
+        /// Its table.
+        table: Table,
+        /// The key hash.
+        key: u64,
+        /// The hash tag.
+        tag: u64,
+        /// µs the request moves the TAT.
+        increment: u64,
+        /// µs the TAT may run ahead of now.
+        tolerance: u64,
+    },
+    /// A window counter: check one request against `rule`, and count it if it fits and
+    /// `count`.
+    Window {
+        /// Its table.
+        table: Table,
+        /// The key hash (also its hash tag).
+        key: u64,
+        /// Its window.
+        rule: WindowRule,
+        /// Whether a request that fits is counted (else only checked).
+        count: bool,
+    },
+    /// A counted slot: take one of `max` of `key` (a pool table has one count, whatever the
+    /// key), held until the request ends.
+    Slot {
+        /// Its table.
+        table: Table,
+        /// The key hash (also its hash tag; 0 in a pool).
+        key: u64,
+        /// Most taken at once.
+        max: u64,
+    },
+}
+
+#[cfg(feature = "redis")]
+impl Op {
     /// Its table.
-    pub table: Table,
-    /// The key hash.
-    pub key: u64,
-    /// The hash tag it lives under: the client's (its own bucket) or the IP's (the per-IP
-    /// ceiling), so that in a Cluster each lives with the rest of that client's or IP's keys.
-    pub tag: u64,
-    /// µs the request moves the TAT.
-    pub increment: u64,
-    /// µs the TAT may run ahead of now.
-    pub tolerance: u64,
-}
-
-/// A quota to check (and count the request against, for a request-counting quota).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QuotaAsk {
-    /// Its table (one per quota).
-    pub table: Table,
-    /// Its index in `request_rate.quotas`.
-    pub index: usize,
-    /// The key hash (client or IP).
-    pub key: u64,
-    /// Its window.
-    pub rule: WindowRule,
-    /// Whether a request that fits is counted (request quotas; failure quotas only check).
-    pub count: bool,
-}
-
-/// A slot to take: one of `max` of `key` in `table` (a client's permit; the fleet's pool,
-/// whose key is 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SlotsAsk {
-    /// Its table.
-    pub table: Table,
-    /// The key hash (0 in a pool).
-    pub key: u64,
-    /// Most taken at once.
-    pub max: u64,
-}
-
-/// What one request asks of the keyed store, in the order the limiters decide: its client's
-/// buckets and quotas (request_rate), its permit (concurrent_requests) and a fleet slot
-/// (fleet_usage). An enforced refusal stops the answer there with nothing kept; a refusal in
-/// dark mode keeps nothing for that limiter and goes on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientAsk {
-    /// The buckets, the per-IP ceiling first.
-    pub buckets: ArrayVec<BucketAsk, MAX_BUCKETS>,
-    /// The quotas that apply, in config order.
-    pub quotas: ArrayVec<QuotaAsk, MAX_QUOTAS>,
-    /// The request_rate plan the client's bucket is of (index in the compiled rules), and
-    /// whether it is the elastic bucket: what a refusal's wait is measured against.
-    pub plan: u16,
-    /// See `plan`.
-    pub elastic: bool,
-    /// The concurrency permit to take.
-    pub in_flight: Option<SlotsAsk>,
-    /// request_rate is enforced (a refusal stops the request; in dark mode it goes on).
-    pub rate_enforced: bool,
-    /// concurrent_requests is enforced.
-    pub in_flight_enforced: bool,
-    /// The fleet slot to take (non-critical requests).
-    pub fleet: Option<SlotsAsk>,
-    /// fleet_usage is enforced.
-    pub fleet_enforced: bool,
-}
-
-impl Default for ClientAsk {
-    /// Nothing asked. (Written field by field: the lists' room is left as it is, not copied.)
     #[inline]
-    fn default() -> Self {
-        Self {
-            buckets: ArrayVec::new_const(),
-            quotas: ArrayVec::new_const(),
-            plan: 0,
-            elastic: false,
-            in_flight: None,
-            rate_enforced: false,
-            in_flight_enforced: false,
-            fleet: None,
-            fleet_enforced: false,
+    pub fn table(&self) -> Table {
+        match *self {
+            Op::Gcra { table, .. } | Op::Window { table, .. } | Op::Slot { table, .. } => table,
+        }
+    }
+
+    /// Its key.
+    #[inline]
+    pub fn key(&self) -> u64 {
+        match *self {
+            Op::Gcra { key, .. } | Op::Window { key, .. } | Op::Slot { key, .. } => key,
+        }
+    }
+
+    /// The key of the hash slot it lives in.
+    #[inline]
+    pub fn tag(&self) -> u64 {
+        match *self {
+            Op::Gcra { tag, .. } => tag,
+            Op::Window { key, .. } | Op::Slot { key, .. } => key,
         }
     }
 }
 
-impl ClientAsk {
-    /// Whether there is anything to ask.
-    pub fn is_empty(&self) -> bool {
-        !self.asks_rate() && self.in_flight.is_none() && self.fleet.is_none()
+/// One limiter's operations in an ask: `ops[start..end]`, evaluated in order; a refusal stops
+/// the group with nothing of it kept, and if `enforced` stops the whole ask with nothing kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Group {
+    /// The limiter that asked (its index in the limiter list).
+    pub owner: u8,
+    /// Whether its refusal stops the request (else dark mode: it goes on).
+    pub enforced: bool,
+    /// Its first operation.
+    pub start: u8,
+    /// One past its last operation.
+    pub end: u8,
+    /// A word the limiter keeps for its decision (request_rate: the plan and whether the
+    /// bucket is the elastic one).
+    pub memo: u32,
+}
+
+/// What one request asks of the keyed store: its operations, in the order the limiters
+/// decide, and their groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ask {
+    ops: ArrayVec<Op, MAX_OPS>,
+    groups: ArrayVec<Group, MAX_GROUPS>,
+    slots: u8,
+}
+
+impl Default for Ask {
+    /// Nothing asked. (Written field by field: the lists' room is left as it is, not copied.)
+    #[inline]
+    fn default() -> Self {
+        Self {
+            ops: ArrayVec::new_const(),
+            groups: ArrayVec::new_const(),
+            slots: 0,
+        }
+    }
+}
+
+impl Ask {
+    /// Opens the group of limiter `owner` (its index in the limiter list): the operations
+    /// pushed next are its own. A limiter opens one group at most.
+    #[inline]
+    pub fn begin(&mut self, owner: u8, enforced: bool, memo: u32) {
+        let at = self.ops.len() as u8;
+        self.groups.push(Group {
+            owner,
+            enforced,
+            start: at,
+            end: at,
+            memo,
+        });
     }
 
-    /// Whether request_rate asks anything (a bucket or a quota).
-    pub fn asks_rate(&self) -> bool {
-        !self.buckets.is_empty() || !self.quotas.is_empty()
+    /// Appends `op` to the open group.
+    ///
+    /// # Panics
+    /// With no group open, past [`MAX_OPS`] operations or past [`MAX_SLOTS`] slots (the
+    /// limiters' plans stay below).
+    #[inline]
+    pub fn push(&mut self, op: Op) {
+        if let Op::Slot { .. } = op {
+            self.slots += 1;
+            assert!(
+                usize::from(self.slots) <= MAX_SLOTS,
+                "too many slots in one ask"
+            );
+        }
+        self.ops.push(op);
+        self.groups.last_mut().expect("a group is open").end = self.ops.len() as u8;
+    }
+
+    /// Whether nothing is asked.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Every operation, in order.
+    #[inline]
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    /// Every group, in order.
+    #[inline]
+    pub fn groups(&self) -> &[Group] {
+        &self.groups
+    }
+
+    /// The operations of `group`.
+    #[inline]
+    pub fn ops_of(&self, group: &Group) -> &[Op] {
+        &self.ops[usize::from(group.start)..usize::from(group.end)]
+    }
+
+    /// The group of limiter `owner`, with its index among the groups, if it asked anything.
+    #[inline]
+    pub fn group(&self, owner: u8) -> Option<(usize, &Group)> {
+        self.groups
+            .iter()
+            .enumerate()
+            .find(|(_, g)| g.owner == owner)
     }
 }

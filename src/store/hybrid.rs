@@ -246,11 +246,7 @@ mod tests {
     #[test]
     fn rounds_carry_what_was_charged_and_settle_on_the_fleets_bucket() {
         let store = HybridStore::new(
-            MemoryStore::with_tables(&[TableSpec {
-                table: BUCKETS,
-                kind: TableKind::Gcra,
-                keys: 64,
-            }]),
+            MemoryStore::with_tables(&[TableSpec::new(BUCKETS, TableKind::Gcra, 64)]),
             BUCKETS,
         );
         store.gcra(BUCKETS, 9, 0, 1_000, 10_000).unwrap();

@@ -7,8 +7,8 @@
 #[cfg(feature = "redis")]
 use super::redis::RedisStore;
 #[cfg(feature = "redis")]
-use super::{Answer, ClientAsk, HybridStore, Unanswered};
-use super::{ClientReading, MemoryStore, Store, StoreError, Table};
+use super::{Answer, Ask, HybridStore, Unanswered};
+use super::{ClientReading, MemoryStore, Op, Store, StoreError, Table};
 use crate::clock::Clock;
 use crate::math::window::WindowRule;
 use crate::schema::{ConfigError, StoreConfig};
@@ -63,21 +63,22 @@ pub(crate) struct SharedStatus {
 
 impl Keyed {
     /// The keyed state `config` (`store:`) asks for: `app`'s store if the app brought one,
-    /// else an in-memory one made by `memory` (sized for the limiters' tables); with
+    /// else an in-memory one keeping the limiters' `tables`; with
     /// `store.kind: redis`, the shared store behind it (connected by [`start`](Self::start)),
     /// and with `sync: local_first` a hybrid store that decides locally, reconciling the
     /// bucket table `reconciled` with the fleet's. Validation has refused `redis` without the
     /// feature.
     pub(crate) fn build(
         config: &StoreConfig,
-        (memory, reconciled): (impl Fn() -> MemoryStore, Table),
+        (tables, reconciled): (&[super::TableSpec], Table),
         app: Option<Arc<dyn Store>>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, ConfigError> {
+        let memory = || MemoryStore::with_tables(tables);
         #[cfg(feature = "redis")]
         if config.kind == crate::schema::StoreKind::Redis {
             let instance = crate::rng::os_seed() ^ u64::from(std::process::id());
-            let shared = Arc::new(RedisStore::new(config, instance, clock)?);
+            let shared = Arc::new(RedisStore::new(config, tables, instance, clock)?);
             // local_first: local decisions over buckets reconciled with Redis in rounds.
             let hybrid = (config.sync == crate::schema::StoreSync::LocalFirst)
                 .then(|| Arc::new(HybridStore::new(memory(), reconciled)));
@@ -208,7 +209,7 @@ impl Keyed {
     /// The shared store's answer to `ask`, in one round trip; `Err`: answer on the local
     /// store instead.
     #[cfg(feature = "redis")]
-    pub(crate) async fn answer_shared(&self, ask: &ClientAsk) -> Result<Answer<'_>, Unanswered> {
+    pub(crate) async fn answer_shared(&self, ask: &Ask) -> Result<Answer<'_>, Unanswered> {
         match &self.shared {
             Some(shared) => Ok(shared.answer_detached(ask.clone()).await?.answer(self, ask)),
             None => Err(Unanswered {
@@ -219,76 +220,63 @@ impl Keyed {
         }
     }
 
-    /// Gives back `increment` µs charged to bucket `key` of `table` (under hash tag `tag`)
-    /// by a request whose answer is held as `held` (a later limiter refused it).
-    pub(crate) fn refund_bucket(
-        &self,
-        held: Held,
-        (table, tag, key): (Table, u64, u64),
-        increment: u64,
-    ) {
+    /// Gives back what `op` (a bucket or a counted window) wrote for a request whose answer
+    /// is held as `held` (a later limiter refused it); `unix` µs since the epoch is the
+    /// window it was counted in, here.
+    pub(crate) fn refund(&self, held: Held, op: &Op, unix: u64) {
         #[cfg(feature = "redis")]
         if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
-            shared.refund_bucket(tag, key, increment);
-            return;
-        }
-        let _ = (held, tag);
-        let _ = self.local.gcra_refund(table, key, increment);
-    }
-
-    /// Takes back one request counted against quota `index` (its window table `table`) of
-    /// `key` in the window of `unix` µs, by a request whose answer is held as `held`.
-    pub(crate) fn refund_quota(
-        &self,
-        held: Held,
-        (table, index, key): (Table, usize, u64),
-        unix: u64,
-        rule: &WindowRule,
-    ) {
-        #[cfg(feature = "redis")]
-        if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
-            shared.refund_quota(index, key, rule.window);
-            return;
-        }
-        let _ = (held, index);
-        let _ = self.local.window_refund(table, key, unix, rule);
-    }
-
-    /// Gives back, once its request is done, the permit (table, key) it kept, if any, and
-    /// the fleet slot (in its pool table), if it kept one, held as `held`: in the shared
-    /// store, or here.
-    #[inline]
-    pub(crate) fn release(&self, held: Held, permit: Option<(Table, u64)>, fleet: Option<Table>) {
-        #[cfg(feature = "redis")]
-        if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
-            shared.release_request(held.0, permit.map(|(_, key)| key), fleet.is_some());
+            shared.refund(op);
             return;
         }
         let _ = held;
-        if let Some((table, key)) = permit {
-            self.local.slot_give(table, key);
-        }
-        if let Some(table) = fleet {
-            self.local.slot_give(table, 0);
+        match *op {
+            Op::Gcra {
+                table,
+                key,
+                increment,
+                ..
+            } => {
+                let _ = self.local.gcra_refund(table, key, increment);
+            }
+            Op::Window {
+                table, key, rule, ..
+            } => {
+                let _ = self.local.window_refund(table, key, unix, &rule);
+            }
+            Op::Slot { .. } => {}
         }
     }
 
-    /// Counts a failed response against failure quotas `quotas` (index, key, rule) in the
-    /// shared store, when its request was decided there (`held`); false when it was decided
-    /// here (the caller counts it in the local store, as of its own clock).
+    /// Gives back, once its request is done, a slot of `key` in `table` held as `held`: in
+    /// the shared store, or here.
+    #[inline]
+    pub(crate) fn release(&self, held: Held, table: Table, key: u64) {
+        #[cfg(feature = "redis")]
+        if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
+            shared.release(held.0, table, key);
+            return;
+        }
+        let _ = held;
+        self.local.slot_give(table, key);
+    }
+
+    /// Counts a failed response against the windows `windows` in the shared store, when its
+    /// request was decided there (`held`); false when it was decided here (the caller counts
+    /// it in the local store, as of its own clock).
     pub(crate) fn count_failures_shared(
         &self,
         held: Held,
-        quotas: impl Iterator<Item = (usize, u64, WindowRule)>,
+        windows: impl Iterator<Item = Op>,
     ) -> bool {
         #[cfg(feature = "redis")]
         if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
-            for (index, key, rule) in quotas {
-                shared.count_failure(index, key, rule);
+            for op in windows {
+                shared.count_failure(op);
             }
             return true;
         }
-        let _ = (held, quotas);
+        let _ = (held, windows);
         false
     }
 

@@ -303,11 +303,7 @@ mod tests {
     const POOL: Table = Table::new(3);
 
     fn sized(keys: usize, slot_keys: usize) -> MemoryStore {
-        let spec = |id, kind, keys| TableSpec {
-            table: Table::new(id),
-            kind,
-            keys,
-        };
+        let spec = |id, kind, keys| TableSpec::new(Table::new(id), kind, keys);
         MemoryStore::with_tables(&[
             spec(0, TableKind::Gcra, keys),
             spec(1, TableKind::Window, keys),

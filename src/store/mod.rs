@@ -16,12 +16,18 @@ pub mod redis;
 pub(crate) mod redis;
 pub(crate) mod table;
 
-pub(crate) use answer::{Answer, Part, RateAnswer};
+pub(crate) use answer::{Answer, Replies};
 pub(crate) use ask::MAX_QUOTAS;
-#[cfg(not(feature = "redis-internals"))]
-pub(crate) use ask::{BucketAsk, ClientAsk, QuotaAsk, SlotsAsk};
+// The ask and the replies are public with `redis-internals`, for `bench redis` and the
+// scripts' tests, which speak to the Redis store directly.
+#[cfg(all(feature = "redis", not(feature = "redis-internals")))]
+pub(crate) use answer::Reply;
 #[cfg(feature = "redis-internals")]
-pub use ask::{BucketAsk, ClientAsk, QuotaAsk, SlotsAsk};
+pub use answer::Reply;
+#[cfg(feature = "redis-internals")]
+pub use ask::{Ask, Group, Op};
+#[cfg(not(feature = "redis-internals"))]
+pub(crate) use ask::{Ask, Op};
 #[cfg(feature = "redis")]
 pub(crate) use hybrid::HybridStore;
 pub(crate) use keyed::{Held, Keyed};
@@ -33,6 +39,7 @@ pub(crate) use unanswered::Unanswered;
 
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
+use std::borrow::Cow;
 
 /// Why a store could not answer; the limiter fails open.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -145,12 +152,36 @@ pub enum TableKind {
     Pool,
 }
 
-/// A table as a store is asked to keep it: its kind and the keys it is sized for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TableSpec {
-    pub(crate) table: Table,
-    pub(crate) kind: TableKind,
-    pub(crate) keys: usize,
+/// A table as a limiter keeps it (`Limiter::tables`): its kind, the keys the in-memory store
+/// sizes it for, and its name in a shared store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSpec {
+    /// Its id.
+    pub table: Table,
+    /// What it holds.
+    pub kind: TableKind,
+    /// Keys the in-memory store keeps at most.
+    pub keys: usize,
+    /// Its name in Redis: a key is `{prefix}{tag}:{name}` (`:{key}` after it when the key
+    /// is not its own hash tag); a pool's is `{prefix}{name}`, hash tag included.
+    pub name: Cow<'static, str>,
+    /// Whether it lives in the client's hash in Redis (`{prefix}{client}:client`): a client's
+    /// own bucket (field `t`) and its slots (a field each), read and written together. At
+    /// most one bucket table and one slots table may.
+    pub client: bool,
+}
+
+impl TableSpec {
+    /// A table of `kind` sized for `keys`, named `t{id}` in Redis, outside the client's hash.
+    pub fn new(table: Table, kind: TableKind, keys: usize) -> Self {
+        Self {
+            table,
+            kind,
+            keys,
+            name: format!("t{}", table.id()).into(),
+            client: false,
+        }
+    }
 }
 
 /// The per-key operations of the limiters: what [`MemoryStore`] does in process, and what a

@@ -9,7 +9,7 @@ pub use settings::ConcurrentRequestsConfig;
 
 use super::Problem;
 use super::{Check, LimiterError, LimiterName, RejectStatus, Rejection};
-use crate::store::{Answer, Held, KeyedHandle, Table, TableKind, TableSpec};
+use crate::store::{Answer, Ask, Held, KeyedHandle, Op, Table, TableKind, TableSpec};
 
 /// Its table: the permits taken per client key.
 pub(crate) const PERMITS: Table = LimiterName::ConcurrentRequests.table(0);
@@ -47,9 +47,20 @@ impl<S: KeyedHandle> ConcurrencyPermit<'_, S> {
 impl<S: KeyedHandle> Drop for ConcurrencyPermit<'_, S> {
     fn drop(&mut self) {
         if let Some(owner) = self.owner {
-            owner.keyed().release(self.held, Some((PERMITS, self.key)), None);
+            owner.keyed().release(self.held, PERMITS, self.key);
         }
     }
+}
+
+/// What a request of client `key` asks of the keyed store for this limiter, as its group of
+/// `ask` (`enforced`: its refusal stops the request): one of its `max_in_flight` permits.
+pub fn plan_ask(c: &ConcurrentRequestsConfig, key: u64, enforced: bool, ask: &mut Ask) {
+    ask.begin(LimiterName::ConcurrentRequests as u8, enforced, 0);
+    ask.push(Op::Slot {
+        table: PERMITS,
+        key,
+        max: u64::from(c.max_in_flight),
+    });
 }
 
 /// Decides on the store's `answer` for `key`'s permit: the permit (owned by `owner`'s keyed
@@ -57,11 +68,11 @@ impl<S: KeyedHandle> Drop for ConcurrencyPermit<'_, S> {
 pub fn decide<'a, S: KeyedHandle>(
     c: &ConcurrentRequestsConfig,
     owner: &'a S,
-    answer: &mut Answer<'_>,
+    (ask, answer): (&Ask, &mut Answer<'_>),
     key: u64,
     tier: Tier,
 ) -> Result<Check<ConcurrencyPermit<'a, S>>, LimiterError> {
-    let (room, taken) = answer.take_permit()?;
+    let (room, taken) = answer.take_slot(ask, LimiterName::ConcurrentRequests as u8)?;
     if room {
         return Ok(Check::Allowed(ConcurrencyPermit {
             owner: taken.then_some(owner),
@@ -91,6 +102,9 @@ impl super::Limiter for ConcurrentRequestsConfig {
             table: PERMITS,
             kind: TableKind::Slots,
             keys: self.max_keys,
+            // A field each in the client's hash in Redis.
+            name: "client".into(),
+            client: true,
         }]
     }
     const NAME: LimiterName = LimiterName::ConcurrentRequests;

@@ -8,7 +8,7 @@ pub use settings::FleetUsageConfig;
 
 use super::Problem;
 use super::{Check, LimiterError, LimiterName, RejectStatus, Rejection};
-use crate::store::{Answer, Held, KeyedHandle, Table, TableKind, TableSpec};
+use crate::store::{Answer, Ask, Held, KeyedHandle, Op, Table, TableKind, TableSpec};
 
 /// Its table: the pool of non-critical slots (one count, whatever the key).
 pub(crate) const SLOTS: Table = LimiterName::FleetUsage.table(0);
@@ -42,9 +42,21 @@ impl<S: KeyedHandle> FleetPermit<'_, S> {
 impl<S: KeyedHandle> Drop for FleetPermit<'_, S> {
     fn drop(&mut self) {
         if let Some(owner) = self.owner {
-            owner.keyed().release(self.held, None, Some(SLOTS));
+            owner.keyed().release(self.held, SLOTS, 0);
         }
     }
+}
+
+/// What a non-critical request asks of the keyed store for this limiter, as its group of
+/// `ask` (`enforced`: its refusal stops the request): one slot of the pool, under
+/// `(1 - reserved) × capacity`. (Critical requests are never counted: they ask nothing.)
+pub fn plan_ask(c: &FleetUsageConfig, enforced: bool, ask: &mut Ask) {
+    ask.begin(LimiterName::FleetUsage as u8, enforced, 0);
+    ask.push(Op::Slot {
+        table: SLOTS,
+        key: 0,
+        max: c.non_critical_limit(),
+    });
 }
 
 /// Decides on the store's `answer` for a non-critical request's slot (`None` for a critical
@@ -52,13 +64,13 @@ impl<S: KeyedHandle> Drop for FleetPermit<'_, S> {
 pub fn decide<'a, S: KeyedHandle>(
     c: &FleetUsageConfig,
     owner: &'a S,
-    answer: &mut Answer<'_>,
+    (ask, answer): (&Ask, &mut Answer<'_>),
     tier: Tier,
 ) -> Result<Check<Option<FleetPermit<'a, S>>>, LimiterError> {
     if tier == Tier::Critical {
         return Ok(Check::Allowed(None));
     }
-    let (room, taken) = answer.take_fleet_slot()?;
+    let (room, taken) = answer.take_slot(ask, LimiterName::FleetUsage as u8)?;
     if room {
         return Ok(Check::Allowed(Some(FleetPermit {
             owner: taken.then_some(owner),
@@ -86,6 +98,9 @@ impl super::Limiter for FleetUsageConfig {
             table: SLOTS,
             kind: TableKind::Pool,
             keys: 1,
+            // One sorted set for the fleet, a member per slot.
+            name: "{fleet}:in_flight".into(),
+            client: false,
         }]
     }
 

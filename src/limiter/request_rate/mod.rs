@@ -15,8 +15,7 @@ pub use settings::{
 use super::Problem;
 use super::{Check, LimiterName, RatePolicy, RejectStatus, Rejection, Request};
 use crate::math::gcra::Charge;
-use crate::math::window::WindowRule;
-use crate::store::{BucketAsk, ClientAsk, Held, Keyed, QuotaAsk, RateAnswer, Store, StoreError};
+use crate::store::{Ask, Held, Keyed, Op, Replies, Store, StoreError};
 use crate::store::{Table, TableKind, TableSpec, MAX_QUOTAS};
 use std::time::Duration;
 
@@ -99,11 +98,29 @@ pub struct RateAdmit {
     pub ticket: RateTicket,
 }
 
-/// The buckets one request is charged in, and the plan of its own.
+/// The buckets one request is charged in ([`Op::Gcra`]), and the plan of its own.
 struct Charges {
     plan: usize,
-    bucket: BucketAsk,
-    ceiling: Option<BucketAsk>,
+    bucket: Op,
+    ceiling: Option<Op>,
+}
+
+/// The word request_rate keeps in its group: the plan and whether the bucket is elastic.
+fn memo(plan: usize, elastic: bool) -> u32 {
+    (plan as u32 & 0xffff) | (u32::from(elastic) << 16)
+}
+
+/// The plan and elasticity a [`memo`] keeps.
+fn unmemo(memo: u32) -> (u16, bool) {
+    ((memo & 0xffff) as u16, memo >> 16 != 0)
+}
+
+/// The increment of a bucket operation.
+fn increment(op: &Op) -> u64 {
+    match op {
+        Op::Gcra { increment, .. } => *increment,
+        _ => 0,
+    }
 }
 
 /// Whole seconds in `us` microseconds, rounded up.
@@ -123,23 +140,23 @@ fn ceiling_key(ip: u64) -> u64 {
 }
 
 impl RateRules {
-    /// Decides one request on the store's answer `rate` to `ask` (what
-    /// [`ask`](Self::ask) planned for it), checked at `at`. A refused request took nothing
-    /// (its ticket is empty); an admitted one's ticket holds what the store kept, to give back
+    /// Decides one request on the store's replies `rate` to its group (what
+    /// [`plan_ask`](Self::plan_ask) asked), checked at `at`. A refused request took nothing (its
+    /// ticket is empty); an admitted one's ticket holds what the store kept, to give back
     /// if a later limiter refuses it.
     pub fn decide(
         &self,
-        rate: &RateAnswer,
-        ask: &ClientAsk,
+        rate: Replies<'_>,
         req: &Request<'_>,
         at: CheckTime,
     ) -> Result<Check<RateAdmit, RateStatus>, StoreError> {
         let now = at.mono;
         let unanswered = || StoreError::Failed("the store did not answer for request_rate".into());
         let written = rate.written();
+        let (plan, elastic) = unmemo(rate.memo());
         let mut status = RateStatus {
-            plan: ask.plan,
-            elastic: ask.elastic,
+            plan,
+            elastic,
             at: now,
             ..RateStatus::default()
         };
@@ -155,8 +172,14 @@ impl RateRules {
             retry_after: Duration::from_micros(retry_us),
             policy,
         };
-        // The per-IP ceiling first, when there is one.
-        let (ceiling, bucket) = match ask.buckets.as_slice() {
+        // The per-IP ceiling first, when there is one; then the client's bucket, then the
+        // quotas.
+        let ops = rate.ops();
+        let buckets = ops
+            .iter()
+            .take_while(|op| matches!(op, Op::Gcra { .. }))
+            .count();
+        let (ceiling, bucket) = match &ops[..buckets] {
             [bucket] => (None, bucket),
             [ceiling, bucket] => (Some(ceiling), bucket),
             _ => return Err(unanswered()),
@@ -172,29 +195,32 @@ impl RateRules {
                 Charge::Allowed { tat } => {
                     status.ip_tat = tat;
                     if written {
-                        ticket.ip_increment = ceiling.increment;
+                        ticket.ip_increment = increment(ceiling);
                     }
                 }
             }
         }
-        let own = usize::from(ceiling.is_some());
-        let charged_tat = match rate.charge(own, now).ok_or_else(unanswered)? {
+        let charged_tat = match rate.charge(buckets - 1, now).ok_or_else(unanswered)? {
             Charge::Allowed { tat } => tat,
             Charge::Denied { tat, wait } => {
-                let params = self.bucket(usize::from(ask.plan), ask.elastic);
+                let params = self.bucket(usize::from(plan), elastic);
                 let rejection = reject(params.retry_after(wait), None);
                 return Ok(Check::Rejected(rejection, status.with_tat(tat)));
             }
         };
         if written {
-            ticket.increment = bucket.increment;
+            ticket.increment = increment(bucket);
         }
         status.tat = charged_tat;
         // The bucket as it reads if this request's charge is given back.
-        let refunded = charged_tat.saturating_sub(bucket.increment);
-        for (j, quota) in ask.quotas.iter().enumerate() {
-            let check = rate.quota(j).ok_or_else(unanswered)?;
-            let i = quota.index;
+        let refunded = charged_tat.saturating_sub(increment(bucket));
+        let first_quota = quota_table(0).id();
+        for (j, op) in ops.iter().enumerate().skip(buckets) {
+            let Op::Window { table, count, .. } = *op else {
+                return Err(unanswered());
+            };
+            let check = rate.window(j).ok_or_else(unanswered)?;
+            let i = table.id() - first_quota;
             if status.reported < REPORTED_QUOTAS as u8 {
                 let remaining = u16::try_from(check.remaining).unwrap_or(u16::MAX);
                 status.quotas[status.reported as usize] =
@@ -205,7 +231,7 @@ impl RateRules {
                 let rejection = reject(check.retry, Some(RatePolicy::Quota(i as u8)));
                 return Ok(Check::Rejected(rejection, status.with_tat(refunded)));
             }
-            if !quota.count {
+            if !count {
                 ticket.failures |= 1 << i;
             } else if written {
                 ticket.counted |= 1 << i;
@@ -228,14 +254,11 @@ impl RateRules {
         at: CheckTime,
         elastic: bool,
     ) -> Result<Check<RateAdmit, RateStatus>, StoreError> {
-        let mut ask = ClientAsk {
-            rate_enforced: true,
-            ..ClientAsk::default()
-        };
-        self.ask(req, elastic, &mut ask);
+        let mut ask = Ask::default();
+        self.plan_ask(req, elastic, true, &mut ask);
         let mut answer = crate::store::Answer::new(keyed);
         answer.answer_here(&ask, (at.mono, at.unix), &mut None);
-        self.decide(answer.rate()?, &ask, req, at)
+        self.decide(answer.replies(&ask, LimiterName::RequestRate as u8)?, req, at)
     }
 
     /// The buckets a request is charged in: its plan's (widened while `elastic`) and the
@@ -245,7 +268,7 @@ impl RateRules {
         let plan = self.plan(req.plan);
         let bucket = self.bucket(plan, elastic);
         let cost = self.cost(plan, req.method, req.path);
-        let ceiling = self.per_ip.as_ref().map(|ceiling| BucketAsk {
+        let ceiling = self.per_ip.as_ref().map(|ceiling| Op::Gcra {
             table: BUCKETS,
             key: ceiling_key(req.ip),
             tag: req.ip,
@@ -255,7 +278,7 @@ impl RateRules {
         });
         Charges {
             plan,
-            bucket: BucketAsk {
+            bucket: Op::Gcra {
                 table: BUCKETS,
                 key: req.key,
                 tag: req.key,
@@ -285,57 +308,75 @@ impl RateRules {
     }
 
     /// What a request asks of the keyed store for this limiter (`elastic`: the server has
-    /// room to spare): the buckets (ceiling first) and the quotas that apply, in that order,
-    /// and the plan they are of.
-    pub fn ask(&self, req: &Request<'_>, elastic: bool, ask: &mut ClientAsk) {
+    /// room to spare), as its group of `ask` (`enforced`: its refusal stops the request):
+    /// the buckets (ceiling first), then the quotas that apply, each a window in its own
+    /// table; the group keeps the plan the bucket is of.
+    pub fn plan_ask(&self, req: &Request<'_>, elastic: bool, enforced: bool, ask: &mut Ask) {
         let Charges {
             plan,
             bucket,
             ceiling,
         } = self.charges(req, elastic);
-        ask.plan = plan as u16;
-        ask.elastic = elastic;
+        ask.begin(LimiterName::RequestRate as u8, enforced, memo(plan, elastic));
         if let Some(ceiling) = ceiling {
-            ask.buckets.push(ceiling);
+            ask.push(ceiling);
         }
-        ask.buckets.push(bucket);
-        ask.quotas
-            .extend(self.applying(req).map(|(index, q, key)| QuotaAsk {
+        ask.push(bucket);
+        for (index, q, key) in self.applying(req) {
+            ask.push(Op::Window {
                 table: quota_table(index),
-                index,
                 key,
                 rule: q.rule,
                 count: q.count == QuotaCount::Requests,
-            }));
+            });
+        }
     }
 
-    /// The failure quotas `ticket` is counted against if its response fails: (index, key,
-    /// rule).
-    pub fn failure_quotas<'s>(
+    /// The failure quotas `ticket` is counted against if its response fails, as the
+    /// windows to count it in.
+    pub(crate) fn failure_quotas<'s>(
         &'s self,
         ticket: &'s RateTicket,
-    ) -> impl Iterator<Item = (usize, u64, WindowRule)> + 's {
+    ) -> impl Iterator<Item = Op> + 's {
         self.quotas
             .iter()
             .enumerate()
             .filter(|(i, _)| ticket.failures & (1 << i) != 0)
-            .map(|(i, q)| (i, self.quota_key(q, ticket), q.rule))
+            .map(|(i, q)| Op::Window {
+                table: quota_table(i),
+                key: self.quota_key(q, ticket),
+                rule: q.rule,
+                count: true,
+            })
     }
 
     /// Gives back what `ticket` took, held as `held` in `keyed` (a later limiter rejected
     /// the request).
     pub fn refund(&self, keyed: &Keyed, held: Held, ticket: &RateTicket, at: CheckTime) {
+        let bucket = |key: u64, tag: u64, increment: u64| Op::Gcra {
+            table: BUCKETS,
+            key,
+            tag,
+            increment,
+            tolerance: 0,
+        };
         if ticket.increment > 0 {
-            keyed.refund_bucket(held, (BUCKETS, ticket.key, ticket.key), ticket.increment);
+            let own = bucket(ticket.key, ticket.key, ticket.increment);
+            keyed.refund(held, &own, at.unix);
         }
         if ticket.ip_increment > 0 {
-            let key = ceiling_key(ticket.ip);
-            keyed.refund_bucket(held, (BUCKETS, ticket.ip, key), ticket.ip_increment);
+            let ceiling = bucket(ceiling_key(ticket.ip), ticket.ip, ticket.ip_increment);
+            keyed.refund(held, &ceiling, at.unix);
         }
         for (i, quota) in self.quotas.iter().enumerate() {
             if ticket.counted & (1 << i) != 0 {
-                let key = self.quota_key(quota, ticket);
-                keyed.refund_quota(held, (quota_table(i), i, key), at.unix, &quota.rule);
+                let window = Op::Window {
+                    table: quota_table(i),
+                    key: self.quota_key(quota, ticket),
+                    rule: quota.rule,
+                    count: true,
+                };
+                keyed.refund(held, &window, at.unix);
             }
         }
     }
@@ -343,8 +384,13 @@ impl RateRules {
     /// Counts a failed response against the failure quotas the request matched; `unix_now`
     /// in µs since the Unix epoch.
     pub fn record_failure(&self, store: &dyn Store, ticket: &RateTicket, unix_now: u64) {
-        for (i, key, rule) in self.failure_quotas(ticket) {
-            let _ = store.window(quota_table(i), key, unix_now, &rule, true);
+        for op in self.failure_quotas(ticket) {
+            if let Op::Window {
+                table, key, rule, ..
+            } = op
+            {
+                let _ = store.window(table, key, unix_now, &rule, true);
+            }
         }
     }
 
@@ -377,15 +423,21 @@ impl super::Limiter for RequestRateConfig {
     const TABLES: u8 = 1 + MAX_QUOTAS as u8;
 
     fn tables(&self) -> Vec<TableSpec> {
+        // A client's own bucket lives in its hash in Redis (with its permits); a per-IP
+        // ceiling under `{ip}:rate:{key}`; a quota's window under `{key}:quota:{index}`.
         let bucket = TableSpec {
             table: BUCKETS,
             kind: TableKind::Gcra,
             keys: self.max_keys,
+            name: "rate".into(),
+            client: true,
         };
         let quotas = (0..self.quotas.len()).map(|i| TableSpec {
             table: quota_table(i),
             kind: TableKind::Window,
             keys: self.max_keys,
+            name: format!("quota:{i}").into(),
+            client: false,
         });
         std::iter::once(bucket).chain(quotas).collect()
     }

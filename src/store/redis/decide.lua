@@ -1,40 +1,32 @@
--- brownout: one request's shared limiters in one atomic step on the Redis server's clock:
--- request_rate (GCRA buckets, then window quotas), concurrent_requests (the client's permits)
--- and fleet_usage (the fleet's set of non-critical slots), in the chain's order.
--- The arithmetic is that of src/math/gcra.rs and src/math/window.rs. An enforced refusal
--- stops the script with nothing written (a refused request takes nothing); a refusal in dark
--- mode writes nothing for that limiter and goes on. Times are whole µs, written with '%d'.
+-- brownout: one request's per-key operations in one atomic step on the Redis server's clock,
+-- in the order asked, whatever limiters asked them: GCRA buckets, window counters and counted
+-- slots, grouped by limiter. The arithmetic is that of src/math/gcra.rs and
+-- src/math/window.rs. A refusal stops its group, and nothing of the group is written; an
+-- enforced group's refusal stops the script with nothing written at all (a refused request
+-- takes nothing); a refusal in dark mode goes on to the next group. Writes wait until every
+-- group is decided. Times are whole µs, written with '%d'.
 --
--- A client's own bucket and its permits share one hash (`{client}:client`; an IP's own
--- bucket likewise, `{ip}:client`): field `t` is the bucket's TAT (0: full; present whenever
--- the hash is), every other field a permit, valued when it was taken. So a request reads the
--- pair with HGET and HLEN and writes both with one HSET. Permits older than the TTL (their
--- server died) are swept when the client looks full; the hash expires once both its bucket
--- would be full again and its newest permit is past the TTL (an expiry is only ever moved
--- later). The fleet's slots are members of a sorted set scored by when they were taken,
--- swept the same way.
+-- A client's own bucket and its slots share one hash (`{client}:client`): field `t` is the
+-- bucket's TAT (0: full; present whenever the hash is), every other field a slot, valued
+-- when it was taken. So a request reads the pair with HGET and HLEN and writes both with one
+-- HSET. Slots older than the TTL (their server died) are swept when the client looks full;
+-- the hash expires once both its bucket would be full again and its newest slot is past the
+-- TTL (an expiry is only ever moved later). A pool's slots (the fleet's) are members of one
+-- sorted set scored by when they were taken, swept the same way; a key's slots in a table of
+-- their own likewise, in a set that expires with its newest member.
 --
--- KEYS: the buckets (nb; the client's own is its hash), the quota counters (nq), the client's
---       hash if a permit is asked, the fleet's slot set if asked.
--- ARGV: nb, nq, in_flight (0|1), rate_enforced, in_flight_enforced, at_us (0: the server's
---       clock; else decide as of this time, for tests and replays), fleet (0|1),
---       fleet_enforced, member, ttl_us;
---       per bucket: increment_us, tolerance_us, hashed (1: field t of a client's hash);
---       per quota: sliding (0|1), limit, window_us, count_it (0|1);
---       then the permit limit if in_flight, the fleet limit if fleet.
--- Reply: now_us, refused_by (0, or the 1-based bucket/quota that refused),
---        in_flight (1 taken, 0 refused, -1 not asked), fleet (likewise), written (1 if
---        the script wrote what passed, 0 if an enforced refusal stopped it);
---        per bucket: state (1 allowed, 0 refused, -1 not evaluated), tat_us, wait_us;
---        per quota: state, remaining, reset_us, retry_us.
-local out = {}
-local function push(a, b, c, d)
-  out[#out + 1] = a
-  out[#out + 1] = b
-  out[#out + 1] = c
-  if d then out[#out + 1] = d end
-end
-
+-- KEYS: one per operation.
+-- ARGV: at_us (0: the server's clock; else decide as of this time, for tests and replays),
+--       member, ttl_us, groups;
+--       per group: enforced (0|1), operations;
+--       per operation a letter and its arguments:
+--         'h' | 'b', increment_us, tolerance_us   a bucket (in the client's hash | its own key)
+--         'w', sliding, limit, window_us, count   a window (counted if count is 1)
+--         'p' | 'z' | 's', max                    a slot (client's hash | pool | own set)
+-- Reply: now_us, written (1 if the script wrote what passed, 0 if an enforced refusal
+--        stopped it); per group: 1 passed, 0 refused, -1 not reached; per operation four
+--        numbers: state (1 passed, 0 refused, -1 not evaluated), then
+--        a bucket: tat_us, wait_us, 0; a window: remaining, reset_us, retry_us; a slot: 0, 0, 0.
 local function window_retry(sliding, limit, w, elapsed, cur, prev)
   local to_end = w - elapsed
   if not sliding then return to_end end
@@ -47,105 +39,39 @@ local function window_retry(sliding, limit, w, elapsed, cur, prev)
   return to_end + math.ceil(math.max(needed, 0))
 end
 
-local nb, nq = tonumber(ARGV[1]), tonumber(ARGV[2])
-local in_flight, fleet = ARGV[3] == '1', ARGV[7] == '1'
-local rate_enforced, in_flight_enforced = ARGV[4] == '1', ARGV[5] == '1'
-local fleet_enforced = ARGV[8] == '1'
-local member, ttl = ARGV[9], tonumber(ARGV[10])
-local now = tonumber(ARGV[6])
+local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-out[1], out[2], out[3], out[4], out[5] = now, 0, -1, -1, 0
-local writes = {}
-local refused = 0
-local a = 11
+local member, ttl, ngroups = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local out = {now, 0}
+local sizes, enforced = {}, {}
+local a = 5
+for g = 1, ngroups do
+  enforced[g], sizes[g] = ARGV[a] == '1', tonumber(ARGV[a + 1])
+  out[2 + g] = -1
+  a = a + 2
+end
+local base = 2 + ngroups
+for i = 1, #KEYS do
+  local o = base + 4 * (i - 1)
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = -1, 0, 0, 0
+end
+
 -- The clients' hashes this request reads: per key, whether it exists, its bucket's new TAT
--- and whether a permit is taken in it.
+-- and whether a slot is taken in it.
 local hashes = {}
 local function hash(key)
   local h = hashes[key]
   if not h then
-    h = {exists = false, tat = nil, permit = false}
+    h = {exists = false, tat = nil, slot = false}
     hashes[key] = h
   end
   return h
 end
 
-for i = 1, nb do
-  local inc, tol, hashed = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2] == '1'
-  a = a + 3
-  if refused == 0 then
-    local tat
-    if hashed then
-      local t = redis.call('HGET', KEYS[i], 't')
-      hash(KEYS[i]).exists = t ~= false
-      tat = tonumber(t or '0') or 0
-    else
-      tat = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
-    end
-    local nxt = math.max(tat, now) + inc
-    local ahead = nxt - now
-    if ahead <= tol then
-      push(1, nxt, 0)
-      if hashed then
-        hash(KEYS[i]).tat = nxt
-      else
-        writes[#writes + 1] = {KEYS[i], string.format('%d', nxt), string.format('%d', math.floor((nxt - now) / 1000) + 1)}
-      end
-    else
-      push(0, tat, ahead - tol)
-      refused = i
-    end
-  else
-    push(-1, 0, 0)
-  end
-end
-
-for j = 1, nq do
-  local sliding, limit = ARGV[a] == '1', tonumber(ARGV[a + 1])
-  local window, count_it = tonumber(ARGV[a + 2]), ARGV[a + 3] == '1'
-  a = a + 4
-  if refused == 0 then
-    local key = KEYS[nb + j]
-    local id = math.floor(now / window)
-    local elapsed = now - id * window
-    local cur, prev = 0, 0
-    local x, y, z = string.match(redis.call('GET', key) or '', '^(%d+) (%d+) (%d+)$')
-    if x then
-      local seen = tonumber(x)
-      if seen == id then
-        cur, prev = tonumber(y), tonumber(z)
-      elseif seen == id - 1 then
-        prev = tonumber(y)
-      end
-    end
-    local estimate = cur
-    if sliding then estimate = prev * (1 - elapsed / window) + cur end
-    local allowed = estimate + 1 <= limit + 1e-9
-    local counted = allowed and count_it
-    local used = estimate
-    if counted then
-      cur = cur + 1
-      used = used + 1
-      writes[#writes + 1] = {key, string.format('%d %d %d', id, cur, prev), string.format('%d', math.floor(2 * window / 1000))}
-    end
-    local retry = 0
-    if not allowed then
-      retry = window_retry(sliding, limit, window, elapsed, cur, prev)
-      refused = nb + j
-    end
-    push(allowed and 1 or 0, math.floor(math.max(limit - used, 0)), window - elapsed, retry)
-  else
-    push(-1, 0, 0, 0)
-  end
-end
-
-out[2] = refused
-if refused ~= 0 and rate_enforced then return out end
-
--- Whether the fleet's set has room for one more of `max` members (taken at the end if all
+-- Whether a sorted set has room for one more of `max` members (taken at the end if all
 -- passes). Stale members only matter when the set looks full: only then are they swept.
 local function room(key, max)
   if redis.call('ZCARD', key) < max then return true end
@@ -153,8 +79,8 @@ local function room(key, max)
   return redis.call('ZCARD', key) < max
 end
 
--- Whether the client's hash has room for one more of `max` permits (field `t` is not one).
--- Likewise, stale permits are swept only when it looks full.
+-- Whether the client's hash has room for one more of `max` slots (field `t` is not one).
+-- Likewise, stale slots are swept only when it looks full.
 local function client_room(key, max)
   local n = redis.call('HLEN', key)
   hash(key).exists = n > 0
@@ -179,46 +105,124 @@ local function client_room(key, max)
   return n < max
 end
 
-local k = nb + nq
-local client, fleet_key = nil, nil
-if in_flight then
-  k = k + 1
-  if client_room(KEYS[k], tonumber(ARGV[a])) then
-    out[3] = 1
-    client = KEYS[k]
-  else
-    out[3] = 0
-    if in_flight_enforced then return out end
+-- What the groups that passed write, once every group is decided: {what, key, ...}.
+local writes = {}
+local i = 0
+for g = 1, ngroups do
+  local passed = true
+  local mine = {}
+  for _ = 1, sizes[g] do
+    i = i + 1
+    local kind, key, o = ARGV[a], KEYS[i], base + 4 * (i - 1)
+    if kind == 'h' or kind == 'b' then
+      local inc, tol = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+      a = a + 3
+      if passed then
+        local tat
+        if kind == 'h' then
+          local t = redis.call('HGET', key, 't')
+          hash(key).exists = t ~= false
+          tat = tonumber(t or '0') or 0
+        else
+          tat = tonumber(redis.call('GET', key) or '0') or 0
+        end
+        local nxt = math.max(tat, now) + inc
+        local ahead = nxt - now
+        if ahead <= tol then
+          out[o + 1], out[o + 2] = 1, nxt
+          if kind == 'h' then
+            mine[#mine + 1] = {'tat', key, nxt}
+          else
+            mine[#mine + 1] = {'set', key, string.format('%d', nxt), string.format('%d', math.floor((nxt - now) / 1000) + 1)}
+          end
+        else
+          out[o + 1], out[o + 2], out[o + 3] = 0, tat, ahead - tol
+          passed = false
+        end
+      end
+    elseif kind == 'w' then
+      local sliding, limit = ARGV[a + 1] == '1', tonumber(ARGV[a + 2])
+      local window, count_it = tonumber(ARGV[a + 3]), ARGV[a + 4] == '1'
+      a = a + 5
+      if passed then
+        local id = math.floor(now / window)
+        local elapsed = now - id * window
+        local cur, prev = 0, 0
+        local x, y, z = string.match(redis.call('GET', key) or '', '^(%d+) (%d+) (%d+)$')
+        if x then
+          local seen = tonumber(x)
+          if seen == id then
+            cur, prev = tonumber(y), tonumber(z)
+          elseif seen == id - 1 then
+            prev = tonumber(y)
+          end
+        end
+        local estimate = cur
+        if sliding then estimate = prev * (1 - elapsed / window) + cur end
+        local allowed = estimate + 1 <= limit + 1e-9
+        local used = estimate
+        if allowed and count_it then
+          cur = cur + 1
+          used = used + 1
+          mine[#mine + 1] = {'set', key, string.format('%d %d %d', id, cur, prev), string.format('%d', math.floor(2 * window / 1000))}
+        end
+        local retry = 0
+        if not allowed then
+          retry = window_retry(sliding, limit, window, elapsed, cur, prev)
+          passed = false
+        end
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed and 1 or 0, math.floor(math.max(limit - used, 0)), window - elapsed, retry
+      end
+    else
+      local max = tonumber(ARGV[a + 1])
+      a = a + 2
+      if passed then
+        local free
+        if kind == 'p' then free = client_room(key, max) else free = room(key, max) end
+        if free then
+          out[o + 1] = 1
+          mine[#mine + 1] = {kind, key}
+        else
+          out[o + 1] = 0
+          passed = false
+        end
+      end
+    end
   end
-  a = a + 1
-end
-if fleet then
-  k = k + 1
-  if room(KEYS[k], tonumber(ARGV[a])) then
-    out[4] = 1
-    fleet_key = KEYS[k]
-  else
-    out[4] = 0
-    if fleet_enforced then return out end
+  out[2 + g] = passed and 1 or 0
+  if not passed and enforced[g] then return out end
+  if passed then
+    for _, w in ipairs(mine) do writes[#writes + 1] = w end
   end
 end
 
-out[5] = 1
-if refused == 0 then
-  for _, w in ipairs(writes) do redis.call('SET', w[1], w[2], 'PX', w[3]) end
-end
+out[2] = 1
 local at = string.format('%d', now)
-if client then hash(client).permit = true end
--- Each client's hash in one HSET: its bucket's TAT (when every bucket and quota passed) and its
--- permit. It lives until its bucket would be full again and past its newest permit's TTL,
--- never less than it had. Numbers go to Redis as strings (Lua's own conversion is slower).
+for _, w in ipairs(writes) do
+  local what, key = w[1], w[2]
+  if what == 'set' then
+    redis.call('SET', key, w[3], 'PX', w[4])
+  elseif what == 'tat' then
+    hash(key).tat = w[3]
+  elseif what == 'p' then
+    hash(key).slot = true
+  elseif what == 'z' then
+    redis.call('ZADD', key, at, member)
+  else
+    redis.call('ZADD', key, at, member)
+    redis.call('PEXPIRE', key, string.format('%d', math.floor(ttl / 1000) + 1))
+  end
+end
+-- Each client's hash in one HSET: its bucket's TAT (when its group passed) and its slot. It
+-- lives until its bucket would be full again and past its newest slot's TTL, never less than
+-- it had. Numbers go to Redis as strings (Lua's own conversion is slower).
 for key, h in pairs(hashes) do
-  local tat = refused == 0 and h.tat
-  if tat or h.permit then
+  local tat = h.tat
+  if tat or h.slot then
     local keep = 0
     if tat then
       keep = math.floor((tat - now) / 1000) + 1
-      if h.permit then
+      if h.slot then
         redis.call('HSET', key, 't', string.format('%d', tat), member, at)
       else
         redis.call('HSET', key, 't', string.format('%d', tat))
@@ -228,7 +232,7 @@ for key, h in pairs(hashes) do
     else
       redis.call('HSET', key, 't', '0', member, at)
     end
-    if h.permit then keep = math.max(keep, math.floor(ttl / 1000) + 1) end
+    if h.slot then keep = math.max(keep, math.floor(ttl / 1000) + 1) end
     if h.exists then
       redis.call('PEXPIRE', key, string.format('%d', keep), 'GT')
     else
@@ -236,6 +240,4 @@ for key, h in pairs(hashes) do
     end
   end
 end
--- The fleet's set is one key, deleted by Redis when empty.
-if fleet_key then redis.call('ZADD', fleet_key, at, member) end
 return out

@@ -4,24 +4,21 @@
 //! later limiter refused the request) goes to Redis through the store's undo queue; only what
 //! the script wrote is given back.
 
-use super::script::ClientAsk;
 use super::{RedisStore, SharedAnswer};
-use crate::store::{Answer, Held, Keyed, RateAnswer, StoreError, Unanswered};
+use crate::store::{Answer, Ask, Held, Keyed, StoreError, Unanswered};
 use std::sync::Arc;
 
 impl SharedAnswer {
     /// The reply as an answer to `ask`, on `keyed`, whose shared store gave it: what the
     /// script wrote is held as this request's member.
-    pub(crate) fn answer<'k>(self, keyed: &'k Keyed, ask: &ClientAsk) -> Answer<'k> {
+    pub(crate) fn answer<'k>(self, keyed: &'k Keyed, ask: &Ask) -> Answer<'k> {
         let reply = self.reply;
-        let rate = RateAnswer::shared(&reply.buckets, &reply.quotas, reply.rate_written, reply.now);
         Answer::shared(
             keyed,
             ask,
             Held::shared(self.member),
-            rate,
-            (reply.in_flight, reply.in_flight_written),
-            (reply.fleet, reply.fleet_written),
+            (&reply.replies, &reply.groups),
+            (reply.now, reply.written),
         )
     }
 }
@@ -32,7 +29,7 @@ impl RedisStore {
     /// took is given back rather than held until the TTL. `Err`: decide locally.
     pub(crate) async fn answer_detached(
         self: &Arc<Self>,
-        ask: ClientAsk,
+        ask: Ask,
     ) -> Result<SharedAnswer, Unanswered> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let caller = self.clone();

@@ -17,16 +17,15 @@ mod settings;
 mod split;
 mod undo;
 
-#[cfg(not(feature = "redis-internals"))]
-use super::ask::ClientAsk;
-#[cfg(feature = "redis-internals")]
-pub use super::ask::{BucketAsk, ClientAsk, QuotaAsk, SlotsAsk};
+use super::ask::Ask;
 pub(crate) use breaker::{Breaker, BreakerParams, BreakerState};
 #[cfg(not(feature = "redis-internals"))]
+pub(crate) use script::ClientReply;
+pub(crate) use script::Keys;
+#[cfg(not(feature = "redis-internals"))]
 pub(crate) use script::Undo;
-pub(crate) use script::{ClientReply, Keys};
 #[cfg(feature = "redis-internals")]
-pub use script::{SlotSet, Undo};
+pub use script::{ClientReply, SlotSet, Undo};
 pub(crate) use settings::Cas;
 
 use super::{StoreError, Unanswered};
@@ -87,10 +86,12 @@ impl std::fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// A store for `config` (nothing is connected until [`start`](Self::start)); `instance`
-    /// names this process's permits; `clock` times the breaker.
+    /// A store for `config` (nothing is connected until [`start`](Self::start)) keeping the
+    /// limiters' `tables` (`LimitersConfig::tables` lists them); `instance` names this
+    /// process's slots; `clock` times the breaker.
     pub fn new(
         config: &StoreConfig,
+        tables: &[super::TableSpec],
         instance: u64,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, ConfigError> {
@@ -99,7 +100,7 @@ impl RedisStore {
         Ok(Self {
             target,
             conn: ArcSwapOption::empty(),
-            keys: Keys::new(&config.key_prefix),
+            keys: Keys::new(&config.key_prefix, tables),
             scripts: Scripts::new(),
             timeout: config.timeout.get(),
             ttl_us: config.permit_ttl.get().as_micros() as u64,
@@ -228,7 +229,7 @@ impl RedisStore {
 
     /// Asks Redis for one request's shared limiters, in one round trip. `Err` means: decide
     /// locally.
-    pub async fn answer(self: &Arc<Self>, ask: &ClientAsk) -> Result<SharedAnswer, Unanswered> {
+    pub async fn answer(self: &Arc<Self>, ask: &Ask) -> Result<SharedAnswer, Unanswered> {
         self.answer_at(ask, 0).await
     }
 
@@ -236,7 +237,7 @@ impl RedisStore {
     /// clock (0): for tests that replay the in-memory limiters' vectors.
     pub async fn answer_at(
         self: &Arc<Self>,
-        ask: &ClientAsk,
+        ask: &Ask,
         at_us: u64,
     ) -> Result<SharedAnswer, Unanswered> {
         let skip = |why: &'static str| Unanswered {
@@ -264,7 +265,7 @@ impl RedisStore {
     async fn answer_one(
         self: &Arc<Self>,
         conn: &Conn,
-        ask: &ClientAsk,
+        ask: &Ask,
         n: u64,
         at_us: u64,
     ) -> Result<ClientReply, Unanswered> {
@@ -295,11 +296,11 @@ impl RedisStore {
     async fn answer_parts(
         self: &Arc<Self>,
         conn: &Conn,
-        ask: &ClientAsk,
+        ask: &Ask,
         n: u64,
         at_us: u64,
     ) -> Result<ClientReply, Unanswered> {
-        let parts = split::split(ask);
+        let parts = split::split(&self.keys, ask);
         let calls: Vec<_> = parts
             .iter()
             .map(|part| {
@@ -334,12 +335,8 @@ impl RedisStore {
         }
         let replies: Vec<ClientReply> = replies.into_iter().flatten().collect();
         let (merged, give_backs) = split::merge(ask, &parts, &replies);
-        for ((part, reply), give_back) in parts.iter().zip(&replies).zip(give_backs) {
-            match give_back {
-                split::GiveBack::Nothing => {}
-                split::GiveBack::Rate => self.give_back_rate(&part.ask, reply),
-                split::GiveBack::All => self.give_back(&part.ask, reply, n),
-            }
+        for ((part, reply), which) in parts.iter().zip(&replies).zip(give_backs) {
+            self.give_back_groups(&part.ask, reply, n, &which);
         }
         Ok(merged)
     }

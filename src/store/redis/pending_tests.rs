@@ -1,6 +1,16 @@
 //! The kept releases' bookkeeping, without Redis.
 
 use super::*;
+use crate::store::Table;
+
+const CLIENT: SlotSet = SlotSet {
+    table: Table::new(1),
+    key: 7,
+};
+const FLEET: SlotSet = SlotSet {
+    table: Table::new(2),
+    key: 0,
+};
 
 const S: u64 = 1_000_000;
 
@@ -11,26 +21,22 @@ fn members(kept: &[Kept]) -> Vec<u64> {
 #[test]
 fn a_release_is_kept_once_and_taken_oldest_first() {
     let mut p = Pending::new(10, 60 * S);
-    assert_eq!(p.keep(SlotSet::Client(7), 1, 0), 0);
-    assert_eq!(
-        p.keep(SlotSet::Fleet, 1, 0),
-        0,
-        "another set: another release"
-    );
-    assert_eq!(p.keep(SlotSet::Client(7), 1, 5), 0);
+    assert_eq!(p.keep(CLIENT, 1, 0), 0);
+    assert_eq!(p.keep(FLEET, 1, 0), 0, "another set: another release");
+    assert_eq!(p.keep(CLIENT, 1, 5), 0);
     assert_eq!(p.kept.len(), 2, "the same release kept once");
-    p.keep(SlotSet::Client(7), 2, 10);
+    p.keep(CLIENT, 2, 10);
     let taken = p.take(2);
     assert_eq!(
         taken,
         vec![
             Kept {
-                set: SlotSet::Client(7),
+                set: CLIENT,
                 member: 1,
                 since: 0
             },
             Kept {
-                set: SlotSet::Fleet,
+                set: FLEET,
                 member: 1,
                 since: 0
             },
@@ -39,7 +45,7 @@ fn a_release_is_kept_once_and_taken_oldest_first() {
     assert_eq!(members(&p.take(10)), vec![2]);
     assert!(p.is_empty());
     // Taken, it may be kept again (its try failed).
-    assert_eq!(p.keep(SlotSet::Client(7), 1, 20), 0);
+    assert_eq!(p.keep(CLIENT, 1, 20), 0);
     assert_eq!(p.kept.len(), 1);
 }
 
@@ -47,14 +53,14 @@ fn a_release_is_kept_once_and_taken_oldest_first() {
 fn releases_that_fail_again_go_first_with_their_first_failure_time() {
     let mut p = Pending::new(10, 60 * S);
     for m in 1..=4 {
-        p.keep(SlotSet::Fleet, m, m);
+        p.keep(FLEET, m, m);
     }
     let mut taken = p.take(3);
     taken.reverse(); // as a send may give them back
-    p.keep(SlotSet::Fleet, 5, 90);
+    p.keep(FLEET, 5, 90);
     // A send at 100 with two of them and two new releases (one of them kept already).
     let new = |member| Kept {
-        set: SlotSet::Fleet,
+        set: FLEET,
         member,
         since: 100,
     };
@@ -70,9 +76,9 @@ fn releases_that_fail_again_go_first_with_their_first_failure_time() {
 fn past_the_cap_the_oldest_are_dropped() {
     let mut p = Pending::new(3, 60 * S);
     for m in 0..3 {
-        assert_eq!(p.keep(SlotSet::Client(m), m, m), 0);
+        assert_eq!(p.keep(client(m), m, m), 0);
     }
-    assert_eq!(p.keep(SlotSet::Client(3), 3, 3), 1);
+    assert_eq!(p.keep(client(3), 3, 3), 1);
     assert_eq!(p.kept.len(), 3);
     let taken = p.take(1);
     assert_eq!(
@@ -80,22 +86,22 @@ fn past_the_cap_the_oldest_are_dropped() {
         vec![1],
         "member 0 (the oldest) was dropped"
     );
-    p.keep(SlotSet::Client(4), 4, 4);
+    p.keep(client(4), 4, 4);
     assert_eq!(p.restore(taken, 5), 1, "full again: the oldest goes");
     assert_eq!(members(&p.take(10)), vec![2, 3, 4]);
     // A dropped release may be kept again.
-    assert_eq!(p.keep(SlotSet::Client(0), 0, 9), 0);
+    assert_eq!(p.keep(client(0), 0, 9), 0);
 }
 
 #[test]
 fn releases_older_than_the_permit_ttl_are_dropped() {
     let mut p = Pending::new(10, 60 * S);
-    p.keep(SlotSet::Fleet, 1, 0);
-    p.keep(SlotSet::Fleet, 2, 30 * S);
+    p.keep(FLEET, 1, 0);
+    p.keep(FLEET, 2, 30 * S);
     assert_eq!(p.expire(60 * S - 1), 0, "not yet a TTL old");
     assert_eq!(p.expire(60 * S), 1);
     assert_eq!(members(&p.take(10)), vec![2]);
-    p.keep(SlotSet::Fleet, 1, 61 * S);
+    p.keep(FLEET, 1, 61 * S);
     assert_eq!(p.kept.len(), 1, "an expired release may be kept again");
     assert_eq!(p.expire(200 * S), 1);
     assert!(p.is_empty());
@@ -108,4 +114,12 @@ fn the_wait_between_tries_doubles_up_to_a_second_and_resets_on_success() {
     assert_eq!(waits, vec![50, 100, 200, 400, 800, 1_000, 1_000]);
     p.succeeded();
     assert_eq!(p.failed(), FIRST_BACKOFF);
+}
+
+/// A slot of client `key`.
+fn client(key: u64) -> SlotSet {
+    SlotSet {
+        table: Table::new(1),
+        key,
+    }
 }

@@ -58,7 +58,7 @@ impl RedisStore {
     ) -> redis::RedisResult<(u64, Vec<u64>)> {
         let mut call = RECONCILE.prepare_invoke();
         for (key, credit) in chunk {
-            call.key(self.keys().bucket(*key, *key)).arg(*credit);
+            call.key(self.keys().client(*key)).arg(*credit);
         }
         let mut c = conn.clone();
         let reply = tokio::time::timeout(

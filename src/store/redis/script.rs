@@ -1,14 +1,14 @@
 //! The Lua scripts and what goes in and out of them: the keys (hash-tagged by client, so that
 //! one client's keys share a Cluster slot), the arguments, and the replies decoded into the
-//! answers the in-memory store gives ([`Charge`], [`WindowCheck`]).
+//! answers the in-memory store gives ([`Reply`]: a [`Charge`], a [`WindowCheck`], a slot).
 
 use crate::math::gcra::Charge;
 use crate::math::window::{WindowCheck, WindowRule};
 use crate::schema::QuotaAlgorithm;
-pub(crate) use crate::store::ask::ClientAsk;
+use crate::store::{Ask, Op, Reply, Table, TableKind, TableSpec};
 use redis::{Cmd, Script, Value};
 
-/// One request's request_rate, concurrent_requests and fleet_usage in one atomic step.
+/// One request's operations (whatever limiters asked them) in one atomic step.
 pub(super) const DECIDE: &str = include_str!("decide.lua");
 /// Refunds, releases and failure counts.
 pub(super) const UNDO: &str = include_str!("undo.lua");
@@ -38,36 +38,93 @@ impl Scripts {
 pub struct ClientReply {
     /// The server's time of the decision (µs since the Unix epoch).
     pub now: u64,
-    /// A bucket or quota refused.
-    pub rate_refused: bool,
-    /// Whether the rate charges were written (every bucket and quota passed, and no enforced
-    /// refusal stopped the script): only then is there anything to refund.
-    pub rate_written: bool,
-    /// The permit: room for it, or none; `None` if not asked (or not reached).
-    pub in_flight: Option<bool>,
-    /// Whether the permit was taken (written).
-    pub in_flight_written: bool,
-    /// The fleet slot, likewise.
-    pub fleet: Option<bool>,
-    /// Whether the fleet slot was taken.
-    pub fleet_written: bool,
-    /// Per bucket asked, its answer if it was evaluated (evaluation stops at a refusal).
-    pub buckets: Vec<Option<Charge>>,
-    /// Per quota asked, its answer if it was evaluated.
-    pub quotas: Vec<Option<WindowCheck>>,
+    /// Whether the script kept what passed (no enforced refusal stopped it).
+    pub written: bool,
+    /// Per group asked: whether it passed (`Some(false)`: one of its operations refused,
+    /// nothing of it kept; `None`: not reached).
+    pub groups: Vec<Option<bool>>,
+    /// Per operation asked, its reply if it was evaluated (a group stops at a refusal).
+    pub replies: Vec<Option<Reply>>,
 }
 
-/// The names of a client's keys and of the fleet's set.
+// For the scripts' tests (and `redis-internals` users): what a reply says, read by index.
+#[cfg(any(test, feature = "redis-internals"))]
+impl ClientReply {
+    /// The charge of operation `i`, if it is a bucket's and was evaluated.
+    pub fn charge(&self, i: usize) -> Option<Charge> {
+        match self.replies.get(i) {
+            Some(Some(Reply::Charge(c))) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// Whether any group refused.
+    #[cfg(feature = "redis-internals")]
+    pub fn refused(&self) -> bool {
+        self.groups.contains(&Some(false))
+    }
+}
+
+/// How the scripts keep an operation's state, by the letter they read it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Shape {
+    /// `h`: a client's own bucket, field `t` of its hash.
+    HashBucket,
+    /// `b`: a bucket, a key of its own.
+    Bucket,
+    /// `w`: a window counter.
+    Window,
+    /// `p`: a client's slot, a field of its hash.
+    HashSlot,
+    /// `z`: a slot of a pool, a member of one sorted set.
+    Pool,
+    /// `s`: a key's slot, a member of its own sorted set (which expires with its newest).
+    Slots,
+}
+
+impl Shape {
+    fn letter(self) -> &'static str {
+        match self {
+            Shape::HashBucket => "h",
+            Shape::Bucket => "b",
+            Shape::Window => "w",
+            Shape::HashSlot => "p",
+            Shape::Pool => "z",
+            Shape::Slots => "s",
+        }
+    }
+}
+
+/// How a table is kept in Redis.
+#[derive(Debug, Clone)]
+struct Home {
+    kind: TableKind,
+    name: String,
+    client: bool,
+}
+
+/// The names of the keys: each table's, by id, as its limiter named it ([`TableSpec`]).
 #[derive(Debug, Clone)]
 pub struct Keys {
     prefix: String,
+    homes: Vec<Option<Home>>,
 }
 
 impl Keys {
-    /// Keys under `prefix`.
-    pub fn new(prefix: &str) -> Self {
+    /// Keys under `prefix` for `tables`.
+    pub fn new(prefix: &str, tables: &[TableSpec]) -> Self {
+        let n = tables.iter().map(|t| t.table.id() + 1).max().unwrap_or(0);
+        let mut homes = vec![None; n];
+        for t in tables {
+            homes[t.table.id()] = Some(Home {
+                kind: t.kind,
+                name: t.name.to_string(),
+                client: t.client,
+            });
+        }
         Self {
             prefix: prefix.to_owned(),
+            homes,
         }
     }
 
@@ -76,36 +133,55 @@ impl Keys {
         &self.prefix
     }
 
-    /// A bucket: a client's own (`key` is its tag), kept in the client's hash
-    /// ([`client`](Self::client)), or an IP's ceiling (under the IP's tag).
-    pub fn bucket(&self, tag: u64, key: u64) -> String {
-        if own(tag, key) {
-            self.client(key)
-        } else {
-            format!("{}{{{tag:016x}}}:rate:{key:016x}", self.prefix)
-        }
-    }
-
-    /// A quota's counter.
-    pub fn quota(&self, index: usize, key: u64) -> String {
-        format!("{}{{{key:016x}}}:quota:{index}", self.prefix)
-    }
-
-    /// A client's hash: its own bucket's TAT (field `t`) and its permits in flight (a field
+    /// A client's hash: its own bucket's TAT (field `t`) and its slots in flight (a field
     /// each, valued when it was taken).
     pub fn client(&self, key: u64) -> String {
         format!("{}{{{key:016x}}}:client", self.prefix)
     }
 
-    /// The fleet's set of non-critical requests in flight.
-    pub fn fleet(&self) -> String {
-        format!("{}{{fleet}}:in_flight", self.prefix)
+    /// Where `table`'s state of `key` (under hash tag `tag`) lives, for an operation of
+    /// `kind`, and its shape. A table no limiter listed is named by its id.
+    pub(super) fn of(
+        &self,
+        table: Table,
+        (tag, key): (u64, u64),
+        kind: TableKind,
+    ) -> (String, Shape) {
+        let home = self.homes.get(table.id()).and_then(Option::as_ref);
+        let client = home.is_some_and(|h| h.client);
+        let name = home.map_or_else(|| format!("t{}", table.id()), |h| h.name.clone());
+        let kind = home.map_or(kind, |h| h.kind);
+        let own = |name: &str| {
+            if tag == key {
+                format!("{}{{{tag:016x}}}:{name}", self.prefix)
+            } else {
+                format!("{}{{{tag:016x}}}:{name}:{key:016x}", self.prefix)
+            }
+        };
+        match kind {
+            TableKind::Gcra if client && tag == key => (self.client(key), Shape::HashBucket),
+            TableKind::Gcra => (own(&name), Shape::Bucket),
+            TableKind::Window => (own(&name), Shape::Window),
+            TableKind::Slots if client => (self.client(key), Shape::HashSlot),
+            TableKind::Pool => (format!("{}{name}", self.prefix), Shape::Pool),
+            _ => (own(&name), Shape::Slots),
+        }
     }
-}
 
-/// Whether the bucket of `tag` and `key` is its client's own (kept in the client's hash).
-fn own(tag: u64, key: u64) -> bool {
-    tag == key
+    /// Where `op`'s state lives, and its shape.
+    pub(super) fn of_op(&self, op: &Op) -> (String, Shape) {
+        let kind = match op {
+            Op::Gcra { .. } => TableKind::Gcra,
+            Op::Window { .. } => TableKind::Window,
+            Op::Slot { .. } => TableKind::Slots,
+        };
+        self.of(op.table(), (op.tag(), op.key()), kind)
+    }
+
+    /// Where a slot of `key` in `table` lives, and its shape.
+    pub(super) fn slot(&self, table: Table, key: u64) -> (String, Shape) {
+        self.of(table, (key, key), TableKind::Slots)
+    }
 }
 
 fn flag(b: bool) -> &'static str {
@@ -120,79 +196,70 @@ fn sliding(rule: &WindowRule) -> bool {
     rule.algorithm == QuotaAlgorithm::SlidingWindow
 }
 
-/// `EVALSHA` of the decide script for `ask`, taking permits as `member`; `at_us` 0 is the
+/// `EVALSHA` of the decide script for `ask`, taking slots as `member`; `at_us` 0 is the
 /// server's clock.
 pub(super) fn decide_cmd(
     script: &Script,
     keys: &Keys,
-    ask: &ClientAsk,
+    ask: &Ask,
     member: &str,
     ttl_us: u64,
     at_us: u64,
 ) -> Cmd {
-    let n = ask.buckets.len()
-        + ask.quotas.len()
-        + usize::from(ask.in_flight.is_some())
-        + usize::from(ask.fleet.is_some());
     let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash()).arg(n);
-    for b in &ask.buckets {
-        cmd.arg(keys.bucket(b.tag, b.key));
-    }
-    for q in &ask.quotas {
-        cmd.arg(keys.quota(q.index, q.key));
-    }
-    if let Some(permit) = ask.in_flight {
-        cmd.arg(keys.client(permit.key));
-    }
-    if ask.fleet.is_some() {
-        cmd.arg(keys.fleet());
-    }
-    cmd.arg(ask.buckets.len())
-        .arg(ask.quotas.len())
-        .arg(flag(ask.in_flight.is_some()))
-        .arg(flag(ask.rate_enforced))
-        .arg(flag(ask.in_flight_enforced))
-        .arg(at_us)
-        .arg(flag(ask.fleet.is_some()))
-        .arg(flag(ask.fleet_enforced))
+    cmd.arg(script.get_hash()).arg(ask.ops().len());
+    let shapes: Vec<Shape> = ask
+        .ops()
+        .iter()
+        .map(|op| {
+            let (key, shape) = keys.of_op(op);
+            cmd.arg(key);
+            shape
+        })
+        .collect();
+    cmd.arg(at_us)
         .arg(member)
-        .arg(ttl_us);
-    for b in &ask.buckets {
-        cmd.arg(b.increment)
-            .arg(b.tolerance)
-            .arg(flag(own(b.tag, b.key)));
+        .arg(ttl_us)
+        .arg(ask.groups().len());
+    for g in ask.groups() {
+        cmd.arg(flag(g.enforced)).arg(g.end - g.start);
     }
-    for q in &ask.quotas {
-        cmd.arg(flag(sliding(&q.rule)))
-            .arg(q.rule.limit)
-            .arg(q.rule.window)
-            .arg(flag(q.count));
-    }
-    if let Some(permit) = ask.in_flight {
-        cmd.arg(permit.max);
-    }
-    if let Some(slot) = ask.fleet {
-        cmd.arg(slot.max);
+    for (op, shape) in ask.ops().iter().zip(shapes) {
+        cmd.arg(shape.letter());
+        match *op {
+            Op::Gcra {
+                increment,
+                tolerance,
+                ..
+            } => cmd.arg(increment).arg(tolerance),
+            Op::Window { rule, count, .. } => cmd
+                .arg(flag(sliding(&rule)))
+                .arg(rule.limit)
+                .arg(rule.window)
+                .arg(flag(count)),
+            Op::Slot { max, .. } => cmd.arg(max),
+        };
     }
     cmd
 }
 
-/// Where a slot given back lives.
+/// Where a slot given back lives: `key`'s in `table`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SlotSet {
-    /// A client's permits (its hash).
-    Client(u64),
-    /// The fleet's.
-    Fleet,
+pub struct SlotSet {
+    /// Its table.
+    pub table: Table,
+    /// Its key (0 in a pool).
+    pub key: u64,
 }
 
 /// Something given back or counted after the decision: what the in-memory store does in
-/// `rate_refund`, `quota_refund`, `quota_hit` (failures) and the releases.
+/// `gcra_refund`, `window_refund`, `window` (failures) and `slot_give`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Undo {
     /// A bucket's charge.
-    Bucket {
+    Gcra {
+        /// Its table.
+        table: Table,
         /// Its hash tag.
         tag: u64,
         /// The key hash.
@@ -200,25 +267,25 @@ pub enum Undo {
         /// µs to take back.
         increment: u64,
     },
-    /// A counted request of a quota's current window.
-    Quota {
-        /// Quota index.
-        index: usize,
+    /// A counted request of a window's current window.
+    Window {
+        /// Its table.
+        table: Table,
         /// The key hash.
         key: u64,
         /// Its window (µs).
         window: u64,
     },
-    /// A failed response, counted against a failure quota.
+    /// A failed response, counted in a window.
     Failure {
-        /// Quota index.
-        index: usize,
+        /// Its table.
+        table: Table,
         /// The key hash.
         key: u64,
         /// Its rule.
         rule: WindowRule,
     },
-    /// A permit or fleet slot.
+    /// A slot.
     Release {
         /// Which set.
         set: SlotSet,
@@ -227,7 +294,7 @@ pub enum Undo {
     },
 }
 
-/// A permit's member name: unique to this process and request.
+/// A slot's member name: unique to this process and request.
 pub(super) fn member(instance: u64, n: u64) -> String {
     format!("{instance:016x}:{n:x}")
 }
@@ -236,45 +303,39 @@ pub(super) fn member(instance: u64, n: u64) -> String {
 pub(super) fn undo_cmd(script: &Script, keys: &Keys, instance: u64, undos: &[Undo]) -> Cmd {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(script.get_hash()).arg(undos.len());
-    for u in undos {
-        cmd.arg(match *u {
-            Undo::Bucket { tag, key, .. } => keys.bucket(tag, key),
-            Undo::Quota { index, key, .. } | Undo::Failure { index, key, .. } => {
-                keys.quota(index, key)
+    let placed: Vec<(String, Shape)> = undos
+        .iter()
+        .map(|u| match *u {
+            Undo::Gcra {
+                table, tag, key, ..
+            } => keys.of(table, (tag, key), TableKind::Gcra),
+            Undo::Window { table, key, .. } | Undo::Failure { table, key, .. } => {
+                keys.of(table, (key, key), TableKind::Window)
             }
-            Undo::Release {
-                set: SlotSet::Client(key),
-                ..
-            } => keys.client(key),
-            Undo::Release {
-                set: SlotSet::Fleet,
-                ..
-            } => keys.fleet(),
-        });
+            Undo::Release { set, .. } => keys.slot(set.table, set.key),
+        })
+        .collect();
+    for (key, _) in &placed {
+        cmd.arg(key);
     }
-    for u in undos {
+    for (u, (_, shape)) in undos.iter().zip(&placed) {
         match *u {
-            Undo::Bucket {
-                tag,
-                key,
-                increment,
-            } => cmd
-                .arg(if own(tag, key) { "h" } else { "b" })
+            Undo::Gcra { increment, .. } => cmd
+                .arg(if *shape == Shape::HashBucket {
+                    "h"
+                } else {
+                    "b"
+                })
                 .arg(increment),
-            Undo::Quota { window, .. } => cmd.arg("q").arg(window),
+            Undo::Window { window, .. } => cmd.arg("q").arg(window),
             Undo::Failure { rule, .. } => cmd
                 .arg("f")
                 .arg(flag(sliding(&rule)))
                 .arg(rule.limit)
                 .arg(rule.window),
-            Undo::Release {
-                set: SlotSet::Client(_),
-                member: m,
-            } => cmd.arg("p").arg(member(instance, m)),
-            Undo::Release {
-                set: SlotSet::Fleet,
-                member: m,
-            } => cmd.arg("z").arg(member(instance, m)),
+            Undo::Release { member: m, .. } => cmd
+                .arg(if *shape == Shape::HashSlot { "p" } else { "z" })
+                .arg(member(instance, m)),
         };
     }
     cmd
@@ -296,12 +357,14 @@ fn int(v: &Value) -> Result<i64, redis::RedisError> {
     }
 }
 
-/// Decodes the decide script's reply to `ask`.
-pub(super) fn decide_reply(ask: &ClientAsk, v: &Value) -> Result<ClientReply, redis::RedisError> {
+/// Decodes the decide script's reply to `ask`: the time, whether it wrote, a state per group,
+/// then four numbers per operation (its state, and the numbers of its reply).
+pub(super) fn decide_reply(ask: &Ask, v: &Value) -> Result<ClientReply, redis::RedisError> {
     let Value::Array(items) = v else {
         return Err(malformed(&format!("{v:?}")));
     };
-    let want = 5 + 3 * ask.buckets.len() + 4 * ask.quotas.len();
+    let groups = ask.groups().len();
+    let want = 2 + groups + 4 * ask.ops().len();
     if items.len() != want {
         return Err(malformed(&format!(
             "{} values, {want} expected",
@@ -315,39 +378,33 @@ pub(super) fn decide_reply(ask: &ClientAsk, v: &Value) -> Result<ClientReply, re
         0 => Some(false),
         _ => None,
     };
-    let mut buckets = Vec::with_capacity(ask.buckets.len());
-    let mut at = 5;
-    for _ in &ask.buckets {
-        buckets.push(match n[at] {
-            1 => Some(Charge::Allowed { tat: u(at + 1) }),
-            0 => Some(Charge::Denied {
-                tat: u(at + 1),
-                wait: u(at + 2),
-            }),
-            _ => None,
-        });
-        at += 3;
-    }
-    let mut quotas = Vec::with_capacity(ask.quotas.len());
-    for _ in &ask.quotas {
-        quotas.push((n[at] >= 0).then(|| WindowCheck {
-            allowed: n[at] == 1,
-            remaining: u32::try_from(u(at + 1)).unwrap_or(u32::MAX),
-            reset: u(at + 2),
-            retry: u(at + 3),
-        }));
-        at += 4;
-    }
-    let (in_flight, fleet, written) = (state(2), state(3), n[4] == 1);
+    let replies = ask
+        .ops()
+        .iter()
+        .enumerate()
+        .map(|(i, op)| {
+            let at = 2 + groups + 4 * i;
+            let passed = state(at)?;
+            Some(match op {
+                Op::Gcra { .. } if passed => Reply::Charge(Charge::Allowed { tat: u(at + 1) }),
+                Op::Gcra { .. } => Reply::Charge(Charge::Denied {
+                    tat: u(at + 1),
+                    wait: u(at + 2),
+                }),
+                Op::Window { .. } => Reply::Window(WindowCheck {
+                    allowed: passed,
+                    remaining: u32::try_from(u(at + 1)).unwrap_or(u32::MAX),
+                    reset: u(at + 2),
+                    retry: u(at + 3),
+                }),
+                Op::Slot { .. } => Reply::Slot(passed),
+            })
+        })
+        .collect();
     Ok(ClientReply {
         now: u(0),
-        rate_refused: n[1] != 0,
-        rate_written: written && n[1] == 0,
-        in_flight,
-        in_flight_written: written && in_flight == Some(true),
-        fleet,
-        fleet_written: written && fleet == Some(true),
-        buckets,
-        quotas,
+        written: n[1] == 1,
+        groups: (0..groups).map(|g| state(2 + g)).collect(),
+        replies,
     })
 }

@@ -1,94 +1,77 @@
 //! Cluster mode: a script may only touch keys of one slot, so one request's ask is split by
-//! hash tag (the client's keys, the IP's keys, the fleet's set), the parts are sent at once,
-//! and their replies are merged into the answer one script would have given. What the parts
-//! wrote that one script would not have (a part passed while another refused) is given back.
+//! the hash tag of each operation's key (the client's keys, the IP's keys, the fleet's set),
+//! the parts are sent at once, and their replies are merged into the answer one script would
+//! have given. What the parts kept that one script would not have (a group passed in one part
+//! while it refused in another) is given back. Every operation goes to exactly one part,
+//! whatever limiter asked it.
 
-use super::script::{ClientAsk, ClientReply};
+use super::script::{ClientReply, Keys};
 use crate::math::gcra::Charge;
-use arrayvec::ArrayVec;
+use crate::store::{Ask, Reply};
 
-/// The part of an ask whose keys share one Redis Cluster hash slot, and where its buckets and
-/// quotas sit in the whole ask.
+/// The part of an ask whose keys share one Redis Cluster hash slot: every group of the whole
+/// ask (in its order, empty where none of its operations is here), and where its operations
+/// sit in the whole ask.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct SlotAsk {
-    pub(super) ask: ClientAsk,
-    buckets: Vec<usize>,
-    quotas: Vec<usize>,
+    pub(super) ask: Ask,
+    ops: Vec<usize>,
 }
 
-/// What to give back of a part's writes once all replies are in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum GiveBack {
-    /// Nothing: the merged answer keeps it.
-    Nothing,
-    /// Its rate charges (a bucket or quota of another part refused).
-    Rate,
-    /// Everything (an enforced refusal in another part stopped the request).
-    All,
+/// The hash tag of a Redis key: what is between its first `{` and the next `}` (the whole
+/// key when there is none), as Redis Cluster reads it.
+fn hash_tag(key: &str) -> &str {
+    key.find('{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.find('}')
+                .filter(|&close| close > 0)
+                .map(|close| &rest[..close])
+        })
+        .unwrap_or(key)
 }
 
-/// `ask` split by hash tag: one part per tag, then the fleet slot on its own.
-pub(super) fn split(ask: &ClientAsk) -> Vec<SlotAsk> {
-    let mut parts: Vec<(u64, SlotAsk)> = Vec::new();
-    // Every field of the ask named, without `..`: a field added to `ClientAsk` does not
-    // compile here until this says which part carries it (else fleet mode would drop it).
-    let ClientAsk {
-        buckets,
-        quotas,
-        // Read from the whole ask by the limiter that decides, never from a part.
-        plan: _,
-        elastic: _,
-        in_flight,
-        rate_enforced,
-        in_flight_enforced,
-        fleet,
-        fleet_enforced,
-    } = ask;
-    let blank = || SlotAsk {
-        ask: ClientAsk {
-            buckets: ArrayVec::new(),
-            quotas: ArrayVec::new(),
-            plan: 0,
-            elastic: false,
-            in_flight: None,
-            rate_enforced: *rate_enforced,
-            in_flight_enforced: *in_flight_enforced,
-            fleet: None,
-            fleet_enforced: *fleet_enforced,
-        },
-        buckets: Vec::new(),
-        quotas: Vec::new(),
-    };
-    let part_of = |tag: u64, parts: &mut Vec<(u64, SlotAsk)>| -> usize {
-        parts
-            .iter()
-            .position(|(t, _)| *t == tag)
-            .unwrap_or_else(|| {
-                parts.push((tag, blank()));
-                parts.len() - 1
+/// `ask` split by the hash tag of each operation's key (`keys` names them): one part per
+/// tag, in the order the tags first appear.
+pub(super) fn split(keys: &Keys, ask: &Ask) -> Vec<SlotAsk> {
+    let mut tags: Vec<String> = Vec::new();
+    let part_of: Vec<usize> = ask
+        .ops()
+        .iter()
+        .map(|op| {
+            let (key, _) = keys.of_op(op);
+            let tag = hash_tag(&key);
+            tags.iter().position(|t| t == tag).unwrap_or_else(|| {
+                tags.push(tag.to_owned());
+                tags.len() - 1
             })
-    };
-    for (i, b) in buckets.iter().enumerate() {
-        let at = part_of(b.tag, &mut parts);
-        parts[at].1.ask.buckets.push(*b);
-        parts[at].1.buckets.push(i);
-    }
-    for (i, q) in quotas.iter().enumerate() {
-        let at = part_of(q.key, &mut parts);
-        parts[at].1.ask.quotas.push(*q);
-        parts[at].1.quotas.push(i);
-    }
-    if let Some(permit) = *in_flight {
-        let at = part_of(permit.key, &mut parts);
-        parts[at].1.ask.in_flight = Some(permit);
-    }
-    let mut parts: Vec<SlotAsk> = parts.into_iter().map(|(_, p)| p).collect();
-    if let Some(slot) = *fleet {
-        let mut fleet = blank();
-        fleet.ask.fleet = Some(slot);
-        parts.push(fleet);
-    }
-    parts
+        })
+        .collect();
+    (0..tags.len())
+        .map(|p| {
+            let mut part = SlotAsk {
+                ask: Ask::default(),
+                ops: Vec::new(),
+            };
+            for group in ask.groups() {
+                part.ask.begin(group.owner, group.enforced, group.memo);
+                let range = usize::from(group.start)..usize::from(group.end);
+                for (i, op) in ask
+                    .ops()
+                    .iter()
+                    .enumerate()
+                    .take(range.end)
+                    .skip(range.start)
+                {
+                    if part_of[i] == p {
+                        part.ask.push(*op);
+                        part.ops.push(i);
+                    }
+                }
+            }
+            part
+        })
+        .collect()
 }
 
 /// `t` on the clock of a part that read `from`, moved to one that read `to`.
@@ -97,56 +80,58 @@ fn moved(t: u64, from: u64, to: u64) -> u64 {
 }
 
 /// The answer one script would have given to `ask`, from its parts' `replies` (one each, in
-/// order), and what to give back of each part.
+/// order), and, per part, which groups to give back of what it kept.
 pub(super) fn merge(
-    ask: &ClientAsk,
+    ask: &Ask,
     parts: &[SlotAsk],
     replies: &[ClientReply],
-) -> (ClientReply, Vec<GiveBack>) {
+) -> (ClientReply, Vec<Vec<bool>>) {
     let now = replies.first().map_or(0, |r| r.now);
-    let rate_refused = replies.iter().any(|r| r.rate_refused);
-    let in_flight = replies.iter().find_map(|r| r.in_flight);
-    let fleet = replies.iter().find_map(|r| r.fleet);
-    let stopped = (rate_refused && ask.rate_enforced)
-        || (in_flight == Some(false) && ask.in_flight_enforced)
-        || (fleet == Some(false) && ask.fleet_enforced);
+    // A group refused if it refused anywhere; passed if it passed everywhere.
+    let mut groups: Vec<Option<bool>> = (0..ask.groups().len())
+        .map(|g| {
+            let states = replies.iter().map(|r| r.groups.get(g).copied().flatten());
+            if states.clone().any(|s| s == Some(false)) {
+                Some(false)
+            } else if states.into_iter().all(|s| s == Some(true)) {
+                Some(true)
+            } else {
+                None
+            }
+        })
+        .collect();
+    // One script stops at the first enforced refusal: the groups after it are not reached.
+    let stop =
+        (ask.groups().iter().zip(&groups)).position(|(g, s)| g.enforced && *s == Some(false));
+    if let Some(stop) = stop {
+        groups[stop + 1..].iter_mut().for_each(|s| *s = None);
+    }
     let mut merged = ClientReply {
         now,
-        rate_refused,
-        rate_written: !rate_refused && !stopped,
-        in_flight,
-        in_flight_written: !stopped && replies.iter().any(|r| r.in_flight_written),
-        fleet,
-        fleet_written: !stopped && replies.iter().any(|r| r.fleet_written),
-        buckets: vec![None; ask.buckets.len()],
-        quotas: vec![None; ask.quotas.len()],
+        written: stop.is_none(),
+        groups,
+        replies: vec![None; ask.ops().len()],
     };
     for (part, reply) in parts.iter().zip(replies) {
-        for (&i, answer) in part.buckets.iter().zip(&reply.buckets) {
-            merged.buckets[i] = answer.map(|c| match c {
-                Charge::Allowed { tat } => Charge::Allowed {
+        for (&i, answer) in part.ops.iter().zip(&reply.replies) {
+            merged.replies[i] = answer.map(|a| match a {
+                Reply::Charge(Charge::Allowed { tat }) => Reply::Charge(Charge::Allowed {
                     tat: moved(tat, reply.now, now),
-                },
-                Charge::Denied { tat, wait } => Charge::Denied {
+                }),
+                Reply::Charge(Charge::Denied { tat, wait }) => Reply::Charge(Charge::Denied {
                     tat: moved(tat, reply.now, now),
                     wait,
-                },
+                }),
+                other => other,
             });
         }
-        for (&i, answer) in part.quotas.iter().zip(&reply.quotas) {
-            merged.quotas[i] = *answer;
-        }
     }
-    let give_back = replies
-        .iter()
+    // Everything goes back when the request was stopped; else what refused groups kept.
+    let give_back = (0..parts.len())
         .map(|_| {
-            if stopped {
-                GiveBack::All
-            } else if rate_refused {
-                GiveBack::Rate
-            } else {
-                GiveBack::Nothing
-            }
+            (merged.groups.iter())
+                .map(|s| stop.is_some() || *s == Some(false))
+                .collect()
         })
         .collect();
     (merged, give_back)
@@ -157,70 +142,78 @@ mod tests {
     use super::*;
     use crate::math::window::{WindowCheck, WindowRule};
     use crate::schema::QuotaAlgorithm;
-    use crate::store::ask::{BucketAsk, QuotaAsk, SlotsAsk};
-    use crate::store::Table;
+    use crate::store::{Op, Table, TableKind, TableSpec};
 
     const CLIENT: u64 = 7;
     const IP: u64 = 9;
+    const BUCKETS: Table = Table::new(0);
+    const PERMITS: Table = Table::new(3);
+    const FLEET: Table = Table::new(4);
 
-    fn ask() -> ClientAsk {
+    fn keys() -> Keys {
+        let mut bucket = TableSpec::new(BUCKETS, TableKind::Gcra, 64);
+        bucket.client = true;
+        let mut permits = TableSpec::new(PERMITS, TableKind::Slots, 64);
+        permits.client = true;
+        let mut fleet = TableSpec::new(FLEET, TableKind::Pool, 1);
+        fleet.name = "{fleet}:in_flight".into();
+        Keys::new(
+            "b:",
+            &[
+                bucket,
+                TableSpec::new(Table::new(1), TableKind::Window, 64),
+                TableSpec::new(Table::new(2), TableKind::Window, 64),
+                permits,
+                fleet,
+            ],
+        )
+    }
+
+    /// Everything enforced: request_rate (an IP ceiling, the client's bucket, a client quota
+    /// and an IP quota), a permit, a fleet slot; the client is `client`.
+    fn ask(client: u64) -> Ask {
         let rule = WindowRule {
             algorithm: QuotaAlgorithm::FixedWindow,
             limit: 3,
             window: 1_000_000,
         };
-        ClientAsk {
-            buckets: [
-                BucketAsk {
-                    table: Table::new(0),
-                    key: 1234,
-                    tag: IP,
-                    increment: 10,
-                    tolerance: 100,
-                },
-                BucketAsk {
-                    table: Table::new(0),
-                    key: CLIENT,
-                    tag: CLIENT,
-                    increment: 20,
-                    tolerance: 100,
-                },
-            ]
-            .into_iter()
-            .collect(),
-            quotas: [
-                QuotaAsk {
-                    table: Table::new(1),
-                    index: 0,
-                    key: CLIENT,
-                    rule,
-                    count: true,
-                },
-                QuotaAsk {
-                    table: Table::new(2),
-                    index: 1,
-                    key: IP,
-                    rule,
-                    count: true,
-                },
-            ]
-            .into_iter()
-            .collect(),
-            in_flight: Some(SlotsAsk {
-                table: Table::new(17),
-                key: CLIENT,
-                max: 5,
-            }),
-            rate_enforced: true,
-            in_flight_enforced: true,
-            fleet: Some(SlotsAsk {
-                table: Table::new(18),
-                key: 0,
-                max: 10,
-            }),
-            fleet_enforced: true,
-            ..ClientAsk::default()
+        let mut ask = Ask::default();
+        ask.begin(0, true, 0);
+        ask.push(Op::Gcra {
+            table: BUCKETS,
+            key: 1234,
+            tag: IP,
+            increment: 10,
+            tolerance: 100,
+        });
+        ask.push(Op::Gcra {
+            table: BUCKETS,
+            key: client,
+            tag: client,
+            increment: 20,
+            tolerance: 100,
+        });
+        for (table, key) in [(1, client), (2, IP)] {
+            ask.push(Op::Window {
+                table: Table::new(table),
+                key,
+                rule,
+                count: true,
+            });
         }
+        ask.begin(1, true, 0);
+        ask.push(Op::Slot {
+            table: PERMITS,
+            key: client,
+            max: 5,
+        });
+        ask.begin(2, true, 0);
+        ask.push(Op::Slot {
+            table: FLEET,
+            key: 0,
+            max: 10,
+        });
+        ask
     }
 
     fn passed(part: &SlotAsk, now: u64) -> ClientReply {
@@ -232,58 +225,47 @@ mod tests {
         };
         ClientReply {
             now,
-            rate_refused: false,
-            rate_written: !part.buckets.is_empty() || !part.quotas.is_empty(),
-            in_flight: part.ask.in_flight.map(|_| true),
-            in_flight_written: part.ask.in_flight.is_some(),
-            fleet: part.ask.fleet.map(|_| true),
-            fleet_written: part.ask.fleet.is_some(),
-            buckets: part
-                .ask
-                .buckets
-                .iter()
-                .map(|b| {
-                    Some(Charge::Allowed {
-                        tat: now + b.increment,
+            written: true,
+            groups: vec![Some(true); part.ask.groups().len()],
+            replies: (part.ask.ops().iter())
+                .map(|op| {
+                    Some(match *op {
+                        Op::Gcra { increment, .. } => Reply::Charge(Charge::Allowed {
+                            tat: now + increment,
+                        }),
+                        Op::Window { .. } => Reply::Window(quota),
+                        Op::Slot { .. } => Reply::Slot(true),
                     })
                 })
                 .collect(),
-            quotas: part.ask.quotas.iter().map(|_| Some(quota)).collect(),
         }
     }
 
     #[test]
-    fn one_part_per_hash_tag_and_the_fleet_apart() {
-        let parts = split(&ask());
+    fn one_part_per_hash_tag_and_every_group_in_each() {
+        let keys = keys();
+        assert_eq!(hash_tag("b:{ab}:client"), "ab");
+        assert_eq!(hash_tag("b:{}x"), "b:{}x");
+        let parts = split(&keys, &ask(CLIENT));
         assert_eq!(parts.len(), 3);
-        let ip = &parts[0].ask;
-        assert_eq!((ip.buckets[0].tag, ip.quotas[0].index), (IP, 1));
-        assert_eq!((ip.in_flight, ip.fleet), (None, None));
-        let client = &parts[1].ask;
-        assert_eq!((client.buckets[0].key, client.quotas[0].index), (CLIENT, 0));
-        assert_eq!(client.in_flight.map(|p| (p.key, p.max)), Some((CLIENT, 5)));
-        assert_eq!(parts[2].ask.fleet.map(|f| f.max), Some(10));
-        assert!(parts[2].ask.buckets.is_empty() && parts[2].ask.in_flight.is_none());
-        assert!(parts
-            .iter()
-            .all(|p| p.ask.rate_enforced && p.ask.fleet_enforced));
+        // The IP's ceiling and quota; the client's bucket, quota and permit; the fleet's set.
+        assert_eq!(parts[0].ops, vec![0, 3]);
+        assert_eq!(parts[1].ops, vec![1, 2, 4]);
+        assert_eq!(parts[2].ops, vec![5]);
+        for part in &parts {
+            assert_eq!(part.ask.groups().len(), 3);
+            assert!(part.ask.groups().iter().all(|g| g.enforced));
+        }
+        assert_eq!(parts[2].ask.ops_of(&parts[2].ask.groups()[2]).len(), 1);
         // A client keyed by its IP has one part for both.
-        let mut same = ask();
-        same.buckets[1].key = IP;
-        same.buckets[1].tag = IP;
-        same.quotas[0].key = IP;
-        same.in_flight = Some(SlotsAsk {
-            table: Table::new(17),
-            key: IP,
-            max: 5,
-        });
-        assert_eq!(split(&same).len(), 2);
+        assert_eq!(split(&keys, &ask(IP)).len(), 2);
     }
 
     #[test]
     fn merged_answers_sit_where_one_script_put_them_on_one_clock() {
-        let ask = ask();
-        let parts = split(&ask);
+        let keys = keys();
+        let ask = ask(CLIENT);
+        let parts = split(&keys, &ask);
         // The IP's node reads a clock 30 µs behind the client's.
         let replies = vec![
             passed(&parts[0], 970),
@@ -292,38 +274,41 @@ mod tests {
         ];
         let (merged, give_back) = merge(&ask, &parts, &replies);
         assert_eq!(merged.now, 970);
-        assert_eq!(merged.buckets[0], Some(Charge::Allowed { tat: 980 }));
-        assert_eq!(merged.buckets[1], Some(Charge::Allowed { tat: 990 }));
-        assert_eq!(merged.quotas.iter().flatten().count(), 2);
-        assert!(merged.rate_written && merged.in_flight_written && merged.fleet_written);
-        assert_eq!(give_back, vec![GiveBack::Nothing; 3]);
+        assert_eq!(merged.charge(0), Some(Charge::Allowed { tat: 980 }));
+        assert_eq!(merged.charge(1), Some(Charge::Allowed { tat: 990 }));
+        assert!(merged.replies.iter().all(Option::is_some));
+        assert!(merged.written && merged.groups == vec![Some(true); 3]);
+        assert_eq!(give_back, vec![vec![false; 3]; 3]);
     }
 
     #[test]
     fn a_refusal_in_one_part_gives_back_what_the_others_took() {
-        let ask = ask();
-        let parts = split(&ask);
+        let keys = keys();
+        let ask = ask(CLIENT);
+        let parts = split(&keys, &ask);
         let mut replies: Vec<ClientReply> = parts.iter().map(|p| passed(p, 1_000)).collect();
         // The fleet is full, enforced: nothing may be kept anywhere.
-        replies[2].fleet = Some(false);
-        replies[2].fleet_written = false;
+        replies[2].groups[2] = Some(false);
+        replies[2].replies[0] = Some(Reply::Slot(false));
+        replies[2].written = false;
         let (merged, give_back) = merge(&ask, &parts, &replies);
-        assert!(!merged.rate_written && !merged.in_flight_written && !merged.fleet_written);
-        assert_eq!(merged.fleet, Some(false));
-        assert_eq!(give_back, vec![GiveBack::All; 3]);
-        // The per-IP ceiling refuses in dark mode: only the rate charges go back.
-        let mut dark = ask.clone();
-        dark.rate_enforced = false;
+        assert!(!merged.written);
+        assert_eq!(merged.groups[2], Some(false));
+        assert_eq!(merged.replies[5], Some(Reply::Slot(false)));
+        assert_eq!(give_back, vec![vec![true; 3]; 3]);
+        // A dark refusal of the IP's quota: only request_rate's charges go back.
+        let mut dark = Ask::default();
+        for g in ask.groups() {
+            dark.begin(g.owner, g.owner != 0, g.memo);
+            for op in ask.ops_of(g) {
+                dark.push(*op);
+            }
+        }
         let mut replies: Vec<ClientReply> = parts.iter().map(|p| passed(p, 1_000)).collect();
-        replies[0].rate_refused = true;
-        replies[0].rate_written = false;
-        replies[0].buckets[0] = Some(Charge::Denied {
-            tat: 1_100,
-            wait: 10,
-        });
+        replies[0].groups[0] = Some(false);
         let (merged, give_back) = merge(&dark, &parts, &replies);
-        assert!(merged.rate_refused && !merged.rate_written);
-        assert!(merged.in_flight_written && merged.fleet_written);
-        assert_eq!(give_back, vec![GiveBack::Rate; 3]);
+        assert!(merged.written);
+        assert_eq!(merged.groups, vec![Some(false), Some(true), Some(true)]);
+        assert_eq!(give_back, vec![vec![true, false, false]; 3]);
     }
 }

@@ -10,8 +10,10 @@
 
 use super::conn::Conn;
 use super::pending::{self, Kept, Pending};
-use super::script::{self, ClientAsk, ClientReply, SlotSet, Undo};
+use super::script::{self, ClientReply, Shape, SlotSet, Undo};
 use super::RedisStore;
+use crate::math::gcra::Charge;
+use crate::store::{Ask, Op, Reply, Table};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -46,101 +48,101 @@ impl RedisStore {
         }
     }
 
-    /// Gives back `increment` µs charged to bucket `key` under hash tag `tag` (a later limiter
-    /// refused the request).
-    pub(crate) fn refund_bucket(&self, tag: u64, key: u64, increment: u64) {
-        self.undo(Undo::Bucket {
-            tag,
-            key,
-            increment,
+    /// Gives back what `op` (a bucket or a counted window) wrote (a later limiter refused
+    /// the request).
+    pub(crate) fn refund(&self, op: &Op) {
+        match *op {
+            Op::Gcra {
+                table,
+                key,
+                tag,
+                increment,
+                ..
+            } => self.undo(Undo::Gcra {
+                table,
+                tag,
+                key,
+                increment,
+            }),
+            Op::Window {
+                table, key, rule, ..
+            } => self.undo(Undo::Window {
+                table,
+                key,
+                window: rule.window,
+            }),
+            Op::Slot { .. } => {}
+        }
+    }
+
+    /// Gives back, after its response, a slot of `key` in `table` that a request decided
+    /// here took as `member`.
+    pub(crate) fn release(&self, member: u64, table: Table, key: u64) {
+        self.undo(Undo::Release {
+            set: SlotSet { table, key },
+            member,
         });
     }
 
-    /// Takes back one request counted against quota `index` of `key` in its current window
-    /// of `window` µs.
-    pub(crate) fn refund_quota(&self, index: usize, key: u64, window: u64) {
-        self.undo(Undo::Quota { index, key, window });
-    }
-
-    /// Gives back, after its response, what a request decided here took as `member`: the
-    /// permit of client `key`, if it took one, and a fleet slot, if it took one.
-    pub(crate) fn release_request(&self, member: u64, key: Option<u64>, fleet: bool) {
-        if let Some(key) = key {
-            self.undo(Undo::Release {
-                set: SlotSet::Client(key),
-                member,
-            });
-        }
-        if fleet {
-            self.undo(Undo::Release {
-                set: SlotSet::Fleet,
-                member,
-            });
+    /// Counts a failed response in `op`'s window (a failure quota).
+    pub(crate) fn count_failure(&self, op: Op) {
+        if let Op::Window {
+            table, key, rule, ..
+        } = op
+        {
+            self.undo(Undo::Failure { table, key, rule });
         }
     }
 
-    /// Counts a failed response of client `key` against failure quota `index` (its `rule`).
-    pub(crate) fn count_failure(
+    /// Gives back the slots `ask` may have taken as `member`.
+    pub(super) fn release_as(&self, ask: &Ask, member: u64) {
+        for op in ask.ops() {
+            if let Op::Slot { table, key, .. } = *op {
+                self.release(member, table, key);
+            }
+        }
+    }
+
+    /// Gives back everything the decide script kept for `ask` (`reply`), as `member`.
+    pub fn give_back(&self, ask: &Ask, reply: &ClientReply, member: u64) {
+        let all = vec![true; ask.groups().len()];
+        self.give_back_groups(ask, reply, member, &all);
+    }
+
+    /// Gives back what the decide script kept for `ask` (`reply`), as `member`, of the groups
+    /// marked in `which`: the buckets that allowed the request, the windows that counted it
+    /// and the slots taken.
+    pub(super) fn give_back_groups(
         &self,
-        index: usize,
-        key: u64,
-        rule: crate::math::window::WindowRule,
+        ask: &Ask,
+        reply: &ClientReply,
+        member: u64,
+        which: &[bool],
     ) {
-        self.undo(Undo::Failure { index, key, rule });
-    }
-
-    /// Gives back the permit and fleet slot `ask` may have taken as `member`.
-    pub(super) fn release_as(&self, ask: &ClientAsk, member: u64) {
-        if let Some(permit) = ask.in_flight {
-            let key = permit.key;
-            self.undo(Undo::Release {
-                set: SlotSet::Client(key),
-                member,
-            });
-        }
-        if ask.fleet.is_some() {
-            self.undo(Undo::Release {
-                set: SlotSet::Fleet,
-                member,
-            });
-        }
-    }
-
-    /// Gives back everything the decide script took for `ask` (`reply`), as `member`.
-    pub fn give_back(&self, ask: &ClientAsk, reply: &ClientReply, member: u64) {
-        if reply.fleet_written {
-            self.undo(Undo::Release {
-                set: SlotSet::Fleet,
-                member,
-            });
-        }
-        self.give_back_rate(ask, reply);
-        if let (true, Some(permit)) = (reply.in_flight_written, ask.in_flight) {
-            self.undo(Undo::Release {
-                set: SlotSet::Client(permit.key),
-                member,
-            });
-        }
-    }
-
-    /// Gives back the rate charges the decide script wrote for `ask` (`reply`).
-    pub(super) fn give_back_rate(&self, ask: &ClientAsk, reply: &ClientReply) {
-        if !reply.rate_written {
+        if !reply.written {
             return;
         }
-        for b in &ask.buckets {
-            self.undo(Undo::Bucket {
-                tag: b.tag,
-                key: b.key,
-                increment: b.increment,
-            });
-        }
-        for q in ask.quotas.iter().filter(|q| q.count) {
-            self.undo(Undo::Quota {
-                index: q.index,
-                key: q.key,
-                window: q.rule.window,
-            });
+        for ((group, passed), give) in ask.groups().iter().zip(&reply.groups).zip(which) {
+            if !give || *passed != Some(true) {
+                continue;
+            }
+            let range = usize::from(group.start)..usize::from(group.end);
+            for (op, answer) in ask.ops()[range.clone()].iter().zip(&reply.replies[range]) {
+                match (op, answer) {
+                    (Op::Gcra { .. }, Some(Reply::Charge(Charge::Allowed { .. }))) => {
+                        self.refund(op);
+                    }
+                    (Op::Window { count: true, .. }, Some(Reply::Window(check)))
+                        if check.allowed =>
+                    {
+                        self.refund(op);
+                    }
+                    (Op::Slot { table, key, .. }, Some(Reply::Slot(true))) => {
+                        self.release(member, *table, *key);
+                    }
+                    _ => {}
+                }
+            }
         }
     }
 }
@@ -234,18 +236,13 @@ fn commands(
             send.releases.push(kept);
             return;
         }
-        let mut cmd = match kept.set {
-            SlotSet::Client(key) => {
-                let mut cmd = redis::cmd("HDEL");
-                cmd.arg(store.keys.client(key));
-                cmd
-            }
-            SlotSet::Fleet => {
-                let mut cmd = redis::cmd("ZREM");
-                cmd.arg(store.keys.fleet());
-                cmd
-            }
-        };
+        let (key, shape) = store.keys.slot(kept.set.table, kept.set.key);
+        let mut cmd = redis::cmd(if shape == Shape::HashSlot {
+            "HDEL"
+        } else {
+            "ZREM"
+        });
+        cmd.arg(key);
         cmd.arg(member);
         release_of.insert(kept.set, sends.len());
         sends.push(Outgoing {
