@@ -59,3 +59,7 @@ pub(crate) fn asks(
     let elastic = elastic(settings, plan);
     plan_ask(settings, req, &settings.modes_for(req), elastic, &mut ask).then_some(ask)
 }
+
+#[cfg(all(test, feature = "redis"))]
+#[path = "asks_tests.rs"]
+mod tests;
