@@ -43,8 +43,9 @@ impl Reply {
     }
 }
 
-/// How one group fared.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// How one group fared. (Plain and small: an answer is filled on every request; a failure's
+/// error is kept apart.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 enum Fate {
     /// Not evaluated: an earlier enforced refusal stopped the ask.
     #[default]
@@ -52,10 +53,12 @@ enum Fate {
     /// One of its operations refused: nothing of it is kept.
     Refused,
     /// The store failed: nothing of it is kept, and its limiter fails open.
-    Failed(StoreError),
-    /// Every operation passed; `written`: what they wrote stands (no enforced refusal
+    Failed,
+    /// Every operation passed, and what they wrote stands.
+    Kept,
+    /// Every operation passed, but what they wrote was given back (an enforced refusal
     /// followed).
-    Passed { written: bool },
+    Passed,
 }
 
 /// One limiter's replies: its operations and their answers, in its order (`None`: not
@@ -137,6 +140,8 @@ pub(crate) struct Answer<'k> {
     replies: ArrayVec<Option<Reply>, MAX_OPS>,
     /// Per group asked, how it fared.
     fates: ArrayVec<Fate, MAX_GROUPS>,
+    /// The errors of the groups that failed, by group.
+    errors: ArrayVec<(u8, StoreError), MAX_GROUPS>,
     /// The slots taken that the answer still holds (bit `i`: operation `i`), with the
     /// table and key of each, to give back.
     holding: u32,
@@ -169,6 +174,7 @@ impl<'k> Answer<'k> {
             held: Held::LOCAL,
             replies: ArrayVec::new_const(),
             fates: ArrayVec::new_const(),
+            errors: ArrayVec::new_const(),
             holding: 0,
             slots: ArrayVec::new_const(),
             clock: None,
@@ -185,44 +191,50 @@ impl<'k> Answer<'k> {
         running: &mut Option<u8>,
     ) {
         let store = self.keyed.local();
-        for group in ask.groups() {
+        for (g, group) in ask.groups().iter().enumerate() {
             *running = Some(group.owner);
             let ops = ask.ops_of(group);
-            let first = self.replies.len();
-            let mut fate = Fate::Passed { written: true };
+            let (first, slots) = (self.replies.len(), self.slots.len());
+            let mut fate = Fate::Kept;
             for op in ops {
                 match execute(store, op, (now, unix)) {
                     Ok(reply) => {
+                        let at = self.replies.len();
                         self.replies.push(Some(reply));
-                        if reply.refuses() {
-                            fate = Fate::Refused;
-                            break;
+                        match (reply, op) {
+                            (Reply::Slot(true), Op::Slot { table, key, .. }) => {
+                                self.holding |= 1 << at;
+                                self.slots.push((at as u8, *table, *key));
+                            }
+                            (reply, _) if reply.refuses() => {
+                                fate = Fate::Refused;
+                                break;
+                            }
+                            _ => {}
                         }
                     }
                     Err(e) => {
                         self.replies.push(None);
-                        fate = Fate::Failed(e);
+                        self.errors.push((g as u8, e));
+                        fate = Fate::Failed;
                         break;
                     }
                 }
             }
-            let replies = &self.replies[first..];
-            if fate == (Fate::Passed { written: true }) {
-                for (i, (op, reply)) in ops.iter().zip(replies).enumerate() {
-                    if let (Op::Slot { table, key, .. }, Some(Reply::Slot(true))) = (op, reply) {
-                        let at = (first + i) as u8;
-                        self.holding |= 1 << at;
-                        self.slots.push((at, *table, *key));
-                    }
+            if fate != Fate::Kept {
+                // Nothing of the group is kept: what it took goes back at once.
+                give_back_here(store, ops, &self.replies[first..], unix);
+                for &(at, ..) in &self.slots[slots..] {
+                    self.holding &= !(1 << at);
                 }
-            } else {
-                give_back_here(store, ops, replies, unix);
+                self.slots.truncate(slots);
             }
-            self.replies
-                .extend((self.replies.len()..usize::from(group.end)).map(|_| None));
-            let stop = group.enforced && fate == Fate::Refused;
+            let end = usize::from(group.end);
+            while self.replies.len() < end {
+                self.replies.push(None);
+            }
             self.fates.push(fate);
-            if stop {
+            if fate == Fate::Refused && group.enforced {
                 self.give_back_kept_here(ask, unix);
                 return;
             }
@@ -250,9 +262,10 @@ impl<'k> Answer<'k> {
             let fate = match passed.get(g).copied().flatten() {
                 None => Fate::Unreached,
                 Some(false) => Fate::Refused,
-                Some(true) => Fate::Passed { written },
+                Some(true) if written => Fate::Kept,
+                Some(true) => Fate::Passed,
             };
-            if fate == (Fate::Passed { written: true }) {
+            if fate == Fate::Kept {
                 for i in usize::from(group.start)..usize::from(group.end) {
                     if let (Op::Slot { table, key, .. }, Some(Reply::Slot(true))) =
                         (ask.ops()[i], answer.replies[i])
@@ -281,12 +294,7 @@ impl<'k> Answer<'k> {
         owner: u8,
     ) -> Result<Replies<'a>, StoreError> {
         let (g, group) = ask.group(owner).ok_or_else(|| unasked(owner))?;
-        let written = match self.fates.get(g) {
-            None | Some(Fate::Unreached) => return Err(unasked(owner)),
-            Some(Fate::Failed(e)) => return Err(e.clone()),
-            Some(Fate::Refused) => false,
-            Some(Fate::Passed { written }) => *written,
-        };
+        let written = self.fate(g, owner)?;
         let range = usize::from(group.start)..usize::from(group.end);
         Ok(Replies {
             ops: &ask.ops()[range.clone()],
@@ -297,25 +305,38 @@ impl<'k> Answer<'k> {
         })
     }
 
+    /// Whether group `g` (of limiter `owner`) was answered, and if so whether what it wrote
+    /// stands; its error if it failed.
+    #[inline]
+    fn fate(&self, g: usize, owner: u8) -> Result<bool, StoreError> {
+        match self.fates.get(g) {
+            Some(Fate::Kept) => Ok(true),
+            Some(Fate::Refused | Fate::Passed) => Ok(false),
+            Some(Fate::Failed) => Err(self
+                .errors
+                .iter()
+                .find(|(at, _)| usize::from(*at) == g)
+                .map_or_else(|| unasked(owner), |(_, e)| e.clone())),
+            None | Some(Fate::Unreached) => Err(unasked(owner)),
+        }
+    }
+
     /// Limiter `owner`'s slot (the first of its operations that is one): whether it was
     /// free, and whether it is taken over from the answer (the decision then owns it and
     /// gives it back when its request ends).
     #[inline]
     pub(crate) fn take_slot(&mut self, ask: &Ask, owner: u8) -> Result<(bool, bool), StoreError> {
-        let replies = self.replies(ask, owner)?;
-        let start = ask.group(owner).map_or(0, |(_, g)| usize::from(g.start));
-        let Some(i) = replies
-            .ops
-            .iter()
-            .position(|op| matches!(op, Op::Slot { .. }))
-        else {
+        let (g, group) = ask.group(owner).ok_or_else(|| unasked(owner))?;
+        self.fate(g, owner)?;
+        let range = usize::from(group.start)..usize::from(group.end);
+        let at = range
+            .clone()
+            .find(|&i| matches!(ask.ops()[i], Op::Slot { .. }))
+            .ok_or_else(|| unasked(owner))?;
+        let Some(Reply::Slot(free)) = self.replies[at] else {
             return Err(unasked(owner));
         };
-        let free = match replies.replies[i] {
-            Some(Reply::Slot(free)) => free,
-            _ => return Err(unasked(owner)),
-        };
-        let bit = 1 << (start + i);
+        let bit = 1 << at;
         let taken = self.holding & bit != 0;
         self.holding &= !bit;
         Ok((free, taken))
@@ -326,11 +347,10 @@ impl<'k> Answer<'k> {
     fn give_back_kept_here(&mut self, ask: &Ask, unix: u64) {
         let store = self.keyed.local();
         for (group, fate) in ask.groups().iter().zip(self.fates.iter_mut()) {
-            if let Fate::Passed { written } = fate {
-                if std::mem::take(written) {
-                    let range = usize::from(group.start)..usize::from(group.end);
-                    give_back_here(store, &ask.ops()[range.clone()], &self.replies[range], unix);
-                }
+            if *fate == Fate::Kept {
+                *fate = Fate::Passed;
+                let range = usize::from(group.start)..usize::from(group.end);
+                give_back_here(store, &ask.ops()[range.clone()], &self.replies[range], unix);
             }
         }
         // Their slots went back with them.

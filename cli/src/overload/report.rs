@@ -65,7 +65,7 @@ pub struct PhaseReport {
 }
 
 /// Who refused a request: each limiter, then "other" (a body that named none).
-pub const REFUSERS: usize = 6;
+pub const REFUSERS: usize = LimiterName::COUNT + 1;
 
 /// The names of [`REFUSERS`], in order.
 pub(super) fn refuser_name(i: usize) -> &'static str {
