@@ -228,10 +228,11 @@ impl<'k> Answer<'k> {
                     self.holding &= !(1 << at);
                 }
                 self.slots.truncate(slots);
-            }
-            let end = usize::from(group.end);
-            while self.replies.len() < end {
-                self.replies.push(None);
+                // Its operations after the one that stopped it are not evaluated.
+                let end = usize::from(group.end);
+                while self.replies.len() < end {
+                    self.replies.push(None);
+                }
             }
             self.fates.push(fate);
             if fate == Fate::Refused && group.enforced {
@@ -376,7 +377,7 @@ impl Drop for Answer<'_> {
 /// epoch (windows follow the calendar).
 #[inline]
 fn execute(store: &dyn Store, op: &Op, (now, unix): (u64, u64)) -> Result<Reply, StoreError> {
-    match *op {
+    match op {
         Op::Gcra {
             table,
             key,
@@ -384,7 +385,7 @@ fn execute(store: &dyn Store, op: &Op, (now, unix): (u64, u64)) -> Result<Reply,
             tolerance,
             ..
         } => store
-            .gcra(table, key, now, increment, tolerance)
+            .gcra(*table, *key, now, *increment, *tolerance)
             .map(Reply::Charge),
         Op::Window {
             table,
@@ -392,9 +393,9 @@ fn execute(store: &dyn Store, op: &Op, (now, unix): (u64, u64)) -> Result<Reply,
             rule,
             count,
         } => store
-            .window(table, key, unix, &rule, count)
+            .window(*table, *key, unix, rule, *count)
             .map(Reply::Window),
-        Op::Slot { table, key, max } => store.slot_take(table, key, max).map(Reply::Slot),
+        Op::Slot { table, key, max } => store.slot_take(*table, *key, *max).map(Reply::Slot),
     }
 }
 

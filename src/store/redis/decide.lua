@@ -24,9 +24,11 @@
 --         'w', sliding, limit, window_us, count   a window (counted if count is 1)
 --         'p' | 'z' | 's', max                    a slot (client's hash | pool | own set)
 -- Reply: now_us, written (1 if the script wrote what passed, 0 if an enforced refusal
---        stopped it); per group: 1 passed, 0 refused, -1 not reached; per operation four
---        numbers: state (1 passed, 0 refused, -1 not evaluated), then
---        a bucket: tat_us, wait_us, 0; a window: remaining, reset_us, retry_us; a slot: 0, 0, 0.
+--        stopped it); then per group reached: its state (1 passed, 0 refused), then per
+--        operation its state (1 passed, 0 refused, -1 not evaluated: nothing follows) and,
+--        when evaluated, a bucket's tat_us and wait_us, or a window's remaining, reset_us and
+--        retry_us (a slot has its state only). The reply ends at an enforced refusal's group:
+--        the groups after it are not reached.
 local function window_retry(sliding, limit, w, elapsed, cur, prev)
   local to_end = w - elapsed
   if not sliding then return to_end end
@@ -46,17 +48,12 @@ if now == 0 then
 end
 local member, ttl, ngroups = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local out = {now, 0}
+local n = 2
 local sizes, enforced = {}, {}
 local a = 5
 for g = 1, ngroups do
   enforced[g], sizes[g] = ARGV[a] == '1', tonumber(ARGV[a + 1])
-  out[2 + g] = -1
   a = a + 2
-end
-local base = 2 + ngroups
-for i = 1, #KEYS do
-  local o = base + 4 * (i - 1)
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = -1, 0, 0, 0
 end
 
 -- The clients' hashes this request reads: per key, whether it exists, its bucket's new TAT
@@ -105,15 +102,22 @@ local function client_room(key, max)
   return n < max
 end
 
--- What the groups that passed write, once every group is decided: {what, key, ...}.
+-- What the groups that passed write, once every group is decided: {what, key, ...}; a
+-- group's own are dropped again when it refuses.
 local writes = {}
 local i = 0
 for g = 1, ngroups do
   local passed = true
-  local mine = {}
+  local mark = #writes
+  n = n + 1
+  local state = n
   for _ = 1, sizes[g] do
     i = i + 1
-    local kind, key, o = ARGV[a], KEYS[i], base + 4 * (i - 1)
+    local kind, key = ARGV[a], KEYS[i]
+    if not passed then
+      n = n + 1
+      out[n] = -1
+    end
     if kind == 'h' or kind == 'b' then
       local inc, tol = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
       a = a + 3
@@ -129,14 +133,16 @@ for g = 1, ngroups do
         local nxt = math.max(tat, now) + inc
         local ahead = nxt - now
         if ahead <= tol then
-          out[o + 1], out[o + 2] = 1, nxt
+          out[n + 1], out[n + 2], out[n + 3] = 1, nxt, 0
+          n = n + 3
           if kind == 'h' then
-            mine[#mine + 1] = {'tat', key, nxt}
+            writes[#writes + 1] = {'tat', key, nxt}
           else
-            mine[#mine + 1] = {'set', key, string.format('%d', nxt), string.format('%d', math.floor((nxt - now) / 1000) + 1)}
+            writes[#writes + 1] = {'set', key, string.format('%d', nxt), string.format('%d', math.floor((nxt - now) / 1000) + 1)}
           end
         else
-          out[o + 1], out[o + 2], out[o + 3] = 0, tat, ahead - tol
+          out[n + 1], out[n + 2], out[n + 3] = 0, tat, ahead - tol
+          n = n + 3
           passed = false
         end
       end
@@ -164,14 +170,15 @@ for g = 1, ngroups do
         if allowed and count_it then
           cur = cur + 1
           used = used + 1
-          mine[#mine + 1] = {'set', key, string.format('%d %d %d', id, cur, prev), string.format('%d', math.floor(2 * window / 1000))}
+          writes[#writes + 1] = {'set', key, string.format('%d %d %d', id, cur, prev), string.format('%d', math.floor(2 * window / 1000))}
         end
         local retry = 0
         if not allowed then
           retry = window_retry(sliding, limit, window, elapsed, cur, prev)
           passed = false
         end
-        out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed and 1 or 0, math.floor(math.max(limit - used, 0)), window - elapsed, retry
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = allowed and 1 or 0, math.floor(math.max(limit - used, 0)), window - elapsed, retry
+        n = n + 4
       end
     else
       local max = tonumber(ARGV[a + 1])
@@ -179,20 +186,22 @@ for g = 1, ngroups do
       if passed then
         local free
         if kind == 'p' then free = client_room(key, max) else free = room(key, max) end
+        n = n + 1
         if free then
-          out[o + 1] = 1
-          mine[#mine + 1] = {kind, key}
+          out[n] = 1
+          writes[#writes + 1] = {kind, key}
         else
-          out[o + 1] = 0
+          out[n] = 0
           passed = false
         end
       end
     end
   end
-  out[2 + g] = passed and 1 or 0
-  if not passed and enforced[g] then return out end
-  if passed then
-    for _, w in ipairs(mine) do writes[#writes + 1] = w end
+  out[state] = passed and 1 or 0
+  if not passed then
+    -- Nothing is written: the groups after it are not reached.
+    if enforced[g] then return out end
+    for k = #writes, mark + 1, -1 do writes[k] = nil end
   end
 end
 

@@ -149,22 +149,29 @@ impl Keys {
     ) -> (String, Shape) {
         let home = self.homes.get(table.id()).and_then(Option::as_ref);
         let client = home.is_some_and(|h| h.client);
-        let name = home.map_or_else(|| format!("t{}", table.id()), |h| h.name.clone());
         let kind = home.map_or(kind, |h| h.kind);
-        let own = |name: &str| {
-            if tag == key {
-                format!("{}{{{tag:016x}}}:{name}", self.prefix)
-            } else {
-                format!("{}{{{tag:016x}}}:{name}:{key:016x}", self.prefix)
+        let own = || {
+            let id;
+            let name = match home {
+                Some(h) => h.name.as_str(),
+                None => {
+                    id = format!("t{}", table.id());
+                    id.as_str()
+                }
+            };
+            match kind {
+                TableKind::Pool => format!("{}{name}", self.prefix),
+                _ if tag == key => format!("{}{{{tag:016x}}}:{name}", self.prefix),
+                _ => format!("{}{{{tag:016x}}}:{name}:{key:016x}", self.prefix),
             }
         };
         match kind {
             TableKind::Gcra if client && tag == key => (self.client(key), Shape::HashBucket),
-            TableKind::Gcra => (own(&name), Shape::Bucket),
-            TableKind::Window => (own(&name), Shape::Window),
+            TableKind::Gcra => (own(), Shape::Bucket),
+            TableKind::Window => (own(), Shape::Window),
             TableKind::Slots if client => (self.client(key), Shape::HashSlot),
-            TableKind::Pool => (format!("{}{name}", self.prefix), Shape::Pool),
-            _ => (own(&name), Shape::Slots),
+            TableKind::Pool => (own(), Shape::Pool),
+            _ => (own(), Shape::Slots),
         }
     }
 
@@ -357,54 +364,76 @@ fn int(v: &Value) -> Result<i64, redis::RedisError> {
     }
 }
 
-/// Decodes the decide script's reply to `ask`: the time, whether it wrote, a state per group,
-/// then four numbers per operation (its state, and the numbers of its reply).
+/// Decodes the decide script's reply to `ask`: the time, whether it wrote, then per group
+/// reached its state and per operation its state and, if evaluated, its numbers (a bucket
+/// two, a window three, a slot none).
 pub(super) fn decide_reply(ask: &Ask, v: &Value) -> Result<ClientReply, redis::RedisError> {
     let Value::Array(items) = v else {
         return Err(malformed(&format!("{v:?}")));
     };
-    let groups = ask.groups().len();
-    let want = 2 + groups + 4 * ask.ops().len();
-    if items.len() != want {
-        return Err(malformed(&format!(
-            "{} values, {want} expected",
-            items.len()
-        )));
-    }
     let n = items.iter().map(int).collect::<Result<Vec<i64>, _>>()?;
-    let u = |i: usize| u64::try_from(n[i]).unwrap_or(0);
-    let state = |i: usize| match n[i] {
-        1 => Some(true),
-        0 => Some(false),
-        _ => None,
+    if n.len() < 2 {
+        return Err(malformed(&format!("{} values", n.len())));
+    }
+    let mut rest = &n[2..];
+    let total = n.len();
+    let next = |rest: &mut &[i64], count: usize| -> Result<(i64, i64, i64), redis::RedisError> {
+        if rest.len() < count {
+            return Err(malformed(&format!("{total} values, more expected")));
+        }
+        let (got, left) = rest.split_at(count);
+        *rest = left;
+        let at = |i: usize| got.get(i).copied().unwrap_or(0);
+        Ok((at(0), at(1), at(2)))
     };
-    let replies = ask
-        .ops()
-        .iter()
-        .enumerate()
-        .map(|(i, op)| {
-            let at = 2 + groups + 4 * i;
-            let passed = state(at)?;
-            Some(match op {
-                Op::Gcra { .. } if passed => Reply::Charge(Charge::Allowed { tat: u(at + 1) }),
-                Op::Gcra { .. } => Reply::Charge(Charge::Denied {
-                    tat: u(at + 1),
-                    wait: u(at + 2),
-                }),
-                Op::Window { .. } => Reply::Window(WindowCheck {
-                    allowed: passed,
-                    remaining: u32::try_from(u(at + 1)).unwrap_or(u32::MAX),
-                    reset: u(at + 2),
-                    retry: u(at + 3),
-                }),
+    let u = |x: i64| u64::try_from(x).unwrap_or(0);
+    let mut groups = Vec::with_capacity(ask.groups().len());
+    let mut replies = vec![None; ask.ops().len()];
+    for group in ask.groups() {
+        if rest.is_empty() {
+            // Not reached: an enforced refusal before it stopped the script.
+            groups.push(None);
+            continue;
+        }
+        groups.push(Some(next(&mut rest, 1)?.0 == 1));
+        for i in usize::from(group.start)..usize::from(group.end) {
+            let state = next(&mut rest, 1)?.0;
+            if state < 0 {
+                continue;
+            }
+            let passed = state == 1;
+            replies[i] = Some(match ask.ops()[i] {
+                Op::Gcra { .. } => {
+                    let x = next(&mut rest, 2)?;
+                    if passed {
+                        Reply::Charge(Charge::Allowed { tat: u(x.0) })
+                    } else {
+                        Reply::Charge(Charge::Denied {
+                            tat: u(x.0),
+                            wait: u(x.1),
+                        })
+                    }
+                }
+                Op::Window { .. } => {
+                    let x = next(&mut rest, 3)?;
+                    Reply::Window(WindowCheck {
+                        allowed: passed,
+                        remaining: u32::try_from(u(x.0)).unwrap_or(u32::MAX),
+                        reset: u(x.1),
+                        retry: u(x.2),
+                    })
+                }
                 Op::Slot { .. } => Reply::Slot(passed),
-            })
-        })
-        .collect();
+            });
+        }
+    }
+    if !rest.is_empty() {
+        return Err(malformed(&format!("{} values left over", rest.len())));
+    }
     Ok(ClientReply {
-        now: u(0),
+        now: u(n[0]),
         written: n[1] == 1,
-        groups: (0..groups).map(|g| state(2 + g)).collect(),
+        groups,
         replies,
     })
 }
