@@ -396,13 +396,14 @@ pub(super) fn decide_reply(ask: &Ask, v: &Value) -> Result<ClientReply, redis::R
             continue;
         }
         groups.push(Some(next(&mut rest, 1)?.0 == 1));
-        for i in usize::from(group.start)..usize::from(group.end) {
+        let range = usize::from(group.start)..usize::from(group.end);
+        for (reply, op) in replies[range.clone()].iter_mut().zip(&ask.ops()[range]) {
             let state = next(&mut rest, 1)?.0;
             if state < 0 {
                 continue;
             }
             let passed = state == 1;
-            replies[i] = Some(match ask.ops()[i] {
+            *reply = Some(match op {
                 Op::Gcra { .. } => {
                     let x = next(&mut rest, 2)?;
                     if passed {
