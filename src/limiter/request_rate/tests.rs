@@ -1,5 +1,7 @@
 //! The request-rate limiter over the in-memory store.
 use super::*;
+use crate::limiter::Check;
+use std::time::Duration;
 use crate::schema::QuotaAlgorithm;
 use crate::store::{Keyed, MemoryStore};
 use std::sync::Arc;
