@@ -122,7 +122,7 @@ macro_rules! limiters {
             }
 
             /// Every table of per-key state the limiters keep under these settings, each
-            /// with its kind and size (each limiter's [`Limiter::tables`]).
+            /// with its kind and size (each limiter's own list of its tables).
             pub fn tables(&self) -> Vec<TableSpec> {
                 let mut all = Vec::new();
                 $(all.extend(<$unit as Limiter>::tables(&self.$name));)*
