@@ -197,28 +197,54 @@ impl<'k> Answer<'k> {
             let (first, slots) = (self.replies.len(), self.slots.len());
             let mut fate = Fate::Kept;
             for op in ops {
-                match execute(store, op, (now, unix)) {
-                    Ok(reply) => {
-                        let at = self.replies.len();
-                        self.replies.push(Some(reply));
-                        match (reply, op) {
-                            (Reply::Slot(true), Op::Slot { table, key, .. }) => {
+                let at = self.replies.len();
+                // Each kind answered in its own arm: no reply is built for an error, and a
+                // slot taken is held at once.
+                let refused = match op {
+                    Op::Gcra {
+                        table,
+                        key,
+                        increment,
+                        tolerance,
+                        ..
+                    } => match store.gcra(*table, *key, now, *increment, *tolerance) {
+                        Ok(charge) => {
+                            self.replies.push(Some(Reply::Charge(charge)));
+                            matches!(charge, Charge::Denied { .. })
+                        }
+                        Err(e) => self.failed(g, e),
+                    },
+                    Op::Window {
+                        table,
+                        key,
+                        rule,
+                        count,
+                    } => match store.window(*table, *key, unix, rule, *count) {
+                        Ok(check) => {
+                            self.replies.push(Some(Reply::Window(check)));
+                            !check.allowed
+                        }
+                        Err(e) => self.failed(g, e),
+                    },
+                    Op::Slot { table, key, max } => match store.slot_take(*table, *key, *max) {
+                        Ok(free) => {
+                            self.replies.push(Some(Reply::Slot(free)));
+                            if free {
                                 self.holding |= 1 << at;
                                 self.slots.push((at as u8, *table, *key));
                             }
-                            (reply, _) if reply.refuses() => {
-                                fate = Fate::Refused;
-                                break;
-                            }
-                            _ => {}
+                            !free
                         }
-                    }
-                    Err(e) => {
-                        self.replies.push(None);
-                        self.errors.push((g as u8, e));
-                        fate = Fate::Failed;
-                        break;
-                    }
+                        Err(e) => self.failed(g, e),
+                    },
+                };
+                if refused {
+                    fate = if self.replies[at].is_some() {
+                        Fate::Refused
+                    } else {
+                        Fate::Failed
+                    };
+                    break;
                 }
             }
             if fate != Fate::Kept {
@@ -240,6 +266,15 @@ impl<'k> Answer<'k> {
                 return;
             }
         }
+    }
+
+    /// Group `g` failed with `error`: its operation has no reply. (Always `true`: the group
+    /// stops.)
+    #[cold]
+    fn failed(&mut self, g: usize, error: StoreError) -> bool {
+        self.replies.push(None);
+        self.errors.push((g as u8, error));
+        true
     }
 
     /// A shared store's answer to `ask`, as it `replies` per operation and `passed` per
@@ -370,32 +405,6 @@ impl Drop for Answer<'_> {
                 }
             }
         }
-    }
-}
-
-/// `op` executed by `store` as of `now` µs (monotonic; buckets) and `unix` µs since the
-/// epoch (windows follow the calendar).
-#[inline]
-fn execute(store: &dyn Store, op: &Op, (now, unix): (u64, u64)) -> Result<Reply, StoreError> {
-    match op {
-        Op::Gcra {
-            table,
-            key,
-            increment,
-            tolerance,
-            ..
-        } => store
-            .gcra(*table, *key, now, *increment, *tolerance)
-            .map(Reply::Charge),
-        Op::Window {
-            table,
-            key,
-            rule,
-            count,
-        } => store
-            .window(*table, *key, unix, rule, *count)
-            .map(Reply::Window),
-        Op::Slot { table, key, max } => store.slot_take(*table, *key, *max).map(Reply::Slot),
     }
 }
 
