@@ -31,6 +31,7 @@ pub enum Reply {
     Slot(bool),
 }
 
+#[cfg(all(test, feature = "redis"))]
 impl Reply {
     /// Whether it refuses the request.
     #[inline]
