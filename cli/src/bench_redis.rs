@@ -9,10 +9,10 @@ use brownout::classify::RequestFacts;
 use brownout::clock::{Clock, SystemClock};
 use brownout::config::{HumanDuration, StoreConfig, StoreKind, StoreSync};
 use brownout::limiter::gcra::Bucket;
-use brownout::limiter::LimiterName;
+use brownout::limiter::LimiterName::RequestRate as BUCKETS;
+use brownout::limiter::LimiterName::{ConcurrentRequests as PERMITS, FleetUsage as FLEET};
 use brownout::store::redis::{RedisStore, SlotSet, Undo};
-use brownout::store::{Ask, Op};
-use brownout::store::{MemoryStore, Store};
+use brownout::store::{Ask, MemoryStore, Op, Store};
 use brownout::{Brownout, Config, Mode};
 use clap::Args;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -57,13 +57,7 @@ impl Run {
     }
 }
 
-/// The limiters whose tables the ask names.
-const BUCKETS: LimiterName = LimiterName::RequestRate;
-const PERMITS: LimiterName = LimiterName::ConcurrentRequests;
-const FLEET: LimiterName = LimiterName::FleetUsage;
-
-/// One request's ask: a client's bucket (of 10,000 clients), a concurrency permit and a
-/// fleet slot, each limiter's group enforced.
+/// One request's ask, every group enforced: a client's bucket, its permit and a fleet slot.
 fn ask(client: u64) -> Ask {
     let bucket = Bucket::new(1_000.0, 1_000.0, 0.0);
     let mut ask = Ask::default();
@@ -90,8 +84,7 @@ fn ask(client: u64) -> Ask {
     ask
 }
 
-/// `decisions` decisions from `concurrency` tasks; each gives its permit and fleet slot back
-/// afterwards, as a finished request does.
+/// `decisions` decisions from `concurrency` tasks; each gives its slots back, as requests do.
 async fn scripted(store: &Arc<RedisStore>, concurrency: usize, decisions: usize) -> Run {
     timed(
         concurrency,
@@ -99,20 +92,16 @@ async fn scripted(store: &Arc<RedisStore>, concurrency: usize, decisions: usize)
         store.clone(),
         |store, n| async move {
             let client = n % 10_000;
-            if let Ok(answer) = store.answer(&ask(client)).await {
-                let permit = SlotSet {
-                    table: PERMITS.table(0),
-                    key: client,
-                };
-                let fleet = SlotSet {
-                    table: FLEET.table(0),
-                    key: 0,
-                };
-                for set in [permit, fleet] {
-                    store.undo(Undo::Release {
-                        set,
-                        member: answer.member,
-                    });
+            let ask = ask(client);
+            if let Ok(answer) = store.answer(&ask).await {
+                for op in ask.ops() {
+                    if let Op::Slot { table, key, .. } = *op {
+                        let member = answer.member;
+                        store.undo(Undo::Release {
+                            set: SlotSet { table, key },
+                            member,
+                        });
+                    }
                 }
             }
             store
