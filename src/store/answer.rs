@@ -15,7 +15,7 @@
 //! dropped.
 
 use super::ask::{Ask, Op, MAX_GROUPS, MAX_OPS, MAX_SLOTS};
-use super::{Held, Keyed, Store, StoreError};
+use super::{Held, Keyed, StoreError};
 use crate::math::gcra::Charge;
 use crate::math::window::WindowCheck;
 use arrayvec::ArrayVec;
@@ -143,9 +143,8 @@ pub(crate) struct Answer<'k> {
     fates: ArrayVec<Fate, MAX_GROUPS>,
     /// The errors of the groups that failed, by group.
     errors: ArrayVec<(u8, StoreError), MAX_GROUPS>,
-    /// The slots taken that the answer still holds (bit `i`: operation `i`), with the
-    /// table and key of each, to give back.
-    holding: u32,
+    /// The slots taken that the answer still holds (operation, table, key): the decision
+    /// takes them over, or they go back when the answer is dropped.
     slots: ArrayVec<(u8, super::Table, u64), MAX_SLOTS>,
     clock: Option<u64>,
 }
@@ -156,7 +155,7 @@ impl std::fmt::Debug for Answer<'_> {
             .field("held", &self.held)
             .field("replies", &self.replies)
             .field("fates", &self.fates)
-            .field("holding", &self.holding)
+            .field("slots", &self.slots)
             .finish()
     }
 }
@@ -176,7 +175,6 @@ impl<'k> Answer<'k> {
             replies: ArrayVec::new_const(),
             fates: ArrayVec::new_const(),
             errors: ArrayVec::new_const(),
-            holding: 0,
             slots: ArrayVec::new_const(),
             clock: None,
         }
@@ -231,7 +229,6 @@ impl<'k> Answer<'k> {
                         Ok(free) => {
                             self.replies.push(Some(Reply::Slot(free)));
                             if free {
-                                self.holding |= 1 << at;
                                 self.slots.push((at as u8, *table, *key));
                             }
                             !free
@@ -250,10 +247,7 @@ impl<'k> Answer<'k> {
             }
             if fate != Fate::Kept {
                 // Nothing of the group is kept: what it took goes back at once.
-                give_back_here(store, ops, &self.replies[first..], unix);
-                for &(at, ..) in &self.slots[slots..] {
-                    self.holding &= !(1 << at);
-                }
+                give_back_here(self.keyed, ops, &self.replies[first..], unix);
                 self.slots.truncate(slots);
                 // Its operations after the one that stopped it are not evaluated.
                 let end = usize::from(group.end);
@@ -307,7 +301,6 @@ impl<'k> Answer<'k> {
                     if let (Op::Slot { table, key, .. }, Some(Reply::Slot(true))) =
                         (ask.ops()[i], answer.replies[i])
                     {
-                        answer.holding |= 1 << i;
                         answer.slots.push((i as u8, table, key));
                     }
                 }
@@ -373,25 +366,27 @@ impl<'k> Answer<'k> {
         let Some(Reply::Slot(free)) = self.replies[at] else {
             return Err(unasked(owner));
         };
-        let bit = 1 << at;
-        let taken = self.holding & bit != 0;
-        self.holding &= !bit;
-        Ok((free, taken))
+        let held = self.slots.iter().position(|&(i, ..)| usize::from(i) == at);
+        Ok((free, held.map(|i| self.slots.swap_remove(i)).is_some()))
     }
 
     /// Gives back what the local store kept for the groups before an enforced refusal:
     /// their charges no longer stand, and their slots go back.
     fn give_back_kept_here(&mut self, ask: &Ask, unix: u64) {
-        let store = self.keyed.local();
         for (group, fate) in ask.groups().iter().zip(self.fates.iter_mut()) {
             if *fate == Fate::Kept {
                 *fate = Fate::Passed;
                 let range = usize::from(group.start)..usize::from(group.end);
-                give_back_here(store, &ask.ops()[range.clone()], &self.replies[range], unix);
+                give_back_here(
+                    self.keyed,
+                    &ask.ops()[range.clone()],
+                    &self.replies[range],
+                    unix,
+                );
             }
         }
         // Their slots went back with them.
-        self.holding = 0;
+        self.slots.clear();
     }
 }
 
@@ -399,45 +394,31 @@ impl Drop for Answer<'_> {
     /// Gives back the slots the decision did not take over.
     #[inline]
     fn drop(&mut self) {
-        if self.holding != 0 {
-            for &(at, table, key) in &self.slots {
-                if self.holding & (1 << at) != 0 {
-                    self.keyed.release(self.held, table, key);
-                }
-            }
+        for &(_, table, key) in &self.slots {
+            self.keyed.release(self.held, table, key);
         }
     }
 }
 
-/// Gives back what `replies` show `ops` wrote in `store`: the buckets that allowed the
-/// request, the windows that counted it (in the window of `unix`), the slots taken.
-fn give_back_here(store: &dyn Store, ops: &[Op], replies: &[Option<Reply>], unix: u64) {
+/// Whether `reply` shows that `op` wrote something a give-back must undo: a bucket that
+/// allowed the request, a window that counted it, a slot taken. (The one rule every store's
+/// give-back follows.)
+#[inline]
+pub(crate) fn wrote(op: &Op, reply: Option<Reply>) -> bool {
+    match (op, reply) {
+        (Op::Gcra { .. }, Some(Reply::Charge(c))) => matches!(c, Charge::Allowed { .. }),
+        (Op::Window { count, .. }, Some(Reply::Window(check))) => *count && check.allowed,
+        (Op::Slot { .. }, Some(Reply::Slot(taken))) => taken,
+        _ => false,
+    }
+}
+
+/// Gives back in `keyed`'s own store what `replies` show `ops` wrote there (windows as of
+/// `unix`).
+fn give_back_here(keyed: &Keyed, ops: &[Op], replies: &[Option<Reply>], unix: u64) {
     for (op, reply) in ops.iter().zip(replies) {
-        match (*op, reply) {
-            (
-                Op::Gcra {
-                    table,
-                    key,
-                    increment,
-                    ..
-                },
-                Some(Reply::Charge(Charge::Allowed { .. })),
-            ) => {
-                let _ = store.gcra_refund(table, key, increment);
-            }
-            (
-                Op::Window {
-                    table,
-                    key,
-                    rule,
-                    count: true,
-                },
-                Some(Reply::Window(check)),
-            ) if check.allowed => {
-                let _ = store.window_refund(table, key, unix, &rule);
-            }
-            (Op::Slot { table, key, .. }, Some(Reply::Slot(true))) => store.slot_give(table, key),
-            _ => {}
+        if wrote(op, *reply) {
+            keyed.refund(Held::LOCAL, op, unix);
         }
     }
 }

@@ -220,10 +220,14 @@ impl Keyed {
         }
     }
 
-    /// Gives back what `op` (a bucket or a counted window) wrote for a request whose answer
-    /// is held as `held` (a later limiter refused it); `unix` µs since the epoch is the
-    /// window it was counted in, here.
+    /// Gives back what `op` wrote for a request whose answer is held as `held`: a bucket's
+    /// charge or a window's count (a later limiter refused it; `unix` µs since the epoch is
+    /// the window it was counted in, here), or a slot.
     pub(crate) fn refund(&self, held: Held, op: &Op, unix: u64) {
+        if let Op::Slot { table, key, .. } = *op {
+            self.release(held, table, key);
+            return;
+        }
         #[cfg(feature = "redis")]
         if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
             shared.refund(op);

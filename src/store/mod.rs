@@ -16,6 +16,8 @@ pub mod redis;
 pub(crate) mod redis;
 pub(crate) mod table;
 
+#[cfg(feature = "redis")]
+pub(crate) use answer::wrote;
 pub(crate) use answer::{Answer, Replies};
 pub(crate) use ask::MAX_QUOTAS;
 // The ask and the replies are public with `redis-internals`, for `bench redis` and the

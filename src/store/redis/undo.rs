@@ -12,8 +12,7 @@ use super::conn::Conn;
 use super::pending::{self, Kept, Pending};
 use super::script::{self, ClientReply, Shape, SlotSet, Undo};
 use super::RedisStore;
-use crate::math::gcra::Charge;
-use crate::store::{Ask, Op, Reply, Table};
+use crate::store::{wrote, Ask, Op, Table};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -128,19 +127,10 @@ impl RedisStore {
             }
             let range = usize::from(group.start)..usize::from(group.end);
             for (op, answer) in ask.ops()[range.clone()].iter().zip(&reply.replies[range]) {
-                match (op, answer) {
-                    (Op::Gcra { .. }, Some(Reply::Charge(Charge::Allowed { .. }))) => {
-                        self.refund(op);
-                    }
-                    (Op::Window { count: true, .. }, Some(Reply::Window(check)))
-                        if check.allowed =>
-                    {
-                        self.refund(op);
-                    }
-                    (Op::Slot { table, key, .. }, Some(Reply::Slot(true))) => {
-                        self.release(member, *table, *key);
-                    }
-                    _ => {}
+                match *op {
+                    _ if !wrote(op, *answer) => {}
+                    Op::Slot { table, key, .. } => self.release(member, table, key),
+                    _ => self.refund(op),
                 }
             }
         }
