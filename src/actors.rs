@@ -11,6 +11,7 @@ use crate::limiter::adaptive_concurrency::{self, micros};
 use crate::limiter::LimiterName;
 use crate::math::adaptive::AdaptiveLimit;
 use crate::math::capacity::CapacityEstimate;
+use crate::math::critical::CeilingBase;
 use crate::ops::OperatorSetup;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -178,6 +179,7 @@ fn rearm(period: &mut Duration, tick: &mut tokio::time::Interval, wanted: Durati
 struct Adaptive {
     limit: AdaptiveLimit,
     capacity: CapacityEstimate,
+    ceiling: CeilingBase,
     window_end: Duration,
 }
 
@@ -189,6 +191,7 @@ impl Adaptive {
         Self {
             limit: AdaptiveLimit::new(params, engine.adaptive().limit(), micros(now)),
             capacity: CapacityEstimate::default(),
+            ceiling: CeilingBase::default(),
             window_end: now + c.window.get(),
         }
     }
@@ -215,7 +218,8 @@ impl Adaptive {
         engine
             .adaptive()
             .publish(limit, self.limit.service().floors());
-        engine.adaptive().publish_learned(self.limit.learned());
+        let base = self.ceiling.update(&window, self.limit.learned());
+        engine.adaptive().publish_ceiling_base(base);
         engine
             .adaptive()
             .publish_capacity(self.capacity.learned(), self.capacity.at_least());

@@ -1,6 +1,9 @@
 //! The share of critical clients adaptive_concurrency admits when critical demand alone
 //! overflows its ceiling (pure): multiplicative decrease while the ceiling is hit, slow
-//! increase at the limit, fast return once critical requests find room.
+//! increase at the limit, fast return once critical requests find room; and the limit the
+//! ceiling is a multiple of ([`CeilingBase`]).
+
+use super::adaptive::Window;
 
 /// What the critical requests of one window met, for the share of critical cohorts admitted
 /// (in the spirit of DAGOR's admission level: the business priority is the tier, the user
@@ -40,9 +43,77 @@ pub fn critical_share(share: f64, pressure: CriticalPressure) -> f64 {
     next.clamp(CRITICAL_MIN_SHARE, 1.0)
 }
 
+/// Windows [`CeilingBase`] remembers (4 s at the default 250 ms window).
+pub const CEILING_MEMORY: usize = 16;
+
+/// The limit the critical ceiling is a multiple of: the highest limit learned (outside a
+/// probe) in the last two mean latencies. The requests in flight now were let in under the
+/// limits of about one latency ago and take that long to drain; a limit that falls faster
+/// than they do (it may halve every window) must not count its own leftovers as critical
+/// demand overflowing. A window in which nothing finished drains nothing: what every
+/// remembered window let in may still be in flight.
+#[derive(Debug, Clone, Default)]
+pub struct CeilingBase {
+    /// (window end µs, limit learned) of the last windows, oldest overwritten first.
+    recent: [(u64, f64); CEILING_MEMORY],
+    len: usize,
+    next: usize,
+}
+
+impl CeilingBase {
+    /// Remembers `learned`, the limit learned at the end of `w`, and returns the base.
+    pub fn update(&mut self, w: &Window, learned: f64) -> f64 {
+        self.recent[self.next] = (w.at, learned);
+        self.next = (self.next + 1) % CEILING_MEMORY;
+        self.len = (self.len + 1).min(CEILING_MEMORY);
+        let since = match w.mean() {
+            Some(mean) => w.at.saturating_sub((2.0 * mean) as u64),
+            None => 0,
+        };
+        self.recent[..self.len]
+            .iter()
+            .filter(|&&(at, _)| at >= since)
+            .fold(learned, |base, &(_, limit)| base.max(limit))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn window(at_ms: u64, mean_ms: Option<u64>) -> Window {
+        let mut w = Window {
+            at: at_ms * 1000,
+            ..Window::default()
+        };
+        if let Some(mean) = mean_ms {
+            w.count[0] = 10;
+            w.sum[0] = 10 * mean * 1000;
+        }
+        w
+    }
+
+    #[test]
+    fn the_ceiling_base_falls_no_faster_than_what_was_let_in_drains() {
+        let mut base = CeilingBase::default();
+        // A limit of 40 meets a queue and halves every 100 ms window while the requests it
+        // let in take up to 200 ms: the base keeps the limits of the last two mean latencies.
+        assert_eq!(base.update(&window(100, Some(20)), 40.0), 40.0);
+        assert_eq!(base.update(&window(200, Some(190)), 20.0), 40.0);
+        assert_eq!(base.update(&window(300, Some(200)), 10.0), 40.0);
+        assert_eq!(base.update(&window(400, Some(140)), 5.0), 20.0);
+        // The queue drained: latency back at the service time, the base is the limit.
+        assert_eq!(base.update(&window(500, Some(20)), 2.5), 2.5);
+        // It never stands below the limit learned now.
+        assert_eq!(base.update(&window(600, Some(20)), 6.0), 6.0);
+        // Nothing finished in a window: every remembered limit may still be in flight.
+        assert_eq!(base.update(&window(700, None), 3.0), 40.0);
+        // It remembers CEILING_MEMORY windows, no more.
+        for i in 0..CEILING_MEMORY as u64 {
+            base.update(&window(800 + 100 * i, Some(20)), 3.0);
+        }
+        assert_eq!(base.update(&window(3000, None), 3.0), 3.0);
+    }
 
     #[test]
     fn the_critical_share_backs_off_on_overflow_and_comes_back() {

@@ -16,7 +16,7 @@ use crate::config::AdaptiveConcurrencyConfig;
 use crate::limiter::adaptive_concurrency::params;
 use crate::math::adaptive::{AdaptiveLimit, Window};
 use crate::math::capacity::CapacityEstimate;
-use crate::math::critical::{critical_share, CriticalPressure};
+use crate::math::critical::{critical_share, CeilingBase, CriticalPressure};
 use crate::tier::Tier;
 use std::collections::VecDeque;
 
@@ -61,6 +61,9 @@ pub struct FastGuard {
     /// Per tier (critical's unused): (arrived, amount) waiting, oldest first.
     room: [VecDeque<(f64, f64)>; 4],
     critical_share: f64,
+    /// What the critical ceiling is a multiple of.
+    ceiling: CeilingBase,
+    ceiling_base: f64,
     window: Sums,
 }
 
@@ -82,6 +85,8 @@ impl FastGuard {
             toward_hold: [0.5; 4],
             room: Default::default(),
             critical_share: 1.0,
+            ceiling: CeilingBase::default(),
+            ceiling_base: f64::from(c.initial_limit),
             window: Sums::default(),
         }
     }
@@ -197,8 +202,9 @@ impl FastGuard {
         let amount = amount - outside;
         let limit = self.limit();
         let before: f64 = in_flight.iter().sum();
-        // A probe's min_limit does not lower it (as in the middleware).
-        let ceiling = (limit.max(self.limit.learned()) * self.c.critical_ceiling)
+        // A probe's min_limit does not lower it, nor does a fall faster than what was let in
+        // drains (as in the middleware).
+        let ceiling = (limit.max(self.ceiling_base) * self.c.critical_ceiling)
             .floor()
             .max(1.0);
         let admitted = amount.min((ceiling - before).max(0.0));
@@ -329,6 +335,7 @@ impl FastGuard {
         window.sum[Tier::Get.index()] = micros(mean * count);
         self.capacity
             .learn(&mut self.limit, params(&self.c), window);
+        self.ceiling_base = self.ceiling.update(&window, self.limit.learned());
         if self.enforced && self.c.critical_ceiling > 0.0 {
             let pressure = match (w.overflowed, w.at_limit) {
                 (true, _) => CriticalPressure::Overflowed,

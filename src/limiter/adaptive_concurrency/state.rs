@@ -40,10 +40,11 @@ pub struct AdaptiveState {
     pub(super) room: Mutex<Room>,
     /// The limit to admit under (`f64` bits), published by the sampler every window.
     limit: AtomicU64,
-    /// The limit learned, outside a probe of the service times (`f64` bits): what the
-    /// critical ceiling is a multiple of (a probe admits `min_limit` for a moment; critical
-    /// requests, which it does not hold back, are not refused for it).
-    learned: AtomicU64,
+    /// What the critical ceiling is a multiple of (`f64` bits): the limits learned outside a
+    /// probe of the service times (a probe admits `min_limit` for a moment; critical
+    /// requests, which it does not hold back, are not refused for it), held while the
+    /// requests they let in drain.
+    ceiling_base: AtomicU64,
     /// Each tier's service time learned (µs; 0 before any), published with the limit.
     floors: [AtomicU64; 4],
     /// The app's capacity learned (requests at once, `f64` bits; 0 until known) and the most
@@ -69,7 +70,7 @@ impl AdaptiveState {
             counts: CachePadded(Counts::default()),
             room: Mutex::new(Room::default()),
             limit: AtomicU64::new(initial.to_bits()),
-            learned: AtomicU64::new(initial.to_bits()),
+            ceiling_base: AtomicU64::new(initial.to_bits()),
             floors: Default::default(),
             capacity: Default::default(),
             finished: Sharded::default(),
@@ -114,21 +115,22 @@ impl AdaptiveState {
     /// Publishes a new limit, and each tier's service time (µs) it was learned against.
     pub fn publish(&self, limit: f64, floors: [Option<u64>; 4]) {
         self.limit.store(limit.to_bits(), Ordering::Relaxed);
-        self.learned.store(limit.to_bits(), Ordering::Relaxed);
+        self.ceiling_base.store(limit.to_bits(), Ordering::Relaxed);
         for (cell, floor) in self.floors.iter().zip(floors) {
             cell.store(floor.unwrap_or(0).max(u64::from(floor.is_some())), Ordering::Relaxed);
         }
     }
 
-    /// Publishes the limit learned outside a probe (see [`publish`](Self::publish), which
-    /// sets both): the critical ceiling's base.
-    pub fn publish_learned(&self, learned: f64) {
-        self.learned.store(learned.to_bits(), Ordering::Relaxed);
+    /// Publishes the limit the critical ceiling is a multiple of
+    /// ([`CeilingBase`](crate::math::critical::CeilingBase): limits learned outside a probe,
+    /// held while what they let in drains; [`publish`](Self::publish) sets both).
+    pub fn publish_ceiling_base(&self, base: f64) {
+        self.ceiling_base.store(base.to_bits(), Ordering::Relaxed);
     }
 
     /// The limit the critical ceiling is a multiple of.
-    pub fn learned_limit(&self) -> f64 {
-        f64::from_bits(self.learned.load(Ordering::Relaxed))
+    pub fn ceiling_base(&self) -> f64 {
+        f64::from_bits(self.ceiling_base.load(Ordering::Relaxed))
     }
 
     /// Publishes the app's capacity (requests at once; `None` until learned) and the most it
