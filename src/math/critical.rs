@@ -43,15 +43,17 @@ pub fn critical_share(share: f64, pressure: CriticalPressure) -> f64 {
     next.clamp(CRITICAL_MIN_SHARE, 1.0)
 }
 
-/// Windows [`CeilingBase`] remembers (4 s at the default 250 ms window).
-pub const CEILING_MEMORY: usize = 16;
+/// Windows [`CeilingBase`] remembers: this one and the two before (what a limit lets in
+/// shows in the latencies a window later; a true critical overflow is answered within two).
+pub const CEILING_MEMORY: usize = 3;
 
 /// The limit the critical ceiling is a multiple of: the highest limit learned (outside a
-/// probe) in the last two mean latencies. The requests in flight now were let in under the
-/// limits of about one latency ago and take that long to drain; a limit that falls faster
-/// than they do (it may halve every window) must not count its own leftovers as critical
-/// demand overflowing. A window in which nothing finished drains nothing: what every
-/// remembered window let in may still be in flight.
+/// probe) in the last two mean latencies, at most [`CEILING_MEMORY`] windows back. The
+/// requests in flight now were let in under the limits of about one latency ago and take
+/// that long to drain; a limit that falls faster than they do (it may halve every window)
+/// must not count its own leftovers as critical demand overflowing. A window in which
+/// nothing finished drained nothing: what every remembered window let in may still be in
+/// flight.
 #[derive(Debug, Clone, Default)]
 pub struct CeilingBase {
     /// (window end µs, limit learned) of the last windows, oldest overwritten first.
@@ -99,20 +101,18 @@ mod tests {
         // A limit of 40 meets a queue and halves every 100 ms window while the requests it
         // let in take up to 200 ms: the base keeps the limits of the last two mean latencies.
         assert_eq!(base.update(&window(100, Some(20)), 40.0), 40.0);
-        assert_eq!(base.update(&window(200, Some(190)), 20.0), 40.0);
+        assert_eq!(base.update(&window(200, Some(90)), 20.0), 40.0);
         assert_eq!(base.update(&window(300, Some(200)), 10.0), 40.0);
-        assert_eq!(base.update(&window(400, Some(140)), 5.0), 20.0);
+        assert_eq!(base.update(&window(400, Some(60)), 5.0), 10.0);
+        // Never more than CEILING_MEMORY windows back, however long the latency.
+        assert_eq!(base.update(&window(500, Some(900)), 2.5), 10.0);
+        assert_eq!(base.update(&window(600, Some(900)), 2.0), 5.0);
         // The queue drained: latency back at the service time, the base is the limit.
-        assert_eq!(base.update(&window(500, Some(20)), 2.5), 2.5);
+        assert_eq!(base.update(&window(700, Some(20)), 2.0), 2.0);
         // It never stands below the limit learned now.
-        assert_eq!(base.update(&window(600, Some(20)), 6.0), 6.0);
+        assert_eq!(base.update(&window(800, Some(20)), 6.0), 6.0);
         // Nothing finished in a window: every remembered limit may still be in flight.
-        assert_eq!(base.update(&window(700, None), 3.0), 40.0);
-        // It remembers CEILING_MEMORY windows, no more.
-        for i in 0..CEILING_MEMORY as u64 {
-            base.update(&window(800 + 100 * i, Some(20)), 3.0);
-        }
-        assert_eq!(base.update(&window(3000, None), 3.0), 3.0);
+        assert_eq!(base.update(&window(900, None), 3.0), 6.0);
     }
 
     #[test]
