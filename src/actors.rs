@@ -218,7 +218,10 @@ impl Adaptive {
         engine
             .adaptive()
             .publish(limit, self.limit.service().floors());
-        let base = self.ceiling.update(&window, self.limit.learned());
+        let slow_start = self.capacity.learned().is_none();
+        let base = self
+            .ceiling
+            .update(&window, self.limit.learned(), slow_start);
         engine.adaptive().publish_ceiling_base(base);
         engine
             .adaptive()

@@ -43,17 +43,20 @@ pub fn critical_share(share: f64, pressure: CriticalPressure) -> f64 {
     next.clamp(CRITICAL_MIN_SHARE, 1.0)
 }
 
-/// Windows [`CeilingBase`] remembers: this one and the two before (what a limit lets in
-/// shows in the latencies a window later; a true critical overflow is answered within two).
-pub const CEILING_MEMORY: usize = 3;
+/// Windows [`CeilingBase`] remembers: this one and the one before (what a limit lets in
+/// shows in the latencies a window later; a true critical overflow is answered a window on).
+pub const CEILING_MEMORY: usize = 2;
 
-/// The limit the critical ceiling is a multiple of: the highest limit learned (outside a
-/// probe) in the last two mean latencies, at most [`CEILING_MEMORY`] windows back. The
-/// requests in flight now were let in under the limits of about one latency ago and take
-/// that long to drain; a limit that falls faster than they do (it may halve every window)
-/// must not count its own leftovers as critical demand overflowing. A window in which
-/// nothing finished drained nothing: what every remembered window let in may still be in
-/// flight.
+/// The limit the critical ceiling is a multiple of: the limit learned (outside a probe);
+/// while the app's capacity is not known yet, the highest learned in the last mean latency,
+/// at most [`CEILING_MEMORY`] windows back. Until the capacity is known the limit doubles
+/// and halves (slow start, `math::adaptive`): it overshoots, lets a burst in, and halves
+/// every window after, faster than the requests it let in drain; those leftovers are not
+/// critical demand overflowing, and a ceiling that fell with the limit would refuse critical
+/// requests at a fraction of the capacity. Once the capacity is known the limit stays above
+/// half of it and moves gently, and the ceiling follows it at once: a true critical overflow
+/// is answered without delay. A window in which nothing finished drained nothing: what every
+/// remembered window let in may still be in flight.
 #[derive(Debug, Clone, Default)]
 pub struct CeilingBase {
     /// (window end µs, limit learned) of the last windows, oldest overwritten first.
@@ -63,13 +66,18 @@ pub struct CeilingBase {
 }
 
 impl CeilingBase {
-    /// Remembers `learned`, the limit learned at the end of `w`, and returns the base.
-    pub fn update(&mut self, w: &Window, learned: f64) -> f64 {
+    /// Remembers `learned`, the limit learned at the end of `w` (`slow_start`: the app's
+    /// capacity is not known yet), and returns the base.
+    pub fn update(&mut self, w: &Window, learned: f64, slow_start: bool) -> f64 {
+        if !slow_start {
+            self.len = 0;
+            return learned;
+        }
         self.recent[self.next] = (w.at, learned);
         self.next = (self.next + 1) % CEILING_MEMORY;
         self.len = (self.len + 1).min(CEILING_MEMORY);
         let since = match w.mean() {
-            Some(mean) => w.at.saturating_sub((2.0 * mean) as u64),
+            Some(mean) => w.at.saturating_sub(mean as u64),
             None => 0,
         };
         self.recent[..self.len]
@@ -98,21 +106,24 @@ mod tests {
     #[test]
     fn the_ceiling_base_falls_no_faster_than_what_was_let_in_drains() {
         let mut base = CeilingBase::default();
-        // A limit of 40 meets a queue and halves every 100 ms window while the requests it
-        // let in take up to 200 ms: the base keeps the limits of the last two mean latencies.
-        assert_eq!(base.update(&window(100, Some(20)), 40.0), 40.0);
-        assert_eq!(base.update(&window(200, Some(90)), 20.0), 40.0);
-        assert_eq!(base.update(&window(300, Some(200)), 10.0), 40.0);
-        assert_eq!(base.update(&window(400, Some(60)), 5.0), 10.0);
+        // In slow start, a limit of 40 meets a queue and halves every 100 ms window while the
+        // requests it let in take up to 200 ms: the base keeps the limits of the last mean
+        // latency.
+        assert_eq!(base.update(&window(100, Some(20)), 40.0, true), 40.0);
+        assert_eq!(base.update(&window(200, Some(190)), 20.0, true), 40.0);
+        assert_eq!(base.update(&window(300, Some(60)), 10.0, true), 10.0);
         // Never more than CEILING_MEMORY windows back, however long the latency.
-        assert_eq!(base.update(&window(500, Some(900)), 2.5), 10.0);
-        assert_eq!(base.update(&window(600, Some(900)), 2.0), 5.0);
+        assert_eq!(base.update(&window(400, Some(900)), 5.0, true), 10.0);
+        assert_eq!(base.update(&window(500, Some(900)), 2.5, true), 5.0);
         // The queue drained: latency back at the service time, the base is the limit.
-        assert_eq!(base.update(&window(700, Some(20)), 2.0), 2.0);
+        assert_eq!(base.update(&window(600, Some(20)), 2.0, true), 2.0);
         // It never stands below the limit learned now.
-        assert_eq!(base.update(&window(800, Some(20)), 6.0), 6.0);
+        assert_eq!(base.update(&window(700, Some(20)), 6.0, true), 6.0);
         // Nothing finished in a window: every remembered limit may still be in flight.
-        assert_eq!(base.update(&window(900, None), 3.0), 6.0);
+        assert_eq!(base.update(&window(800, None), 3.0, true), 6.0);
+        // Once the capacity is known, the base is the limit learned now, whatever came before.
+        assert_eq!(base.update(&window(900, Some(900)), 2.0, false), 2.0);
+        assert_eq!(base.update(&window(1000, None), 1.5, true), 1.5);
     }
 
     #[test]

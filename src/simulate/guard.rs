@@ -335,7 +335,10 @@ impl FastGuard {
         window.sum[Tier::Get.index()] = micros(mean * count);
         self.capacity
             .learn(&mut self.limit, params(&self.c), window);
-        self.ceiling_base = self.ceiling.update(&window, self.limit.learned());
+        let slow_start = self.capacity.learned().is_none();
+        self.ceiling_base = self
+            .ceiling
+            .update(&window, self.limit.learned(), slow_start);
         if self.enforced && self.c.critical_ceiling > 0.0 {
             let pressure = match (w.overflowed, w.at_limit) {
                 (true, _) => CriticalPressure::Overflowed,
