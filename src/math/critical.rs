@@ -43,47 +43,32 @@ pub fn critical_share(share: f64, pressure: CriticalPressure) -> f64 {
     next.clamp(CRITICAL_MIN_SHARE, 1.0)
 }
 
-/// Windows [`CeilingBase`] remembers: this one and the one before (what a limit lets in
-/// shows in the latencies a window later; a true critical overflow is answered a window on).
-pub const CEILING_MEMORY: usize = 2;
-
 /// The limit the critical ceiling is a multiple of: the limit learned (outside a probe);
-/// while the app's capacity is not known yet, the highest learned in the last mean latency,
-/// at most [`CEILING_MEMORY`] windows back. Until the capacity is known the limit doubles
-/// and halves (slow start, `math::adaptive`): it overshoots, lets a burst in, and halves
-/// every window after, faster than the requests it let in drain; those leftovers are not
-/// critical demand overflowing, and a ceiling that fell with the limit would refuse critical
-/// requests at a fraction of the capacity. Once the capacity is known the limit stays above
-/// half of it and moves gently, and the ceiling follows it at once: a true critical overflow
-/// is answered without delay. A window in which nothing finished drained nothing: what every
-/// remembered window let in may still be in flight.
+/// while the app's capacity is not known yet, the higher of it and the previous window's
+/// when that window ended within the last mean latency. Until the capacity is known the
+/// limit doubles and halves (slow start, `math::adaptive`): it overshoots, lets a burst in,
+/// and halves every window after, faster than the requests it let in drain; those leftovers
+/// are not critical demand overflowing, and a ceiling that fell with the limit would refuse
+/// critical requests at a fraction of the capacity. Once the capacity is known the limit
+/// stays above half of it and moves gently, and the ceiling follows it at once: a true
+/// critical overflow is answered without delay. A window in which nothing finished drained
+/// nothing: what the previous window let in may still be in flight.
 #[derive(Debug, Clone, Default)]
 pub struct CeilingBase {
-    /// (window end µs, limit learned) of the last windows, oldest overwritten first.
-    recent: [(u64, f64); CEILING_MEMORY],
-    len: usize,
-    next: usize,
+    /// The previous window's end (µs) and the limit learned then, in slow start.
+    previous: Option<(u64, f64)>,
 }
 
 impl CeilingBase {
     /// Remembers `learned`, the limit learned at the end of `w` (`slow_start`: the app's
     /// capacity is not known yet), and returns the base.
     pub fn update(&mut self, w: &Window, learned: f64, slow_start: bool) -> f64 {
-        if !slow_start {
-            self.len = 0;
-            return learned;
+        let previous = std::mem::replace(&mut self.previous, slow_start.then_some((w.at, learned)));
+        let since = w.mean().map_or(0, |mean| w.at.saturating_sub(mean as u64));
+        match previous {
+            Some((at, limit)) if slow_start && at >= since => learned.max(limit),
+            _ => learned,
         }
-        self.recent[self.next] = (w.at, learned);
-        self.next = (self.next + 1) % CEILING_MEMORY;
-        self.len = (self.len + 1).min(CEILING_MEMORY);
-        let since = match w.mean() {
-            Some(mean) => w.at.saturating_sub(mean as u64),
-            None => 0,
-        };
-        self.recent[..self.len]
-            .iter()
-            .filter(|&&(at, _)| at >= since)
-            .fold(learned, |base, &(_, limit)| base.max(limit))
     }
 }
 
@@ -112,7 +97,7 @@ mod tests {
         assert_eq!(base.update(&window(100, Some(20)), 40.0, true), 40.0);
         assert_eq!(base.update(&window(200, Some(190)), 20.0, true), 40.0);
         assert_eq!(base.update(&window(300, Some(60)), 10.0, true), 10.0);
-        // Never more than CEILING_MEMORY windows back, however long the latency.
+        // Never more than a window back, however long the latency.
         assert_eq!(base.update(&window(400, Some(900)), 5.0, true), 10.0);
         assert_eq!(base.update(&window(500, Some(900)), 2.5, true), 5.0);
         // The queue drained: latency back at the service time, the base is the limit.

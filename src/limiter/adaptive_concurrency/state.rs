@@ -42,8 +42,8 @@ pub struct AdaptiveState {
     limit: AtomicU64,
     /// What the critical ceiling is a multiple of (`f64` bits): the limits learned outside a
     /// probe of the service times (a probe admits `min_limit` for a moment; critical
-    /// requests, which it does not hold back, are not refused for it), held while the
-    /// requests they let in drain.
+    /// requests, which it does not hold back, are not refused for it), held in slow start
+    /// while the requests they let in drain.
     ceiling_base: AtomicU64,
     /// Each tier's service time learned (µs; 0 before any), published with the limit.
     floors: [AtomicU64; 4],
@@ -123,7 +123,8 @@ impl AdaptiveState {
 
     /// Publishes the limit the critical ceiling is a multiple of
     /// ([`CeilingBase`](crate::math::critical::CeilingBase): limits learned outside a probe,
-    /// held while what they let in drains; [`publish`](Self::publish) sets both).
+    /// held in slow start while what they let in drains; [`publish`](Self::publish) sets
+    /// both).
     pub fn publish_ceiling_base(&self, base: f64) {
         self.ceiling_base.store(base.to_bits(), Ordering::Relaxed);
     }
