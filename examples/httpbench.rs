@@ -3,8 +3,8 @@
 //! against each mode in turn, on the same machine).
 //!
 //! ```sh
-//! httpbench serve --mode bare|brownout|brownout-nohdr|brownout-wu|governor --port 8080 --workers 4
-//! httpbench calls --mode bare|brownout|brownout-nohdr|brownout-wu|governor --requests 2000
+//! httpbench serve --mode bare|bare-fields|brownout|brownout-nohdr|brownout-wu|governor --port 8080 --workers 4
+//! httpbench calls --mode bare|bare-fields|brownout|brownout-nohdr|brownout-wu|governor --requests 2000
 //! ```
 //!
 //! `calls` sends `--requests` requests through the same app in process
@@ -13,13 +13,16 @@
 //! total divided by the requests.
 //!
 //! `GET /` answers 200 `ok`. `brownout`: all four limiters enforcing, every threshold out of
-//! reach; `brownout-nohdr`: the same without the RateLimit fields (`request_rate.headers: false`,
+//! reach; `bare-fields`: the bare app whose handler adds two header fields shaped like
+//! brownout's RateLimit fields (what actix itself charges for two fields, the floor under
+//! `brownout` minus `brownout-nohdr`); `brownout-nohdr`: the same without the RateLimit fields (`request_rate.headers: false`,
 //! as actix-governor sends none by default); `brownout-wu`: only worker_utilization (the defaults); `governor`: actix-governor keyed
 //! by peer IP, with a quota out of reach. On SIGTERM or SIGINT the brownout modes print one
 //! stderr line, `httpbench: brownout counters: …`, with the request outcomes, rejections and
 //! fail-opens (all but `allowed` must be 0 for the run to count).
 
 use actix_governor::{Governor, GovernorConfigBuilder};
+use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{web, App, HttpResponse, HttpServer};
 use brownout::config::HumanDuration;
 use brownout::{Brownout, Config, Mode};
@@ -27,6 +30,7 @@ use brownout::{Brownout, Config, Mode};
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Bench {
     Bare,
+    BareFields,
     Brownout,
     BrownoutNoHeaders,
     BrownoutWu,
@@ -44,7 +48,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: httpbench serve --mode bare|brownout|brownout-nohdr|brownout-wu|governor --port P --workers N\n       httpbench calls --mode MODE --requests N"
+        "usage: httpbench serve --mode bare|bare-fields|brownout|brownout-nohdr|brownout-wu|governor --port P --workers N\n       httpbench calls --mode MODE --requests N"
     );
     std::process::exit(2)
 }
@@ -69,6 +73,7 @@ fn args() -> Args {
             "--mode" => {
                 a.mode = match value.as_str() {
                     "bare" => Bench::Bare,
+                    "bare-fields" => Bench::BareFields,
                     "brownout" => Bench::Brownout,
                     "brownout-nohdr" => Bench::BrownoutNoHeaders,
                     "brownout-wu" => Bench::BrownoutWu,
@@ -142,6 +147,33 @@ async fn ok() -> HttpResponse {
     HttpResponse::Ok().body("ok")
 }
 
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+thread_local! {
+    /// Two values shaped like brownout's RateLimit fields, each in a shared buffer as
+    /// brownout's cached values are (a clone is a reference count, not a copy).
+    static FIELDS: [HeaderValue; 2] = [
+        "\"request_rate\";q=1000000;w=1",
+        "\"request_rate\";r=999999;t=1",
+    ]
+    .map(|v| {
+        HeaderValue::from_maybe_shared(actix_web::web::Bytes::copy_from_slice(v.as_bytes()))
+            .expect("a valid header value")
+    });
+}
+
+/// `ok` with the two fields added to the response as brownout adds them.
+async fn ok_with_fields() -> HttpResponse {
+    let mut response = HttpResponse::Ok().body("ok");
+    FIELDS.with(|[policy, field]| {
+        let headers = response.headers_mut();
+        headers.insert(RATELIMIT_POLICY, policy.clone());
+        headers.insert(RATELIMIT, field.clone());
+    });
+    response
+}
+
 /// `n` requests `GET /` from one client address through `app`, in process; every answer
 /// must be 200.
 async fn drive<S, B>(app: S, n: usize)
@@ -198,6 +230,10 @@ async fn calls(mode: Bench, n: usize) -> std::io::Result<()> {
             )
             .await
         }
+        Bench::BareFields => {
+            let app = App::new().route("/", web::get().to(ok_with_fields));
+            drive(init_service(app).await, n).await
+        }
         Bench::Governor => {
             let conf = governor_config();
             let app = App::new()
@@ -231,6 +267,13 @@ fn main() -> std::io::Result<()> {
         match a.mode {
             Bench::Bare => {
                 HttpServer::new(|| App::new().route("/", web::get().to(ok)))
+                    .workers(a.workers)
+                    .bind(addr)?
+                    .run()
+                    .await
+            }
+            Bench::BareFields => {
+                HttpServer::new(|| App::new().route("/", web::get().to(ok_with_fields)))
                     .workers(a.workers)
                     .bind(addr)?
                     .run()
