@@ -229,6 +229,10 @@ macro_rules! limiters {
 
 limiter_list!(limiters);
 
+// Every limiter in the list can open a group in a request's ask (`store::Ask` finds a
+// limiter's group by its index).
+const _: () = assert!(LimiterName::COUNT <= crate::store::MAX_OWNERS);
+
 impl MemoryStore {
     /// The store `limiters` asks for: each keyed limiter's tables sized by its own settings
     /// (request_rate: `max_keys` buckets, and as many windows per quota; concurrent_requests:

@@ -20,6 +20,9 @@ pub const MAX_OPS: usize = 2 + MAX_QUOTAS + 6;
 /// Most groups (limiters with per-key state) in one ask.
 pub const MAX_GROUPS: usize = 8;
 
+/// Most limiters that may ask (a limiter's index in the list is below it).
+pub const MAX_OWNERS: usize = 16;
+
 /// Most slot operations in one ask (an answer holds the slots it took until the decision
 /// takes them over).
 pub const MAX_SLOTS: usize = 4;
@@ -116,6 +119,9 @@ pub struct Group {
 pub struct Ask {
     ops: ArrayVec<Op, MAX_OPS>,
     groups: ArrayVec<Group, MAX_GROUPS>,
+    /// Per limiter (by index), one past its group's index; 0 if it asked nothing. (A lookup,
+    /// not a search: each limiter finds its group as it decides.)
+    by_owner: [u8; MAX_OWNERS],
     slots: u8,
 }
 
@@ -126,6 +132,7 @@ impl Default for Ask {
         Self {
             ops: ArrayVec::new_const(),
             groups: ArrayVec::new_const(),
+            by_owner: [0; MAX_OWNERS],
             slots: 0,
         }
     }
@@ -134,9 +141,13 @@ impl Default for Ask {
 impl Ask {
     /// Opens the group of limiter `owner` (its index in the limiter list): the operations
     /// pushed next are its own. A limiter opens one group at most.
+    ///
+    /// # Panics
+    /// With `owner` at or past [`MAX_OWNERS`], or past [`MAX_GROUPS`] groups.
     #[inline]
     pub fn begin(&mut self, owner: u8, enforced: bool, memo: u32) {
         let at = self.ops.len() as u8;
+        self.by_owner[usize::from(owner)] = self.groups.len() as u8 + 1;
         self.groups.push(Group {
             owner,
             enforced,
@@ -191,9 +202,7 @@ impl Ask {
     /// The group of limiter `owner`, with its index among the groups, if it asked anything.
     #[inline]
     pub fn group(&self, owner: u8) -> Option<(usize, &Group)> {
-        self.groups
-            .iter()
-            .enumerate()
-            .find(|(_, g)| g.owner == owner)
+        let g = usize::from(*self.by_owner.get(usize::from(owner))?).checked_sub(1)?;
+        Some((g, self.groups.get(g)?))
     }
 }

@@ -19,7 +19,7 @@ pub(crate) mod table;
 #[cfg(feature = "redis")]
 pub(crate) use answer::wrote;
 pub(crate) use answer::{Answer, Replies};
-pub(crate) use ask::MAX_QUOTAS;
+pub(crate) use ask::{MAX_OWNERS, MAX_QUOTAS};
 // The ask and the replies are public with `redis-internals`, for `bench redis` and the
 // scripts' tests, which speak to the Redis store directly.
 #[cfg(all(feature = "redis", not(feature = "redis-internals")))]
