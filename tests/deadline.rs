@@ -114,6 +114,38 @@ async fn with_cancel_the_handler_is_stopped_and_answered_503() {
 }
 
 #[actix_web::test]
+async fn a_worker_reuses_its_deadline_timers_and_each_fires_at_its_own_deadline() {
+    let rig = Rig::new(deadline(true));
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let dropped = Arc::new(AtomicBool::new(false));
+    let app = app!(rig, gate, dropped);
+    // A request the app answers late but in time: its timer goes back to the worker, parked.
+    let in_time = test::call_service(&app, get().uri("/v1/items?slow").to_request());
+    tokio::pin!(in_time);
+    tokio::select! {
+        biased;
+        _ = &mut in_time => panic!("answered before the gate opened"),
+        () = tokio::task::yield_now() => {}
+    }
+    gate.notify_one();
+    assert_eq!(in_time.await.status(), 200);
+    // Each next slow request runs on the timer the last one gave back, and is stopped at its
+    // own deadline: not at once (an old deadline), not never (the parked one).
+    for stopped in 1..=2 {
+        let started = tokio::time::Instant::now(); // the clock the timer runs on
+        let call = actix_web::dev::Service::call(&app, get().uri("/v1/items?slow").to_request());
+        let answer = tokio::time::timeout(Duration::from_secs(5), call)
+            .await
+            .expect("answered at the deadline");
+        assert!(answer.is_err(), "stopped with the deadline's 503");
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        let expired = rig.metric("brownout_expired_requests_total{tier=\"get\"}");
+        assert_eq!(expired, f64::from(stopped));
+    }
+    assert_eq!(rig.brownout.in_flight().get, 0);
+}
+
+#[actix_web::test]
 async fn over_http_a_stopped_request_is_a_503_with_its_problem() {
     let rig = Rig::new(deadline(true));
     let middleware = rig.brownout.middleware();

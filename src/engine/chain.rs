@@ -14,7 +14,7 @@ use crate::limiter::adaptive_concurrency::{self, AdaptivePermit};
 use crate::limiter::adaptive_concurrency::{Slot, Wait};
 use crate::limiter::concurrent_requests::{self, ConcurrencyPermit};
 use crate::limiter::fleet_usage::{self, FleetPermit};
-use crate::limiter::request_rate::{CheckTime, RateStatus, RateTicket};
+use crate::limiter::request_rate::{CheckTime, FailureTicket, RateStatus, RateTicket};
 use crate::limiter::{worker_utilization, Check, LimiterError, LimiterName, Rejection, Request};
 use crate::metrics::Outcome;
 use crate::rng::SplitMix64;
@@ -35,7 +35,7 @@ pub(crate) struct Admission<'a, P: EngineRef> {
     /// For the RateLimit fields (request_rate enforced and headers on).
     pub(crate) rate: Option<RateStatus>,
     /// Failure quotas to charge if the app answers with an error.
-    pub(crate) failures: Option<RateTicket>,
+    pub(crate) failures: Option<FailureTicket>,
     pub(crate) concurrency: Option<ConcurrencyPermit<'a, P>>,
     pub(crate) fleet: Option<FleetPermit<'a, P>>,
     pub(crate) adaptive: Option<AdaptivePermit<'a>>,
@@ -257,7 +257,7 @@ fn run<'a: 'k, 'k, P: EngineRef>(
         outcome,
         held,
         rate: shown.map(|a| a.status),
-        failures: ticket.filter(|t| t.failures != 0),
+        failures: ticket.and_then(|t| t.failure_ticket()),
         concurrency,
         fleet,
         adaptive,

@@ -1,21 +1,9 @@
-//! `limiters.deadline` in the middleware: when an admitted request stops counting, and the
-//! answer for one that is stopped.
+//! `limiters.deadline` in the middleware: the answer for a request stopped at its deadline
+//! (the response future arms the timer, `respond.rs`).
 
 use super::response::deadline_response;
 use crate::tier::Tier;
 use std::time::Duration;
-
-/// When an admitted request stops counting (`limiters.deadline`), and whether it is stopped.
-pub struct Expiry {
-    pub(super) after: Duration,
-    pub(super) cancel: bool,
-}
-
-impl Expiry {
-    pub(super) fn new(after: Duration, cancel: bool) -> Self {
-        Self { after, cancel }
-    }
-}
 
 /// A request stopped at its deadline: the error actix answers with (503, problem+json). The
 /// request itself is with the app by then, so brownout answers through the error path.

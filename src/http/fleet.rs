@@ -8,6 +8,7 @@
 use super::body::TrackedBody;
 use super::ratelimit;
 use super::respond::{respond, RateFields};
+use super::worker::Worker;
 use crate::classify::Classified;
 use crate::engine::{judge, Settings, WorkerEngine};
 use crate::limiter::request_rate::RateStatus;
@@ -24,6 +25,7 @@ use std::sync::Arc;
 pub(super) struct Pending<S> {
     pub(super) service: Rc<S>,
     pub(super) engine: Rc<WorkerEngine>,
+    pub(super) worker: Rc<Worker>,
     pub(super) settings: Arc<Settings>,
     pub(super) req: ServiceRequest,
     pub(super) classified: Classified,
@@ -44,6 +46,7 @@ where
     let Pending {
         service,
         engine,
+        worker,
         settings,
         req,
         classified,
@@ -73,7 +76,7 @@ where
     let verdict = judge(&engine, &settings, &request, (&mut rng, false), answered);
     respond(
         &service,
-        &engine,
+        &worker,
         &settings,
         req,
         classified.tier,

@@ -10,6 +10,7 @@ use super::fleet;
 use super::ratelimit;
 use super::request::request_of;
 use super::respond::{respond, RateFields, ResponseFuture};
+use super::worker::Worker;
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
 use crate::control::RuntimeRegistry;
 use crate::engine::{judge, Admission, Engine, Settings, Verdict, WorkerEngine};
@@ -84,11 +85,13 @@ where
         // Runs once per worker, on the worker's runtime: the `runtime` source reads it.
         self.runtimes.register_current();
         let engine = self.engine.clone();
+        let worker_engine = Rc::new(WorkerEngine(engine.clone()));
         ready(Ok(BrownoutService {
             service: Rc::new(service),
             rng: RefCell::new(engine.random_stream()),
-            settings: RefCell::new(Cache::new(LiveSettings(engine.clone()))),
-            engine: Rc::new(WorkerEngine(engine)),
+            settings: RefCell::new(Cache::new(LiveSettings(engine))),
+            worker: Rc::new(Worker::new(worker_engine.clone())),
+            engine: worker_engine,
             hooks: self.hooks.clone(),
             policies: RefCell::new((0, Vec::new())),
             last_field: RefCell::default(),
@@ -101,6 +104,8 @@ pub struct BrownoutService<S> {
     service: Rc<S>,
     /// This worker's handle on the engine: requests clone the `Rc`, not the `Arc`.
     engine: Rc<WorkerEngine>,
+    /// What this worker's response futures share (the engine handle and their boxes).
+    worker: Rc<Worker>,
     /// The app's hooks.
     hooks: Hooks,
     rng: RefCell<SplitMix64>,
@@ -271,6 +276,7 @@ where
                     fut: Box::pin(fleet::judge_shared(fleet::Pending {
                         service: self.service.clone(),
                         engine: self.engine.clone(),
+                        worker: self.worker.clone(),
                         settings: live,
                         req,
                         classified,
@@ -288,7 +294,7 @@ where
         };
         respond(
             &self.service,
-            &self.engine,
+            &self.worker,
             settings,
             req,
             classified.tier,

@@ -10,6 +10,7 @@ mod ratelimit;
 mod request;
 mod respond;
 mod response;
+mod worker;
 
 pub use body::TrackedBody;
 pub(crate) use middleware::Hooks;

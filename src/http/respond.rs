@@ -5,12 +5,13 @@
 //! refused with 503 (its request_rate credits given back), like a request refused at once.
 
 use super::body::{TrackedBody, WorkerGuard};
-use super::deadline::{DeadlinePassed, Expiry};
+use super::deadline::DeadlinePassed;
 use super::ratelimit;
 use super::response::{rejection_response, retry_after_secs};
-use crate::engine::{Admission, EngineRef, Queued, RequestGuard, Settings, Verdict, WorkerEngine};
+use super::worker::{Timer, Worker};
+use crate::engine::{Admission, Engine, EngineRef, Queued, RequestGuard, Settings, Verdict};
 use crate::limiter::adaptive_concurrency::micros;
-use crate::limiter::request_rate::{RateStatus, RateTicket};
+use crate::limiter::request_rate::{FailureTicket, RateStatus};
 use crate::limiter::LimiterName;
 use crate::limiter::{RatePolicy, Rejection};
 use crate::metrics::Outcome;
@@ -67,22 +68,16 @@ pub(super) trait RateFields {
 /// Work left for when the app has answered: the RateLimit fields (written down at decision
 /// time, from what the limiter saw) and failure quotas.
 pub(super) struct AfterResponse {
-    engine: Rc<WorkerEngine>,
     /// Where the request was decided (its failures are counted there).
     held: Held,
     /// `RateLimit-Policy` and `RateLimit`.
     fields: [Option<HeaderValue>; 2],
-    failures: Option<RateTicket>,
+    failures: Option<FailureTicket>,
 }
 
 impl AfterResponse {
-    fn new<Q: EngineRef>(
-        engine: &Rc<WorkerEngine>,
-        admission: &Admission<'_, Q>,
-        fields: &dyn RateFields,
-    ) -> Option<Self> {
+    fn new<Q: EngineRef>(admission: &Admission<'_, Q>, fields: &dyn RateFields) -> Option<Self> {
         (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
-            engine: engine.clone(),
             held: admission.held,
             fields: admission.rate.map_or([None, None], |status| {
                 [fields.policy(&status), fields.allowed(&status)]
@@ -91,15 +86,16 @@ impl AfterResponse {
         })
     }
 
-    fn apply<B>(self, response: &mut ServiceResponse<B>) {
+    /// Writes the fields into `response` and counts its failure, in `engine`.
+    fn apply<B>(self, engine: &Engine, response: &mut ServiceResponse<B>) {
         insert_rate_fields(response.headers_mut(), self.fields);
         if let Some(ticket) = &self.failures {
             let failed = response.status().is_client_error() || response.status().is_server_error();
             if failed {
-                let settings = self.engine.settings().load();
-                let keyed = self.engine.keyed();
+                let settings = engine.settings().load();
+                let keyed = engine.keyed();
                 if !keyed.count_failures_shared(self.held, settings.rules.failure_quotas(ticket)) {
-                    let at = self.engine.check_time(self.engine.clock().now());
+                    let at = engine.check_time(engine.clock().now());
                     settings
                         .rules
                         .record_failure(keyed.local(), ticket, at.unix);
@@ -114,7 +110,7 @@ impl AfterResponse {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn respond<S, B, Q>(
     service: &Rc<S>,
-    engine: &Rc<WorkerEngine>,
+    worker: &Rc<Worker>,
     settings: &Settings,
     req: ServiceRequest,
     tier: Tier,
@@ -144,33 +140,33 @@ where
                     rejected_fields(settings, fields.policy(status), status, (&rejection, secs));
                 insert_rate_fields(response.headers_mut(), written);
             }
+            // Boxed: a rejection is not the allowed path, and inline it would make every
+            // response future larger.
             ResponseFuture::Rejected {
-                response: Some(req.into_response(response)),
+                response: Some(Box::new(req.into_response(response))),
             }
         }
         Verdict::Allow(mut admission) => {
-            let after = AfterResponse::new(engine, &admission, fields);
-            let deadline = &settings.limiters.deadline;
-            let expiry = Expiry::new(deadline.after.get(), deadline.cancel);
+            let engine = &worker.engine;
+            let after = AfterResponse::new(&admission, fields);
             if let Some(queued) = admission.queued.take() {
                 // Waiting for adaptive_concurrency's room (boxed: only under overload).
                 let waiting = Waiting {
                     service: service.clone(),
-                    engine: engine.clone(),
                     req,
                     tier,
                     outcome: admission.outcome,
                     policy: queued.refunded.as_ref().and_then(|s| fields.policy(s)),
                     guard: RequestGuard::waiting(engine.clone(), tier, admission),
                     after,
-                    expiry,
+                    worker: worker.clone(),
                 };
                 return ResponseFuture::Shared {
                     fut: Box::pin(wait(waiting, queued)),
                 };
             }
             let guard = RequestGuard::admit(engine.clone(), tier, admission);
-            ResponseFuture::allowed(service.call(req), guard, after, expiry, tier)
+            ResponseFuture::allowed(service.call(req), guard, after, worker, tier)
         }
     }
 }
@@ -181,15 +177,16 @@ impl<F, B> ResponseFuture<F, B> {
         fut: F,
         guard: WorkerGuard,
         after: Option<AfterResponse>,
-        expiry: Expiry,
+        worker: &Rc<Worker>,
         tier: Tier,
     ) -> Self {
         Self::Allowed {
             fut,
             guard: Some(guard),
-            after,
-            deadline: None,
-            expiry: Some(expiry),
+            after: after.map(|after| worker.after(after)),
+            timer: None,
+            deadline: Deadline::Unarmed,
+            worker: worker.clone(),
             tier,
         }
     }
@@ -207,17 +204,18 @@ pin_project! {
             #[pin]
             fut: F,
             guard: Option<WorkerGuard>,
-            after: Option<AfterResponse>,
-            // Armed when the app does not answer at once (a fast handler never touches the
-            // timer), inline: no allocation.
-            #[pin]
-            deadline: Option<tokio::time::Sleep>,
-            expiry: Option<Expiry>,
+            // The work left for the response, and the deadline's timer (armed when the app
+            // does not answer at once: a fast handler never touches it), in boxes the
+            // worker reuses: inline, they made the future too large to move cheaply.
+            after: Option<Box<Option<AfterResponse>>>,
+            timer: Option<Pin<Box<Timer>>>,
+            deadline: Deadline,
+            worker: Rc<Worker>,
             tier: crate::tier::Tier,
         },
         /// The request was rejected.
         Rejected {
-            response: Option<ServiceResponse<BoxBody>>,
+            response: Option<Box<ServiceResponse<BoxBody>>>,
         },
         /// Fleet mode: the decision waits for the shared store (boxed: a network round trip
         /// dwarfs one allocation); or the request waits for adaptive_concurrency's room.
@@ -225,6 +223,31 @@ pin_project! {
             fut: Pin<Box<dyn Future<Output = Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>>>>,
         },
     }
+    impl<F, B> PinnedDrop for ResponseFuture<F, B> {
+        fn drop(this: Pin<&mut Self>) {
+            // What was not given back on the way (a future dropped before its answer).
+            if let ResponseFutureProj::Allowed { after, timer, worker, .. } = this.project() {
+                if let Some(after) = after.take() {
+                    worker.give_after(after);
+                }
+                if let Some(timer) = timer.take() {
+                    worker.give_timer(timer);
+                }
+            }
+        }
+    }
+}
+
+/// Where an admitted request's deadline stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Deadline {
+    /// The app has answered at once so far: no timer.
+    Unarmed,
+    /// The timer is armed; past it, the request is stopped (`cancel`) or only stops
+    /// counting, as `limiters.deadline` said when it was armed.
+    Armed { cancel: bool },
+    /// Past it: the request stopped counting and runs on without a timer.
+    Passed,
 }
 
 impl<F, B> Future for ResponseFuture<F, B>
@@ -240,16 +263,23 @@ where
                 fut,
                 guard,
                 after,
+                timer,
                 deadline,
-                expiry,
+                worker,
                 tier,
             } => {
                 let Poll::Ready(response) = fut.poll(cx) else {
-                    return waiting(deadline, expiry, guard, *tier, cx);
+                    return waiting((timer, deadline), guard, (worker, *tier), cx);
                 };
+                if let Some(timer) = timer.take() {
+                    worker.give_timer(timer);
+                }
                 let mut response = response?;
-                if let Some(after) = after.take() {
-                    after.apply(&mut response);
+                if let Some(mut boxed) = after.take() {
+                    if let Some(after) = boxed.take() {
+                        after.apply(&worker.engine, &mut response);
+                    }
+                    worker.give_after(boxed);
                 }
                 let guard = guard.take();
                 let (req, response) = response.into_parts();
@@ -257,50 +287,62 @@ where
                 let tracked = head.set_body(EitherBody::left(TrackedBody::new(body, guard)));
                 Poll::Ready(Ok(ServiceResponse::new(req, tracked)))
             }
-            ResponseFutureProj::Rejected { response } => Poll::Ready(Ok(response
-                .take()
-                .expect("ResponseFuture polled after completion")
-                .map_into_right_body())),
+            ResponseFutureProj::Rejected { response } => {
+                let response = response
+                    .take()
+                    .expect("ResponseFuture polled after completion");
+                Poll::Ready(Ok((*response).map_into_right_body()))
+            }
             ResponseFutureProj::Shared { fut } => fut.as_mut().poll(cx),
         }
     }
 }
 
-/// The app has not answered yet: the deadline's timer is armed (once) and polled; past it
-/// the request stops counting, and with `cancel` it ends with an error (dropping the future,
-/// as actix does on the error, stops the handler). Out of line: an app that answers at once
-/// never comes here, and the poll of one that does stays small.
+/// The app has not answered yet: the deadline's timer is armed (once, for
+/// `limiters.deadline` as it is then) and polled; past it the request stops counting, and with
+/// `cancel` it ends with an error (dropping the future, as actix does on the error, stops the
+/// handler). Out of line: an app that answers at once never comes here, and the poll of one
+/// that does stays small.
 #[inline(never)]
 fn waiting<T>(
-    mut deadline: Pin<&mut Option<tokio::time::Sleep>>,
-    expiry: &mut Option<Expiry>,
+    (timer, deadline): (&mut Option<Pin<Box<Timer>>>, &mut Deadline),
     guard: &mut Option<WorkerGuard>,
-    tier: Tier,
+    (worker, tier): (&Worker, Tier),
     cx: &mut Context<'_>,
 ) -> Poll<Result<T, Error>> {
-    let Some(due) = expiry.as_ref().map(|e| e.after) else {
+    if *deadline == Deadline::Unarmed {
+        let settings = worker.engine.settings().load();
+        let limit = &settings.limiters.deadline;
+        *timer = Some(worker.timer(limit.after.get()));
+        *deadline = Deadline::Armed {
+            cancel: limit.cancel,
+        };
+    }
+    let Deadline::Armed { cancel } = *deadline else {
         return Poll::Pending;
     };
-    if deadline.is_none() {
-        deadline.set(Some(tokio::time::sleep(due)));
-    }
-    let timer = deadline.as_pin_mut().expect("armed above");
-    std::task::ready!(timer.poll(cx));
+    let Some(armed) = timer.as_mut() else {
+        return Poll::Pending;
+    };
+    let after = std::task::ready!(armed.as_mut().poll_passed(cx));
     // Past the deadline: the request stops counting, once.
-    let expired = expiry.take().expect("checked above");
+    *deadline = Deadline::Passed;
+    if let Some(timer) = timer.take() {
+        worker.give_timer(timer);
+    }
     if let Some(guard) = guard.take() {
         guard.expire();
     }
-    if !expired.cancel {
+    if !cancel {
         return Poll::Pending;
     }
-    Poll::Ready(Err(DeadlinePassed::new(due, tier).into()))
+    Poll::Ready(Err(DeadlinePassed::new(after, tier).into()))
 }
 
 /// Everything a waiting request is let through with.
 struct Waiting<S> {
     service: Rc<S>,
-    engine: Rc<WorkerEngine>,
+    worker: Rc<Worker>,
     req: ServiceRequest,
     tier: Tier,
     /// Its outcome once let through (allowed, or one of the other limiters' dark or
@@ -308,7 +350,6 @@ struct Waiting<S> {
     outcome: Outcome,
     guard: WorkerGuard,
     after: Option<AfterResponse>,
-    expiry: Expiry,
     /// The `RateLimit-Policy` of a refusal, when the RateLimit fields are on.
     policy: Option<HeaderValue>,
 }
@@ -324,15 +365,15 @@ where
 {
     let Waiting {
         service,
-        engine,
+        worker,
         req,
         tier,
         outcome,
         mut guard,
         after,
-        expiry,
         policy,
     } = waiting;
+    let engine = &worker.engine;
     let max_wait = engine
         .settings()
         .load()
@@ -349,7 +390,7 @@ where
     if let Ok(Ok(admitted_at)) = tokio::time::timeout(max_wait, wait).await {
         guard.granted(admitted_at);
         engine.metrics().request(tier, outcome);
-        return ResponseFuture::allowed(service.call(req), guard, after, expiry, tier).await;
+        return ResponseFuture::allowed(service.call(req), guard, after, &worker, tier).await;
     }
     // Timed out, or turned away for a higher tier: refused as if at once (the wait has left
     // the room; the guard gives the other limiters' permits back).

@@ -74,6 +74,27 @@ pub struct RateTicket {
     pub failures: u16,
 }
 
+/// What counts an admitted request against its failure quotas if the app answers it with an
+/// error: its client, its IP and those quotas (bit per index). Kept apart from the
+/// [`RateTicket`]: it waits for the response, beside the response future.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailureTicket {
+    key: u64,
+    ip: u64,
+    quotas: u16,
+}
+
+impl RateTicket {
+    /// What counts the request against its failure quotas, if any would count it.
+    pub fn failure_ticket(&self) -> Option<FailureTicket> {
+        (self.failures != 0).then_some(FailureTicket {
+            key: self.key,
+            ip: self.ip,
+            quotas: self.failures,
+        })
+    }
+}
+
 /// The time of a check in µs: monotonic for buckets, Unix time for quota windows, which
 /// follow the calendar (a `1d` window starts at UTC midnight on every server, whenever it
 /// started).
@@ -231,15 +252,15 @@ impl RateRules {
     /// windows to count it in.
     pub(crate) fn failure_quotas<'s>(
         &'s self,
-        ticket: &'s RateTicket,
+        ticket: &'s FailureTicket,
     ) -> impl Iterator<Item = Op> + 's {
         self.quotas
             .iter()
             .enumerate()
-            .filter(|(i, _)| ticket.failures & (1 << i) != 0)
+            .filter(|(i, _)| ticket.quotas & (1 << i) != 0)
             .map(|(i, q)| Op::Window {
                 table: quota_table(i),
-                key: self.quota_key(q, ticket),
+                key: quota_key(q, (ticket.key, ticket.ip)),
                 rule: q.rule,
                 count: true,
             })
@@ -267,7 +288,7 @@ impl RateRules {
             if ticket.counted & (1 << i) != 0 {
                 let window = Op::Window {
                     table: quota_table(i),
-                    key: self.quota_key(quota, ticket),
+                    key: quota_key(quota, (ticket.key, ticket.ip)),
                     rule: quota.rule,
                     count: true,
                 };
@@ -278,7 +299,7 @@ impl RateRules {
 
     /// Counts a failed response against the failure quotas the request matched; `unix_now`
     /// in µs since the Unix epoch.
-    pub fn record_failure(&self, store: &dyn Store, ticket: &RateTicket, unix_now: u64) {
+    pub fn record_failure(&self, store: &dyn Store, ticket: &FailureTicket, unix_now: u64) {
         for op in self.failure_quotas(ticket) {
             if let Op::Window {
                 table, key, rule, ..
@@ -297,12 +318,13 @@ impl RateRules {
             secs_up(status.tat.saturating_sub(status.at)),
         )
     }
+}
 
-    fn quota_key(&self, quota: &Quota, ticket: &RateTicket) -> u64 {
-        match quota.key {
-            QuotaKey::Client => ticket.key,
-            QuotaKey::Ip => ticket.ip,
-        }
+/// The key `quota` counts a request of client `key` from `ip` under.
+fn quota_key(quota: &Quota, (key, ip): (u64, u64)) -> u64 {
+    match quota.key {
+        QuotaKey::Client => key,
+        QuotaKey::Ip => ip,
     }
 }
 

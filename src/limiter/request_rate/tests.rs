@@ -166,7 +166,7 @@ fn failure_quotas_count_only_failures() {
     for _ in 0..3 {
         let d = check(&r, &store, &charge, T0, false);
         assert!(d.rejection.is_none());
-        r.record_failure(store.local(), &d.ticket, 0);
+        r.record_failure(store.local(), &d.ticket.failure_ticket().unwrap(), 0);
     }
     let d = check(&r, &store, &charge, CheckTime { mono: 1, unix: 1 }, false);
     assert_eq!(d.rejection.unwrap().policy, Some(RatePolicy::Quota(0)));
