@@ -6,6 +6,7 @@ use crate::store::{Keyed, KeyedHandle, Table};
 use crate::tier::Tier;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// How a guard reaches the engine when it is dropped.
 ///
@@ -55,20 +56,44 @@ impl EngineRef for Rc<WorkerEngine> {
 /// Everything an admitted request holds until its response is done: its place in the
 /// in-flight count and the permits its admission kept. Dropping it leaves the count and gives
 /// the permits back, through the one handle it holds.
+///
+/// Packed (40 bytes): it rides in the response future and then in the response body, which
+/// actix moves whole several times per request.
 pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     engine: P,
-    tier: Tier,
-    /// The key of a concurrency permit kept.
-    concurrency: Option<(Table, u64)>,
+    /// The key of the concurrency permit kept, if `concurrency` is set.
+    concurrency_key: u64,
+    /// When the request was admitted (ns of the engine's clock), if it holds an
+    /// adaptive-concurrency slot (of `tier`); [`NO_SLOT`] if not.
+    adaptive_at: u64,
+    /// Where its permit and fleet slot are held.
+    held: crate::store::Held,
+    /// The table of the concurrency permit kept.
+    concurrency: Option<Table>,
     /// Whether a fleet slot was kept.
     fleet: Option<Table>,
-    /// When the request was admitted, if it holds an adaptive-concurrency slot (of `tier`).
-    adaptive: Option<std::time::Duration>,
+    tier: Tier,
     /// Whether it entered the in-flight count (a request waiting for adaptive_concurrency's
     /// room enters when it is let through).
     entered: bool,
-    /// Where its permit and fleet slot are held.
-    held: crate::store::Held,
+}
+
+/// `adaptive_at` of a guard that holds no adaptive-concurrency slot.
+const NO_SLOT: u64 = u64::MAX;
+
+/// When a guard whose `adaptive_at` this is was admitted, if it still holds an
+/// adaptive-concurrency slot (which it gives up here).
+fn take_slot(adaptive_at: &mut u64) -> Option<Duration> {
+    let at = std::mem::replace(adaptive_at, NO_SLOT);
+    (at != NO_SLOT).then(|| Duration::from_nanos(at))
+}
+
+/// `at` as a guard keeps it (ns; an instant past 584 years of uptime saturates just short of
+/// [`NO_SLOT`]).
+fn slot_at(at: Duration) -> u64 {
+    u64::try_from(at.as_nanos())
+        .unwrap_or(NO_SLOT - 1)
+        .min(NO_SLOT - 1)
 }
 
 impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
@@ -76,6 +101,7 @@ impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
         f.debug_struct("RequestGuard")
             .field("tier", &self.tier)
             .field("concurrency", &self.concurrency.is_some())
+            .field("adaptive", &(self.adaptive_at != NO_SLOT))
             .field("fleet", &self.fleet.is_some())
             .finish()
     }
@@ -105,24 +131,25 @@ impl<P: EngineRef> RequestGuard<P> {
         let held = admission.held;
         let concurrency = admission.concurrency.and_then(|p| p.keep());
         let fleet = admission.fleet.and_then(|p| p.keep());
-        let adaptive = admission.adaptive.map(|p| p.keep());
+        let adaptive_at = admission.adaptive.map_or(NO_SLOT, |p| slot_at(p.keep()));
         Self {
             engine,
-            tier,
-            concurrency,
-            fleet,
-            adaptive,
-            entered: false,
+            concurrency_key: concurrency.map_or(0, |(_, key)| key),
+            adaptive_at,
             held,
+            concurrency: concurrency.map(|(table, _)| table),
+            fleet,
+            tier,
+            entered: false,
         }
     }
 
     /// The waiting request was given an adaptive-concurrency slot at `admitted_at`: it is let
     /// through now.
-    pub(crate) fn granted(&mut self, admitted_at: std::time::Duration) {
+    pub(crate) fn granted(&mut self, admitted_at: Duration) {
         self.engine.engine().in_flight.enter(self.tier);
         self.entered = true;
-        self.adaptive = Some(admitted_at);
+        self.adaptive_at = slot_at(admitted_at);
     }
 }
 
@@ -133,7 +160,7 @@ impl<P: EngineRef> RequestGuard<P> {
     pub(crate) fn expire(mut self) {
         let engine = self.engine.engine();
         engine.metrics.expired(self.tier);
-        if self.adaptive.take().is_some() {
+        if take_slot(&mut self.adaptive_at).is_some() {
             engine.adaptive.release(self.tier, None, engine.clock.now());
         }
     }
@@ -145,13 +172,13 @@ impl<P: EngineRef> Drop for RequestGuard<P> {
         if self.entered {
             engine.in_flight.leave(self.tier);
         }
-        if let Some((table, key)) = self.concurrency {
-            engine.keyed.release(self.held, table, key);
+        if let Some(table) = self.concurrency {
+            engine.keyed.release(self.held, table, self.concurrency_key);
         }
         if let Some(table) = self.fleet {
             engine.keyed.release(self.held, table, 0);
         }
-        if let Some(admitted_at) = self.adaptive {
+        if let Some(admitted_at) = take_slot(&mut self.adaptive_at) {
             let now = engine.clock.now();
             let latency = now.saturating_sub(admitted_at);
             engine.adaptive.release(self.tier, Some(latency), now);

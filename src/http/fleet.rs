@@ -5,9 +5,10 @@
 //! limiters instead, as every request is while the breaker is open: a Redis outage degrades
 //! to per-server limits, never to none, and never fails a request.
 
+use super::after::RateFields;
 use super::body::TrackedBody;
 use super::ratelimit;
-use super::respond::{respond, RateFields};
+use super::respond::respond;
 use super::worker::Worker;
 use crate::classify::Classified;
 use crate::engine::{judge, Settings, WorkerEngine};

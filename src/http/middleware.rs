@@ -4,12 +4,13 @@
 //! them share the settings and plan through `ArcSwap`, so the allowed path takes no lock and
 //! allocates nothing.
 
+use super::after::RateFields;
 use super::body::TrackedBody;
 #[cfg(feature = "redis")]
 use super::fleet;
 use super::ratelimit;
 use super::request::request_of;
-use super::respond::{respond, RateFields, ResponseFuture};
+use super::respond::{respond, ResponseFuture};
 use super::worker::Worker;
 use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
 use crate::control::RuntimeRegistry;

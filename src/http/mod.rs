@@ -1,6 +1,7 @@
 //! The HTTP side: the actix middleware and the responses it makes (the admin server is the
 //! handle's, in `handle/admin`).
 
+mod after;
 mod body;
 mod deadline;
 #[cfg(feature = "redis")]

@@ -4,31 +4,28 @@
 //! waits for at most `max_wait` (`post_max_wait` for a POST), then goes to the app, or is
 //! refused with 503 (its request_rate credits given back), like a request refused at once.
 
+use super::after::{insert_rate_fields, AfterResponse, RateFields};
 use super::body::{TrackedBody, WorkerGuard};
 use super::deadline::DeadlinePassed;
 use super::ratelimit;
 use super::response::{rejection_response, retry_after_secs};
 use super::worker::{Timer, Worker};
-use crate::engine::{Admission, Engine, EngineRef, Queued, RequestGuard, Settings, Verdict};
+use crate::engine::{EngineRef, Queued, RequestGuard, Settings, Verdict};
 use crate::limiter::adaptive_concurrency::micros;
-use crate::limiter::request_rate::{FailureTicket, RateStatus};
+use crate::limiter::request_rate::RateStatus;
 use crate::limiter::LimiterName;
 use crate::limiter::{RatePolicy, Rejection};
 use crate::metrics::Outcome;
-use crate::store::Held;
 use crate::tier::Tier;
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
-use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
+use actix_web::http::header::HeaderValue;
 use actix_web::Error;
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
-
-const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// The RateLimit fields of a rejected response for `status`: `RateLimit-Policy` and the
 /// `RateLimit` consistent with its `Retry-After` (`rejection`, and its Retry-After in
@@ -41,68 +38,6 @@ pub(super) fn rejected_fields(
 ) -> [Option<HeaderValue>; 2] {
     let value = ratelimit::rejected(&settings.rules, status, rejection, secs);
     [policy, value]
-}
-
-/// Adds the fields that [`rejected_fields`] or an allowed response's [`RateFields`] wrote.
-pub(super) fn insert_rate_fields(
-    headers: &mut HeaderMap,
-    [policy, value]: [Option<HeaderValue>; 2],
-) {
-    if let Some(policy) = policy {
-        headers.insert(RATELIMIT_POLICY, policy);
-    }
-    if let Some(value) = value {
-        headers.insert(RATELIMIT, value);
-    }
-}
-
-/// Where a response's RateLimit fields come from: the worker's caches in the middleware,
-/// written afresh in fleet mode.
-pub(super) trait RateFields {
-    /// `RateLimit-Policy` for `status`.
-    fn policy(&self, status: &RateStatus) -> Option<HeaderValue>;
-    /// `RateLimit` of an allowed response for `status`.
-    fn allowed(&self, status: &RateStatus) -> Option<HeaderValue>;
-}
-
-/// Work left for when the app has answered: the RateLimit fields (written down at decision
-/// time, from what the limiter saw) and failure quotas.
-pub(super) struct AfterResponse {
-    /// Where the request was decided (its failures are counted there).
-    held: Held,
-    /// `RateLimit-Policy` and `RateLimit`.
-    fields: [Option<HeaderValue>; 2],
-    failures: Option<FailureTicket>,
-}
-
-impl AfterResponse {
-    fn new<Q: EngineRef>(admission: &Admission<'_, Q>, fields: &dyn RateFields) -> Option<Self> {
-        (admission.rate.is_some() || admission.failures.is_some()).then(|| Self {
-            held: admission.held,
-            fields: admission.rate.map_or([None, None], |status| {
-                [fields.policy(&status), fields.allowed(&status)]
-            }),
-            failures: admission.failures,
-        })
-    }
-
-    /// Writes the fields into `response` and counts its failure, in `engine`.
-    fn apply<B>(self, engine: &Engine, response: &mut ServiceResponse<B>) {
-        insert_rate_fields(response.headers_mut(), self.fields);
-        if let Some(ticket) = &self.failures {
-            let failed = response.status().is_client_error() || response.status().is_server_error();
-            if failed {
-                let settings = engine.settings().load();
-                let keyed = engine.keyed();
-                if !keyed.count_failures_shared(self.held, settings.rules.failure_quotas(ticket)) {
-                    let at = engine.check_time(engine.clock().now());
-                    settings
-                        .rules
-                        .record_failure(keyed.local(), ticket, at.unix);
-                }
-            }
-        }
-    }
 }
 
 /// The response to a verdict: the rejection (with its RateLimit fields), or the app's

@@ -5,7 +5,7 @@
 //! reused, their boxes cost a worker no allocation once it has had as many such requests at
 //! once as it keeps.
 
-use super::respond::AfterResponse;
+use super::after::AfterResponse;
 use crate::engine::WorkerEngine;
 use pin_project_lite::pin_project;
 use std::cell::RefCell;
