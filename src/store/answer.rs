@@ -366,8 +366,16 @@ impl<'k> Answer<'k> {
         let Some(Reply::Slot(free)) = self.replies[at] else {
             return Err(unasked(owner));
         };
-        let held = self.slots.iter().position(|&(i, ..)| usize::from(i) == at);
-        Ok((free, held.map(|i| self.slots.swap_remove(i)).is_some()))
+        let Some(held) = self.slots.iter().position(|&(i, ..)| usize::from(i) == at) else {
+            return Ok((free, false));
+        };
+        // Taken over: out of the list, the last one moved into its place.
+        if let Some(last) = self.slots.pop() {
+            if let Some(place) = self.slots.get_mut(held) {
+                *place = last;
+            }
+        }
+        Ok((free, true))
     }
 
     /// Gives back what the local store kept for the groups before an enforced refusal:
