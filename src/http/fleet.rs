@@ -11,7 +11,7 @@ use super::ratelimit;
 use super::respond::respond;
 use super::worker::Worker;
 use crate::classify::Classified;
-use crate::engine::{judge, Settings, WorkerEngine};
+use crate::engine::{judge, Settings};
 use crate::limiter::request_rate::RateStatus;
 use crate::rng::SplitMix64;
 use crate::store::Ask;
@@ -25,7 +25,6 @@ use std::sync::Arc;
 /// A request waiting for the shared store.
 pub(super) struct Pending<S> {
     pub(super) service: Rc<S>,
-    pub(super) engine: Rc<WorkerEngine>,
     pub(super) worker: Rc<Worker>,
     pub(super) settings: Arc<Settings>,
     pub(super) req: ServiceRequest,
@@ -46,7 +45,6 @@ where
 {
     let Pending {
         service,
-        engine,
         worker,
         settings,
         req,
@@ -55,6 +53,7 @@ where
         asked,
         mut rng,
     } = p;
+    let engine = &worker.engine;
     let mut answer = match engine.keyed().answer_shared(&asked).await {
         Ok(answer) => Some(answer),
         Err(failed) => {
@@ -74,7 +73,7 @@ where
     };
     let request = super::request::request_of(&req, &classified, plan.as_deref());
     let answered = answer.as_mut().map(|answer| (&asked, answer));
-    let verdict = judge(&engine, &settings, &request, (&mut rng, false), answered);
+    let verdict = judge(engine, &settings, &request, (&mut rng, false), answered);
     respond(
         &service,
         &worker,

@@ -86,13 +86,11 @@ where
         // Runs once per worker, on the worker's runtime: the `runtime` source reads it.
         self.runtimes.register_current();
         let engine = self.engine.clone();
-        let worker_engine = Rc::new(WorkerEngine(engine.clone()));
         ready(Ok(BrownoutService {
             service: Rc::new(service),
             rng: RefCell::new(engine.random_stream()),
-            settings: RefCell::new(Cache::new(LiveSettings(engine))),
-            worker: Rc::new(Worker::new(worker_engine.clone())),
-            engine: worker_engine,
+            settings: RefCell::new(Cache::new(LiveSettings(engine.clone()))),
+            worker: Rc::new(Worker::new(Rc::new(WorkerEngine(engine)))),
             hooks: self.hooks.clone(),
             policies: RefCell::new((0, Vec::new())),
             last_field: RefCell::default(),
@@ -103,9 +101,8 @@ where
 /// The per-worker middleware service.
 pub struct BrownoutService<S> {
     service: Rc<S>,
-    /// This worker's handle on the engine: requests clone the `Rc`, not the `Arc`.
-    engine: Rc<WorkerEngine>,
-    /// What this worker's response futures share (the engine handle and their boxes).
+    /// This worker's own: its handle on the engine (requests clone the `Rc`, not the `Arc`)
+    /// and the boxes its response futures reuse.
     worker: Rc<Worker>,
     /// The app's hooks.
     hooks: Hooks,
@@ -190,7 +187,7 @@ impl<S> BrownoutService<S> {
             match catch_unwind(AssertUnwindSafe(|| hook(req))) {
                 Ok(Some(tier)) => classified.tier = tier,
                 Ok(None) => {}
-                Err(_) => self.engine.fail_open("classifier", "panic", || {
+                Err(_) => self.worker.engine.fail_open("classifier", "panic", || {
                     "the tier hook panicked; using the built-in rules".to_owned()
                 }),
             }
@@ -203,7 +200,7 @@ impl<S> BrownoutService<S> {
     fn hooked_key(&self, req: &ServiceRequest) -> Option<ClientKey> {
         let hook = self.hooks.key.as_ref()?;
         catch_unwind(AssertUnwindSafe(|| hook(req))).unwrap_or_else(|_| {
-            self.engine.fail_open("classifier", "panic", || {
+            self.worker.engine.fail_open("classifier", "panic", || {
                 "the key hook panicked; using the bearer key or IP".to_owned()
             });
             None
@@ -214,7 +211,7 @@ impl<S> BrownoutService<S> {
     fn hooked_plan(&self, req: &ServiceRequest) -> Option<Arc<str>> {
         let hook = self.hooks.plan.as_ref()?;
         catch_unwind(AssertUnwindSafe(|| hook(req))).unwrap_or_else(|_| {
-            self.engine.fail_open("classifier", "panic", || {
+            self.worker.engine.fail_open("classifier", "panic", || {
                 "the plan hook panicked; using the default plan".to_owned()
             });
             None
@@ -242,7 +239,7 @@ where
     forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let engine = &*self.engine;
+        let engine = &*self.worker.engine;
         // Held for this call only (the app's service runs inside it, but never re-enters this
         // worker's middleware).
         let (mut cached, loaded);
@@ -276,7 +273,6 @@ where
                 return ResponseFuture::Shared {
                     fut: Box::pin(fleet::judge_shared(fleet::Pending {
                         service: self.service.clone(),
-                        engine: self.engine.clone(),
                         worker: self.worker.clone(),
                         settings: live,
                         req,
@@ -289,7 +285,13 @@ where
             }
         }
         let verdict = match self.rng.try_borrow_mut() {
-            Ok(mut rng) => judge(&self.engine, settings, &request, (&mut rng, true), None),
+            Ok(mut rng) => judge(
+                &self.worker.engine,
+                settings,
+                &request,
+                (&mut rng, true),
+                None,
+            ),
             // Unreachable on a single-threaded worker; never fail the request over it.
             Err(_) => Verdict::Allow(Admission::new(crate::metrics::Outcome::Allowed)),
         };

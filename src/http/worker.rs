@@ -8,7 +8,7 @@
 use super::after::AfterResponse;
 use crate::engine::WorkerEngine;
 use pin_project_lite::pin_project;
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -61,12 +61,7 @@ impl Worker {
 
     /// `after` in a box, reused if one is kept.
     pub(super) fn after(&self, after: AfterResponse) -> Box<Option<AfterResponse>> {
-        match self
-            .afters
-            .try_borrow_mut()
-            .ok()
-            .and_then(|mut kept| kept.pop())
-        {
+        match reuse(&self.afters) {
             Some(mut reused) => {
                 *reused = Some(after);
                 reused
@@ -78,22 +73,15 @@ impl Worker {
     /// Keeps `boxed` for reuse (emptied first: what it held is dropped now).
     pub(super) fn give_after(&self, mut boxed: Box<Option<AfterResponse>>) {
         *boxed = None;
-        if let Ok(mut kept) = self.afters.try_borrow_mut() {
-            if kept.len() < KEPT {
-                kept.push(boxed);
-            }
+        if let Some(mut kept) = room(&self.afters) {
+            kept.push(boxed);
         }
     }
 
     /// A timer that passes `after` from now, reused if one is kept.
     pub(super) fn timer(&self, after: Duration) -> Pin<Box<Timer>> {
         let deadline = Instant::now() + after;
-        match self
-            .timers
-            .try_borrow_mut()
-            .ok()
-            .and_then(|mut kept| kept.pop())
-        {
+        match reuse(&self.timers) {
             Some(mut reused) => {
                 let this = reused.as_mut().project();
                 this.sleep.reset(deadline);
@@ -111,12 +99,9 @@ impl Worker {
     /// last woke may be gone). A timer that cannot be parked (its runtime is shutting down)
     /// is dropped.
     pub(super) fn give_timer(&self, mut timer: Pin<Box<Timer>>) {
-        let Ok(mut kept) = self.timers.try_borrow_mut() else {
+        let Some(mut kept) = room(&self.timers) else {
             return;
         };
-        if kept.len() >= KEPT {
-            return;
-        }
         let parked = catch_unwind(AssertUnwindSafe(|| {
             let mut sleep = timer.as_mut().project().sleep;
             sleep.as_mut().reset(Instant::now() + PARKED);
@@ -126,4 +111,14 @@ impl Worker {
             kept.push(timer);
         }
     }
+}
+
+/// A box kept in `kept`, if any (and `kept` is not in use further up this worker's stack).
+fn reuse<T>(kept: &RefCell<Vec<T>>) -> Option<T> {
+    kept.try_borrow_mut().ok()?.pop()
+}
+
+/// `kept`, if it has room for one more box.
+fn room<T>(kept: &RefCell<Vec<T>>) -> Option<RefMut<'_, Vec<T>>> {
+    kept.try_borrow_mut().ok().filter(|kept| kept.len() < KEPT)
 }
