@@ -119,7 +119,6 @@ impl<F, B> ResponseFuture<F, B> {
             fut,
             guard: Some(guard),
             after: after.map(|after| worker.after(after)),
-            timer: None,
             deadline: Deadline::Unarmed,
             worker: worker.clone(),
             tier,
@@ -143,7 +142,6 @@ pin_project! {
             // does not answer at once: a fast handler never touches it), in boxes the
             // worker reuses: inline, they made the future too large to move cheaply.
             after: Option<Box<Option<AfterResponse>>>,
-            timer: Option<Pin<Box<Timer>>>,
             deadline: Deadline,
             worker: Rc<Worker>,
             tier: crate::tier::Tier,
@@ -161,28 +159,39 @@ pin_project! {
     impl<F, B> PinnedDrop for ResponseFuture<F, B> {
         fn drop(this: Pin<&mut Self>) {
             // What was not given back on the way (a future dropped before its answer).
-            if let ResponseFutureProj::Allowed { after, timer, worker, .. } = this.project() {
+            if let ResponseFutureProj::Allowed { after, deadline, worker, .. } = this.project() {
                 if let Some(after) = after.take() {
                     worker.give_after(after);
                 }
-                if let Some(timer) = timer.take() {
-                    worker.give_timer(timer);
-                }
+                deadline.disarm(worker);
             }
         }
     }
 }
 
 /// Where an admitted request's deadline stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Deadline {
     /// The app has answered at once so far: no timer.
     Unarmed,
-    /// The timer is armed; past it, the request is stopped (`cancel`) or only stops
+    /// Its timer is armed; past it, the request is stopped (`cancel`) or only stops
     /// counting, as `limiters.deadline` said when it was armed.
-    Armed { cancel: bool },
+    Armed {
+        timer: Pin<Box<Timer>>,
+        cancel: bool,
+    },
     /// Past it: the request stopped counting and runs on without a timer.
     Passed,
+}
+
+impl Deadline {
+    /// Gives an armed timer back to `worker` (the request is answered, or past it).
+    fn disarm(&mut self, worker: &Worker) {
+        if let Deadline::Armed { .. } = self {
+            if let Deadline::Armed { timer, .. } = std::mem::replace(self, Deadline::Passed) {
+                worker.give_timer(timer);
+            }
+        }
+    }
 }
 
 impl<F, B> Future for ResponseFuture<F, B>
@@ -198,17 +207,14 @@ where
                 fut,
                 guard,
                 after,
-                timer,
                 deadline,
                 worker,
                 tier,
             } => {
                 let Poll::Ready(response) = fut.poll(cx) else {
-                    return waiting((timer, deadline), guard, (worker, *tier), cx);
+                    return waiting(deadline, guard, (worker, *tier), cx);
                 };
-                if let Some(timer) = timer.take() {
-                    worker.give_timer(timer);
-                }
+                deadline.disarm(worker);
                 let mut response = response?;
                 if let Some(mut boxed) = after.take() {
                     if let Some(after) = boxed.take() {
@@ -240,31 +246,26 @@ where
 /// that does stays small.
 #[inline(never)]
 fn waiting<T>(
-    (timer, deadline): (&mut Option<Pin<Box<Timer>>>, &mut Deadline),
+    deadline: &mut Deadline,
     guard: &mut Option<WorkerGuard>,
     (worker, tier): (&Worker, Tier),
     cx: &mut Context<'_>,
 ) -> Poll<Result<T, Error>> {
-    if *deadline == Deadline::Unarmed {
+    if let Deadline::Unarmed = deadline {
         let settings = worker.engine.settings().load();
         let limit = &settings.limiters.deadline;
-        *timer = Some(worker.timer(limit.after.get()));
         *deadline = Deadline::Armed {
+            timer: worker.timer(limit.after.get()),
             cancel: limit.cancel,
         };
     }
-    let Deadline::Armed { cancel } = *deadline else {
+    let Deadline::Armed { timer, cancel } = deadline else {
         return Poll::Pending;
     };
-    let Some(armed) = timer.as_mut() else {
-        return Poll::Pending;
-    };
-    let after = std::task::ready!(armed.as_mut().poll_passed(cx));
+    let cancel = *cancel;
+    let after = std::task::ready!(timer.as_mut().poll_passed(cx));
     // Past the deadline: the request stops counting, once.
-    *deadline = Deadline::Passed;
-    if let Some(timer) = timer.take() {
-        worker.give_timer(timer);
-    }
+    deadline.disarm(worker);
     if let Some(guard) = guard.take() {
         guard.expire();
     }
