@@ -68,7 +68,7 @@ impl RoutePattern {
     /// Whether a request with this method and path matches.
     pub fn matches(&self, method: &str, path: &str) -> bool {
         if let Some(m) = &self.method {
-            if !m.eq_ignore_ascii_case(method) {
+            if m != method {
                 return false;
             }
         }
