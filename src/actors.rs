@@ -218,6 +218,9 @@ impl Adaptive {
         engine
             .adaptive()
             .publish(limit, self.limit.service().floors());
+        engine
+            .adaptive()
+            .publish_classes(self.limit.service().classes().map(|(c, f, _)| (c, f)));
         let slow_start = self.capacity.learned().is_none();
         let base = self
             .ceiling
@@ -231,6 +234,9 @@ impl Adaptive {
             pinned.or(self.capacity.learned()),
             engine.adaptive().floors(),
         );
+        engine
+            .metrics()
+            .publish_routes(engine.adaptive().class_floors());
         // A limit grown lets waiting requests in now, not at the next slot given back.
         engine.adaptive().dispatch(now);
         let waiting = engine.adaptive().waiting();

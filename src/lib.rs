@@ -81,6 +81,7 @@ pub(crate) mod math;
 pub mod metrics;
 pub mod ops;
 pub mod rng;
+pub mod route_class;
 mod schema;
 mod shard;
 #[cfg(feature = "simulate")]

@@ -580,3 +580,95 @@ async fn a_post_that_waited_and_was_served_holds_no_get_off() {
     let s = state(&rig).await;
     assert_eq!(s["adaptive_concurrency"]["in_flight"], 0, "{s:#}");
 }
+
+/// The route classes `/v1/state` shows: (route, tier, service time in seconds).
+async fn route_classes(rig: &Rig) -> Vec<(String, String, f64)> {
+    let s = state(rig).await;
+    let mut out: Vec<(String, String, f64)> = s["adaptive_concurrency"]["route_classes"]
+        .as_array()
+        .expect("route_classes")
+        .iter()
+        .map(|c| {
+            (
+                c["route"].as_str().unwrap_or("?").to_owned(),
+                c["tier"].as_str().unwrap_or("?").to_owned(),
+                c["service_time_seconds"].as_f64().unwrap_or(-1.0),
+            )
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[actix_web::test]
+async fn service_time_is_learned_per_route_as_the_router_matched_it() {
+    let rig = Rig::new(adaptive(Mode::Enforce));
+    let app = test::init_service(
+        App::new()
+            .wrap(rig.brownout.middleware())
+            .route("/v1/items/{id}", web::get().to(|| async { "cached" }))
+            .route("/v1/reports", web::get().to(|| async { "ok" }))
+            .route("/v1/charges", web::post().to(|| async { "ok" })),
+    )
+    .await;
+    // Two reports of 50 ms; items by three ids, answered at once; a path no route matches;
+    // a lowercase `post` that the router answers 404 (methods are case-sensitive).
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let r = test::call_service(&app, get().uri("/v1/reports").to_request()).await;
+        held.push(r);
+    }
+    rig.clock.advance(Duration::from_millis(50));
+    finish(held).await;
+    for id in ["1", "2", "item_3"] {
+        let uri = format!("/v1/items/{id}");
+        let r = test::call_service(&app, get().uri(&uri).to_request()).await;
+        assert_eq!(r.status(), 200);
+    }
+    let r = test::call_service(&app, get().uri("/v1/nope/42").to_request()).await;
+    assert_eq!(r.status(), 404);
+    drop(r);
+    let lower = actix_web::http::Method::from_bytes(b"post").unwrap();
+    let r = test::call_service(&app, charge().method(lower).to_request()).await;
+    assert_eq!(r.status(), 404, "actix routes methods case-sensitively");
+    drop(r);
+    rig.clock.advance(Duration::from_millis(110));
+    let want = |classes: &[(String, String, f64)]| {
+        classes
+            .iter()
+            .any(|c| c.0 == "GET /v1/reports" && c.2 == 0.05)
+            && classes
+                .iter()
+                .any(|c| c.0 == "GET /v1/items/{id}" && c.2 < 0.001)
+            && classes.iter().any(|c| c.0 == "unmatched")
+    };
+    let mut classes = Vec::new();
+    for _ in 0..500 {
+        classes = route_classes(&rig).await;
+        if want(&classes) {
+            break;
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(want(&classes), "{classes:?}");
+    // Three ids are one route; nothing else was learned (no class per path, no `post` route).
+    assert_eq!(classes.len(), 4, "{classes:?}"); // unmatched: a GET and a `post`
+    assert!(classes.iter().all(|c| c.1 == "get" || c.0 == "unmatched"));
+    // A `post /v1/charges` is not a charge: its class is the POST tier's, not critical.
+    assert!(
+        classes.iter().any(|c| c.0 == "unmatched" && c.1 == "post"),
+        "{classes:?}"
+    );
+    // The metric names a class by its id, never by its path.
+    let text = rig.brownout.render_metrics();
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("brownout_route_service_time_seconds{"))
+        .collect();
+    assert_eq!(series.len(), 4, "{series:?}");
+    assert!(series.iter().all(|l| !l.contains('/')), "{series:?}");
+    assert!(
+        series.iter().any(|l| l.contains("route=\"unmatched\"")),
+        "{series:?}"
+    );
+}

@@ -84,6 +84,11 @@ pub struct RequestFacts<'a> {
     /// A CORS preflight (`OPTIONS` with `Origin` and `Access-Control-Request-Method`): the
     /// per-client limiters leave it alone unless `classifier.charge_preflights`.
     pub preflight: bool,
+    /// The route that serves it, as the app's router names it (`/v1/items/{id}`, axum's
+    /// `MatchedPath`, a gRPC method): adaptive_concurrency learns service time per route
+    /// (with the method), so a cheap route beside slow ones is not read as a queue. `None`:
+    /// the request's tier stands for its route.
+    pub route: Option<&'a str>,
 }
 
 impl<'a> RequestFacts<'a> {
@@ -109,6 +114,7 @@ impl<'a> RequestFacts<'a> {
             peer: None,
             client: None,
             preflight: false,
+            route: None,
         }
     }
 
@@ -139,6 +145,13 @@ impl<'a> RequestFacts<'a> {
     /// With the client as the app names it (wins over the bearer key and the IP).
     pub const fn with_client(mut self, client: ClientKey) -> Self {
         self.client = Some(client);
+        self
+    }
+
+    /// With the route that serves it, as the router names it (a pattern, never the raw path:
+    /// the first 64 routes named each get a class, later ones share one).
+    pub const fn with_route(mut self, route: &'a str) -> Self {
+        self.route = Some(route);
         self
     }
 

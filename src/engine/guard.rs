@@ -2,6 +2,7 @@
 //! count and its limiter permits, all released when it is dropped.
 
 use super::{Admission, Engine};
+use crate::route_class::RouteClass;
 use crate::store::{Keyed, KeyedHandle, Table};
 use crate::tier::Tier;
 use std::rc::Rc;
@@ -73,6 +74,9 @@ pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     /// Whether a fleet slot was kept.
     fleet: Option<Table>,
     tier: Tier,
+    /// Its route class (the route it was answered on, once known; its tier's "other" until
+    /// then), whose service time its latency teaches.
+    class: RouteClass,
     /// Whether it entered the in-flight count (a request waiting for adaptive_concurrency's
     /// room enters when it is let through).
     entered: bool,
@@ -140,8 +144,22 @@ impl<P: EngineRef> RequestGuard<P> {
             concurrency: concurrency.map(|(table, _)| table),
             fleet,
             tier,
+            class: RouteClass::other(tier),
             entered: false,
         }
+    }
+
+    /// Whether it holds an adaptive_concurrency slot (its latency is learned from).
+    #[inline]
+    pub(crate) fn learns_latency(&self) -> bool {
+        self.adaptive_at != NO_SLOT
+    }
+
+    /// The route the request was answered on (`route` of its tier), whose service time its
+    /// latency teaches.
+    #[inline]
+    pub(crate) fn set_route(&mut self, route: RouteClass) {
+        self.class = route.in_tier(self.tier);
     }
 
     /// The waiting request was given an adaptive-concurrency slot at `admitted_at`: it is let
@@ -181,7 +199,7 @@ impl<P: EngineRef> Drop for RequestGuard<P> {
         if let Some(admitted_at) = take_slot(&mut self.adaptive_at) {
             let now = engine.clock.now();
             let latency = now.saturating_sub(admitted_at);
-            engine.adaptive.release(self.tier, Some(latency), now);
+            engine.adaptive.release(self.class, Some(latency), now);
         }
     }
 }

@@ -289,10 +289,18 @@ impl Brownout {
         });
         match verdict {
             Verdict::Reject(rejection, _) => Decision::Rejected(rejection),
-            Verdict::Allow(admission) => Decision::Allowed(Admitted {
-                outcome: admission.outcome,
-                _guard: RequestGuard::admit(engine.clone(), classified.tier, admission),
-            }),
+            Verdict::Allow(admission) => {
+                let admission_outcome = admission.outcome;
+                let mut guard = RequestGuard::admit(engine.clone(), classified.tier, admission);
+                if let (Some(route), true) = (facts.route, guard.learns_latency()) {
+                    let routes = engine.adaptive().routes();
+                    guard.set_route(routes.of_pattern(facts.method, route, classified.tier));
+                }
+                Decision::Allowed(Admitted {
+                    outcome: admission_outcome,
+                    _guard: guard,
+                })
+            }
         }
     }
 

@@ -181,6 +181,8 @@ impl<S> BrownoutService<S> {
             peer: req.peer_addr().map(|a| a.ip()),
             client: self.hooked_key(req),
             preflight: super::request::is_preflight(req),
+            // Read once the app has answered (the router has not run yet).
+            route: None,
         };
         let mut classified = settings.classifier.classify(&facts);
         if let Some(hook) = &self.hooks.tier {

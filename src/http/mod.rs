@@ -11,6 +11,7 @@ mod ratelimit;
 mod request;
 mod respond;
 mod response;
+mod route;
 mod worker;
 
 pub use body::TrackedBody;

@@ -9,6 +9,7 @@ use super::body::{TrackedBody, WorkerGuard};
 use super::deadline::DeadlinePassed;
 use super::ratelimit;
 use super::response::{rejection_response, retry_after_secs};
+use super::route::route_class;
 use super::worker::{Timer, Worker};
 use crate::engine::{EngineRef, Queued, RequestGuard, Settings, Verdict};
 use crate::limiter::adaptive_concurrency::micros;
@@ -222,7 +223,16 @@ where
                     }
                     worker.give_after(boxed);
                 }
-                let guard = guard.take();
+                let mut guard = guard.take();
+                if let Some(g) = guard.as_mut().filter(|g| g.learns_latency()) {
+                    let routes = worker.engine.adaptive().routes();
+                    g.set_route(route_class(
+                        routes,
+                        response.request(),
+                        response.status(),
+                        *tier,
+                    ));
+                }
                 let (req, response) = response.into_parts();
                 let (head, body) = response.into_parts();
                 let tracked = head.set_body(EitherBody::left(TrackedBody::new(body, guard)));

@@ -9,9 +9,10 @@
 //! reach it, so a burst of latency then is not the limit's doing (shrinking on such bursts
 //! would ratchet the limit down at a steady moderate load until it refused traffic it had
 //! room for). The floor is what the window's requests take without a queue, by their mix of
-//! tiers: each tier's service time ([`super::service`]: a low quantile of its mean latency
-//! in windows that refused nothing), so one cheap route cannot make every request look free
-//! and a window of charges is not read as a queue of GETs. A floor measured
+//! route classes: each class's service time ([`super::service`]: a low quantile of its mean
+//! latency over samples of windows that refused nothing), so one cheap route cannot make
+//! every request look free, a window of charges is not read as a queue of GETs, and a window
+//! that happened to hold fewer cheap requests is not read as a queue either. A floor measured
 //! while the limit keeps refusing would include the queue the limit allows, and creep up; so
 //! while the limit binds, every `floor_window` the floor is measured afresh by admitting only
 //! `min_limit` for two windows (the first drains the queue, the second measures) — unless
@@ -29,6 +30,7 @@
 //! a limit grown back to `rest` would let a queue build in the app ahead of critical requests.
 
 use super::service::ServiceFloor;
+use crate::route_class::CLASSES;
 
 /// The limit's settings, in µs where they are times.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,16 +47,17 @@ pub struct LimitParams {
     pub rest: f64,
 }
 
-/// What one window saw: requests finished per tier, their latencies, and whether the limit
-/// refused any.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What one window saw: requests finished per route class, their latencies, and whether the
+/// limit refused any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {
     /// The window's end (µs).
     pub at: u64,
-    /// Requests that finished in it, per tier (`Tier::index` order).
-    pub count: [u64; 4],
-    /// Sum of their latencies per tier (µs).
-    pub sum: [u64; 4],
+    /// Requests that finished in it, per route class (`RouteClass::index` order; a class's
+    /// tier is `index % 4`).
+    pub count: [u64; CLASSES],
+    /// Sum of their latencies per route class (µs).
+    pub sum: [u64; CLASSES],
     /// The lowest single latency (µs).
     pub min: u64,
     /// Whether the limit refused a request in it.
@@ -63,7 +66,30 @@ pub struct Window {
     pub in_flight: u64,
 }
 
+impl Default for Window {
+    fn default() -> Self {
+        Self {
+            at: 0,
+            count: [0; CLASSES],
+            sum: [0; CLASSES],
+            min: 0,
+            binding: false,
+            in_flight: 0,
+        }
+    }
+}
+
 impl Window {
+    /// Requests that finished in it, per tier.
+    #[cfg(test)]
+    pub fn tier_counts(&self) -> [u64; 4] {
+        let mut n = [0; 4];
+        for (c, &count) in self.count.iter().enumerate() {
+            n[crate::route_class::tier_index(c)] += count;
+        }
+        n
+    }
+
     /// Requests that finished in it.
     pub fn total(&self) -> u64 {
         self.count.iter().sum()
@@ -94,7 +120,7 @@ pub enum Probe {
 pub struct AdaptiveLimit {
     params: LimitParams,
     limit: f64,
-    /// Each tier's service time, from the mean latencies of recent windows.
+    /// Each route class's service time, from the mean latencies of recent windows.
     service: ServiceFloor,
     probe: Probe,
     last_probe: u64,
@@ -202,10 +228,10 @@ impl AdaptiveLimit {
         &self.service
     }
 
-    /// What a window's requests should take on average without a queue (µs), by its mix (a
-    /// tier not seen yet at the mean of the others).
+    /// What a window's requests should take on average without a queue (µs), by its mix of
+    /// route classes (a class not seen yet at its tier's).
     fn expected(&self, w: &Window) -> Option<f64> {
-        self.service.mean_for(w.count)
+        self.service.mean_for(&w.count)
     }
 
     /// How long the next window lasts (µs): `window`, or twice the slowest tier's service
@@ -224,28 +250,14 @@ impl AdaptiveLimit {
         window.max(slowest.saturating_mul(2))
     }
 
-    /// Whether the app was saturated in `w`: its requests queued in it (they took
-    /// [`SATURATED`] times their service time while the limit refused requests, or
-    /// [`STALE_FLOOR`] times whatever the limit did), so what it served is all it can.
-    pub fn saturated(&self, w: &Window) -> bool {
-        match (w.mean(), self.expected(w)) {
-            (Some(mean), Some(floor)) => {
-                let slowdown = mean / floor.max(1.0);
-                (w.binding && slowdown >= SATURATED) || slowdown >= STALE_FLOOR
-            }
-            _ => false,
-        }
-    }
-
     /// The work `w`'s requests brought the app (µs of service time), by their tiers' floors.
     pub fn work(&self, w: &Window) -> f64 {
         self.service
-            .mean_for(w.count)
+            .mean_for(&w.count)
             .map_or(0.0, |m| m * w.total() as f64)
     }
 
     /// Where the floor measurement stands.
-    #[cfg(test)]
     pub fn probe(&self) -> Probe {
         self.probe
     }
@@ -269,7 +281,7 @@ impl AdaptiveLimit {
                 let drained = w.in_flight <= self.params.min as u64;
                 if let (Some(mean), true) = (w.mean(), drained) {
                     let ratio = self.expected(&w).map_or(1.0, |e| mean / e.max(1.0));
-                    self.service.reset(w.at, w.count, w.sum, ratio);
+                    self.service.reset(w.at, &w.count, &w.sum, ratio);
                     self.anchor = Some(w.min);
                     self.provisional = false;
                 }
@@ -283,37 +295,39 @@ impl AdaptiveLimit {
         let keep_from = w.at.saturating_sub(self.params.floor_window);
         // A window that refused nothing, and whose requests were no slower than `tolerance`
         // times expected, measured the app without much of a queue (a looser bar would let
-        // the floor creep up on the queues of a busy app). A tier not seen before counts
+        // the floor creep up on the queues of a busy app). A class not seen before counts
         // from any window that refused nothing (its own cost is what is not known yet), and
-        // before any tier has a floor, any window counts (there is nothing else yet).
+        // before any class has a floor, any window counts (there is nothing else yet).
         let (mut count, mut sum) = (w.count, w.sum);
         let queued = match (w.mean(), self.expected(&w)) {
             (Some(mean), Some(floor)) => mean > self.params.tolerance * floor.max(1.0),
             _ => false,
         };
-        let floors = self.service.floors();
-        let any = floors.iter().any(Option::is_some);
+        let any = self.service.mean().is_some();
         // A window no slower than expected says the floor is not too low, whatever the limit
         // did (a floor learned under a queue, on a cold start into overload, comes down).
         let faster = matches!((w.mean(), self.expected(&w)), (Some(m), Some(e)) if m <= e);
-        for t in 0..4 {
-            let keep = match floors[t] {
-                Some(_) => (!w.binding && !queued) || faster,
-                None => !w.binding || !any,
+        for c in 0..CLASSES {
+            if count[c] == 0 {
+                continue;
+            }
+            let keep = if self.service.known(c) {
+                (!w.binding && !queued) || faster
+            } else {
+                !w.binding || !any
             };
             if !keep {
-                (count[t], sum[t]) = (0, 0);
+                (count[c], sum[c]) = (0, 0);
             }
         }
-        // The first floors, taken from a window that refused requests or queued them (a cold
-        // start into overload), are provisional: the next window that binds measures them.
-        let queued_alone = w
-            .mean()
-            .is_some_and(|m| m > STALE_FLOOR * w.min.max(1) as f64);
-        if !any && w.total() > 0 && (w.binding || queued_alone) {
+        // The first floors, taken from a window that refused requests (a cold start into
+        // overload), are provisional: the next window that binds measures them. (A mean far
+        // above the window's fastest request says nothing alone: a cheap route, or times
+        // spread log-normally, put it there without any queue.)
+        if !any && w.total() > 0 && w.binding {
             self.provisional = true;
         }
-        self.service.add(w.at, count, sum, keep_from);
+        self.service.add(w.at, &count, &sum, keep_from);
         if w.total() > 0 {
             self.anchor.get_or_insert(w.min);
             self.lowest_since = self.lowest_since.min(w.min);

@@ -1,6 +1,7 @@
 //! The adaptive limit's tests: its gradient, floor probes, quiet windows and hold.
 
 use super::*;
+use crate::route_class::on_one_route;
 
 const MS: u64 = 1000;
 
@@ -18,8 +19,8 @@ fn params() -> LimitParams {
 fn window(at_ms: u64, count: u64, latency_ms: u64, binding: bool) -> Window {
     Window {
         at: at_ms * MS,
-        count: [0, 0, count, 0],
-        sum: [0, 0, count * latency_ms * MS, 0],
+        count: on_one_route([0, 0, count, 0]),
+        sum: on_one_route([0, 0, count * latency_ms * MS, 0]),
         min: latency_ms * MS,
         binding,
         in_flight: 0,

@@ -13,7 +13,32 @@
 //! its capacity is not known (at least what it served is): a reading of demand against a
 //! guess could shed an app that is merely busy, so none is given.
 
-use super::adaptive::{AdaptiveLimit, LimitParams, Window};
+use super::adaptive::{AdaptiveLimit, LimitParams, Probe, Window, SATURATED, STALE_FLOOR};
+
+/// What a window says of saturation: its requests' latencies and what they should take
+/// without a queue (µs, summed), and whether the limit refused any. A stretch is saturated
+/// when its requests took [`SATURATED`] times what they should while the limit refused in at
+/// least half its windows, or [`STALE_FLOOR`] times whatever the limit did.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Evidence {
+    /// The latencies (µs).
+    pub latency: f64,
+    /// What they should have taken (µs).
+    pub expected: f64,
+    /// Whether the limit refused any.
+    pub binding: bool,
+}
+
+impl From<bool> for Evidence {
+    /// A window plainly saturated (twice as slow as expected, the limit refusing) or not.
+    fn from(saturated: bool) -> Self {
+        Self {
+            latency: if saturated { 2.0 } else { 1.0 },
+            expected: 1.0,
+            binding: saturated,
+        }
+    }
+}
 
 /// How many times the learned capacity (plus [`REST_SLACK`]) a limit that overload shrank
 /// grows back to when quiet.
@@ -45,7 +70,11 @@ pub struct CapacityEstimate {
     start: Option<u64>,
     work: f64,
     windows: u32,
-    saturated: u32,
+    /// Windows of the stretch in which the limit refused requests, and the latency of its
+    /// requests and what they should have taken without a queue (µs).
+    binding: u32,
+    latency: f64,
+    expected: f64,
     /// The learned capacity and the most served, over the scale.
     learned: Option<f64>,
     at_least: f64,
@@ -63,16 +92,27 @@ impl CapacityEstimate {
             limit.set_params(params);
         }
         limit.set_slow_start(self.learned().is_none());
+        // A window admitted under a probe (`min_limit`, to measure the service times) says
+        // nothing of what the app can serve: its work rate is what the probe let in.
+        let probed = limit.probe() != Probe::Off;
         let admit = limit.update(w);
-        let scale = limit.service().mean_for([0; 4]).unwrap_or(0.0);
-        self.observe(w.at, limit.work(&w), limit.saturated(&w), scale);
+        let scale = limit.service().mean().unwrap_or(0.0);
+        if !probed {
+            let latency = w.mean().map_or(0.0, |m| m * w.total() as f64);
+            let evidence = Evidence {
+                latency,
+                expected: limit.work(&w),
+                binding: w.binding,
+            };
+            self.observe(w.at, limit.work(&w), evidence, scale);
+        }
         admit
     }
 
     /// Adds a window ending at `at` (µs) in which the app served `work` µs of service time
-    /// (its requests, each counted for its tier's service time, whose mean is `scale` µs),
-    /// and whether it was saturated in it.
-    pub fn observe(&mut self, at: u64, work: f64, saturated: bool, scale: f64) {
+    /// (its requests, each counted for its route class's service time, whose mean is `scale`
+    /// µs), and what it says of saturation.
+    pub fn observe(&mut self, at: u64, work: f64, evidence: Evidence, scale: f64) {
         if scale.is_finite() && scale > 0.0 {
             self.scale = scale;
         }
@@ -82,14 +122,22 @@ impl CapacityEstimate {
         }
         self.work += work.max(0.0);
         self.windows += 1;
-        self.saturated += u32::from(saturated);
+        self.binding += u32::from(evidence.binding);
+        self.latency += evidence.latency.max(0.0);
+        self.expected += evidence.expected.max(0.0);
         let span = at - start;
         if span < STRETCH_US {
             return;
         }
         let rate = self.work / span as f64 / self.scale.max(1.0);
-        let saturated = self.saturated * 2 >= self.windows;
-        (self.start, self.work, self.windows, self.saturated) = (Some(at), 0.0, 0, 0);
+        // Judged over the stretch, not window by window: a window of a few requests spread
+        // log-normally (or of a rare slow route) is often slower than expected by chance,
+        // a stretch of them much less often.
+        let slowdown = self.latency / self.expected.max(1.0);
+        let saturated =
+            (self.binding * 2 >= self.windows && slowdown >= SATURATED) || slowdown >= STALE_FLOOR;
+        (self.start, self.work, self.windows, self.binding) = (Some(at), 0.0, 0, 0);
+        (self.latency, self.expected) = (0.0, 0.0);
         self.at_least = self.at_least.max(rate);
         self.learned = match self.learned {
             None if saturated => Some(rate),
@@ -150,7 +198,7 @@ mod tests {
         let mut at = from_ms;
         for _ in 0..seconds * 4 {
             at += 250;
-            c.observe(at * MS, busy * (250 * MS) as f64, saturated, 1.0);
+            c.observe(at * MS, busy * (250 * MS) as f64, saturated.into(), 1.0);
         }
         at
     }
@@ -158,7 +206,7 @@ mod tests {
     #[test]
     fn unknown_until_seen_saturated_then_the_work_rate_of_saturation() {
         let mut c = CapacityEstimate::default();
-        c.observe(0, 0.0, false, 1.0);
+        c.observe(0, 0.0, false.into(), 1.0);
         // Half busy for a minute: it serves at least 4 at once, nothing more is known.
         let at = run(&mut c, 0, 60, 4.0, false);
         assert_eq!(c.learned(), None);
@@ -171,7 +219,7 @@ mod tests {
     #[test]
     fn a_noisy_stretch_moves_it_little_a_bigger_app_at_once() {
         let mut c = CapacityEstimate::default();
-        c.observe(0, 0.0, false, 1.0);
+        c.observe(0, 0.0, false.into(), 1.0);
         let at = run(&mut c, 0, 4, 8.0, true);
         // One saturated stretch that served 6: a tenth of the way.
         let at = run(&mut c, at, 2, 6.0, true);
@@ -191,17 +239,17 @@ mod tests {
     #[test]
     fn a_service_time_that_moved_moves_the_capacity_with_it() {
         let mut c = CapacityEstimate::default();
-        c.observe(0, 0.0, false, 50_000.0);
+        c.observe(0, 0.0, false.into(), 50_000.0);
         // 8 requests of 50 ms at once while saturated.
         let mut at = 0;
         for _ in 0..8 {
             at += 250;
-            c.observe(at * MS, 8.0 * (250 * MS) as f64, true, 50_000.0);
+            c.observe(at * MS, 8.0 * (250 * MS) as f64, true.into(), 50_000.0);
         }
         assert!((c.learned().unwrap() - 8.0).abs() < 1e-9);
         // The service time now reads 60 ms: the same requests served, 9.6 of them at once.
         at += 250;
-        c.observe(at * MS, 0.0, false, 60_000.0);
+        c.observe(at * MS, 0.0, false.into(), 60_000.0);
         assert!((c.learned().unwrap() - 9.6).abs() < 1e-9);
     }
 }

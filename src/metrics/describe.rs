@@ -80,6 +80,10 @@ pub(super) fn describe(r: &PrometheusRecorder) {
             "What a request of the tier takes in the app without a queue, in seconds, learned by adaptive_concurrency from the requests the app served (0 until seen, and while adaptive_concurrency is off).",
         ),
         (
+            "brownout_route_service_time_seconds",
+            "What a request of the route class (a route, by its id in /v1/state's route_classes, in a tier) takes in the app without a queue, in seconds, learned by adaptive_concurrency; route is 0..63, unmatched (the router's 404/405) or other.",
+        ),
+        (
             "brownout_store_breaker_state",
             "The shared store's circuit breaker: 0 closed (calls go to Redis), 1 open (limits decided locally), 2 half-open (one probe out).",
         ),

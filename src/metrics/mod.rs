@@ -12,6 +12,7 @@ pub(crate) use histogram::AtomicHistogram;
 
 use crate::control::{InFlight, ShedPlan};
 use crate::limiter::LimiterName;
+use crate::route_class::{RouteClass, ROUTES};
 use crate::schema::Mode;
 use crate::shard::Sharded;
 use crate::tier::Tier;
@@ -127,6 +128,23 @@ pub(crate) struct Metrics {
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+/// The label of route slot `route`: its id, `unmatched` or `other` (a fixed set: never a
+/// path).
+fn route_label(route: usize) -> &'static str {
+    const IDS: [&str; ROUTES] = [
+        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
+        "17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31",
+        "32", "33", "34", "35", "36", "37", "38", "39", "40", "41", "42", "43", "44", "45", "46",
+        "47", "48", "49", "50", "51", "52", "53", "54", "55", "56", "57", "58", "59", "60", "61",
+        "62", "63",
+    ];
+    match route {
+        r if r < ROUTES => IDS[r],
+        ROUTES => "unmatched",
+        _ => "other",
     }
 }
 
@@ -285,6 +303,23 @@ impl Metrics {
         self.capacity.set(capacity.unwrap_or(0.0));
         for (gauge, s) in self.service_time.iter().zip(service) {
             gauge.set(s.map_or(0.0, |d| d.as_secs_f64()));
+        }
+    }
+
+    /// Publishes each route class's service time learned
+    /// (`brownout_route_service_time_seconds{route, tier}`: `route` is the class's id, `0` to
+    /// `63` in the order routes were first seen (`/v1/state` names them), `unmatched` or
+    /// `other`; never a path). A class's gauge is registered when it is first learned.
+    pub fn publish_routes(&self, classes: impl Iterator<Item = (RouteClass, Duration)>) {
+        for (class, floor) in classes {
+            let route = route_label(class.route());
+            let key = key(
+                "brownout_route_service_time_seconds",
+                &[("route", route), ("tier", class.tier().as_str())],
+            );
+            self.recorder
+                .register_gauge(&key, &META)
+                .set(floor.as_secs_f64());
         }
     }
 

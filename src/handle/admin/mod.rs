@@ -297,6 +297,12 @@ fn adaptive_json(brownout: &Brownout) -> Value {
         "critical_share": state.critical_share(),
         "floor_seconds": state.floor().map(|f| f.as_secs_f64()),
         "service_time_seconds": Tier::ALL.map(|t| state.floors()[t.index()].map(|f| f.as_secs_f64())),
+        "route_classes": state.class_floors().map(|(class, floor)| json!({
+            "id": class.route(),
+            "route": state.routes().name(class.route()),
+            "tier": class.tier(),
+            "service_time_seconds": floor.as_secs_f64(),
+        })).collect::<Vec<_>>(),
     })
 }
 

@@ -159,3 +159,6 @@ impl super::Limiter for AdaptiveConcurrencyConfig {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod model_tests;

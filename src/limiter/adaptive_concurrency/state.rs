@@ -7,16 +7,18 @@ use super::AdaptiveConcurrencyConfig;
 use crate::limiter::{LimiterName, RejectStatus, Rejection};
 use crate::math::adaptive::Window;
 use crate::math::critical::{critical_share, CriticalPressure};
+use crate::route_class::{RouteClass, RouteClasses, CLASSES};
 use crate::shard::{CachePadded, Sharded};
 use crate::tier::Tier;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-/// Rows of [`AdaptiveState::finished`]: per tier, requests finished (`COUNT + tier`) and the
-/// sum of their latencies in µs (`SUM + tier`).
+/// Rows of [`AdaptiveState::finished`]: per route class, requests finished (`COUNT + class`)
+/// and the sum of their latencies in µs (`SUM + class`).
 const COUNT: usize = 0;
-const SUM: usize = 4;
+const SUM: usize = CLASSES;
+const ROWS: usize = 2 * CLASSES;
 
 /// Per tier: requests in flight, and requests waiting for a slot (critical ones never wait).
 #[derive(Debug, Default)]
@@ -47,15 +49,19 @@ pub struct AdaptiveState {
     ceiling_base: AtomicU64,
     /// Each tier's service time learned (µs; 0 before any), published with the limit.
     floors: [AtomicU64; 4],
+    /// Each route class's service time learned (µs; 0 before any), published with the limit.
+    class_floors: Box<[AtomicU64; CLASSES]>,
     /// The app's capacity learned (requests at once, `f64` bits; 0 until known) and the most
     /// it was seen to serve at once.
     capacity: [AtomicU64; 2],
-    finished: Sharded<8>,
+    finished: Sharded<ROWS>,
+    /// The app's routes, each with its id (what latencies are learned per).
+    routes: RouteClasses,
     window_min: AtomicU64,
     pub(super) refused: AtomicU64,
     /// Per tier, until when (µs; 0: not yet) it is held off: a higher tier found no room.
     pub(super) held_until: [AtomicU64; 4],
-    seen: [AtomicU64; 8], // the sums at the end of the last window
+    seen: Box<[AtomicU64; ROWS]>, // the sums at the end of the last window
     /// The share of critical cohorts admitted (`f64` bits; 1: every client).
     critical_share: AtomicU64,
     /// This window: a critical request was refused at the ceiling / let in with the limit full.
@@ -72,12 +78,14 @@ impl AdaptiveState {
             limit: AtomicU64::new(initial.to_bits()),
             ceiling_base: AtomicU64::new(initial.to_bits()),
             floors: Default::default(),
+            class_floors: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
             capacity: Default::default(),
             finished: Sharded::default(),
+            routes: RouteClasses::default(),
             window_min: AtomicU64::new(u64::MAX),
             refused: AtomicU64::new(0),
             held_until: Default::default(),
-            seen: Default::default(),
+            seen: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
             critical_share: AtomicU64::new(1f64.to_bits()),
             critical_overflowed: AtomicBool::new(false),
             critical_at_limit: AtomicBool::new(false),
@@ -119,6 +127,26 @@ impl AdaptiveState {
         for (cell, floor) in self.floors.iter().zip(floors) {
             cell.store(floor.unwrap_or(0).max(u64::from(floor.is_some())), Ordering::Relaxed);
         }
+    }
+
+    /// Publishes each route class's service time (µs; `(class index, floor)`; the others
+    /// unchanged).
+    pub fn publish_classes(&self, classes: impl Iterator<Item = (usize, u64)>) {
+        for (c, floor) in classes {
+            if let Some(cell) = self.class_floors.get(c) {
+                cell.store(floor.max(1), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Each route class learned: the class and its service time.
+    pub fn class_floors(&self) -> impl Iterator<Item = (RouteClass, Duration)> + '_ {
+        self.class_floors.iter().enumerate().filter_map(|(c, f)| {
+            match f.load(Ordering::Relaxed) {
+                0 => None,
+                us => Some((RouteClass::from_index(c), Duration::from_micros(us))),
+            }
+        })
     }
 
     /// Publishes the limit the critical ceiling is a multiple of
@@ -177,18 +205,24 @@ impl AdaptiveState {
             .sum()
     }
 
-    /// Gives back a slot of `tier` at `now` (to a waiting request, if any); `latency` is how
-    /// long the request took, if it finished (a request refused by a later limiter gives its
-    /// slot back without one).
-    pub fn release(&self, tier: Tier, latency: Option<Duration>, now: Duration) {
+    /// The app's routes, each with its id.
+    pub fn routes(&self) -> &RouteClasses {
+        &self.routes
+    }
+
+    /// Gives back a slot of `class`'s tier at `now` (to a waiting request, if any);
+    /// `latency` is how long the request took, if it finished (a request refused by a later
+    /// limiter gives its slot back without one), learned as its route class's.
+    pub fn release(&self, class: impl Into<RouteClass>, latency: Option<Duration>, now: Duration) {
+        let class = class.into();
         // SeqCst, with the waiting counts: a release and a request being queued at once see
         // each other (one of them gives the slot away).
-        self.counts.in_flight[tier.index()].fetch_sub(1, Ordering::SeqCst);
+        self.counts.in_flight[class.tier().index()].fetch_sub(1, Ordering::SeqCst);
         if let Some(latency) = latency {
             let us = micros(latency);
-            self.finished.add(COUNT + tier.index(), 1);
+            self.finished.add(COUNT + class.index(), 1);
             self.finished
-                .add(SUM + tier.index(), i64::try_from(us).unwrap_or(i64::MAX));
+                .add(SUM + class.index(), i64::try_from(us).unwrap_or(i64::MAX));
             if us < self.window_min.load(Ordering::Relaxed) {
                 self.window_min.fetch_min(us, Ordering::Relaxed);
             }
@@ -217,15 +251,15 @@ impl AdaptiveState {
 
     /// Closes the window ending at `at` (µs): what finished since the last one.
     pub fn take_window(&self, at: u64) -> Window {
-        let mut delta = [0u64; 8];
+        let mut delta = [0u64; ROWS];
         for (i, d) in delta.iter_mut().enumerate() {
             let now = self.finished.sum(i).max(0) as u64;
             *d = now.saturating_sub(self.seen[i].swap(now, Ordering::Relaxed));
         }
         Window {
             at,
-            count: std::array::from_fn(|t| delta[COUNT + t]),
-            sum: std::array::from_fn(|t| delta[SUM + t]),
+            count: std::array::from_fn(|c| delta[COUNT + c]),
+            sum: std::array::from_fn(|c| delta[SUM + c]),
             min: self.window_min.swap(u64::MAX, Ordering::Relaxed),
             binding: self.refused.swap(0, Ordering::Relaxed) > 0,
             in_flight: self.in_flight(),

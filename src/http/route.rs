@@ -1,0 +1,67 @@
+//! The route class of an answered request, from what actix's router matched: the method and
+//! the matched pattern, its dynamic segments named rather than valued (`/v1/items/{id}`, not
+//! `/v1/items/42`), so ids and invented paths mint no class. Read once the app has answered
+//! (the middleware runs before routing), with no allocation but on a route's first request.
+
+use crate::route_class::{RouteClass, RouteClasses, RouteHasher};
+use crate::tier::Tier;
+use actix_web::http::StatusCode;
+use actix_web::HttpRequest;
+use arrayvec::ArrayVec;
+
+/// Most dynamic segments of a pattern told apart (more are hashed as written).
+const MAX_SEGMENTS: usize = 16;
+
+/// The route class of `req`, of `tier`, answered with `status`.
+pub(super) fn route_class(
+    routes: &RouteClasses,
+    req: &HttpRequest,
+    status: StatusCode,
+    tier: Tier,
+) -> RouteClass {
+    let info = req.match_info();
+    // The router's own answer to a path or method it has no route for.
+    if info.is_empty()
+        && matches!(
+            status,
+            StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
+        )
+    {
+        return RouteClass::unmatched(tier);
+    }
+    let path = info.as_str();
+    let base = path.as_ptr() as usize;
+    // The dynamic segments' places in the path (their values are slices of it).
+    let mut spans: ArrayVec<(usize, usize, &str), MAX_SEGMENTS> = ArrayVec::new();
+    for (name, value) in info.iter() {
+        let at = (value.as_ptr() as usize).wrapping_sub(base);
+        if at <= path.len() && value.len() <= path.len() - at && !spans.is_full() {
+            spans.push((at, at + value.len(), name));
+        }
+    }
+    spans.sort_unstable_by_key(|&(at, _, _)| at);
+    let method = req.method().as_str();
+    let mut h = RouteHasher::new(method);
+    let mut pos = 0;
+    for &(start, end, name) in &spans {
+        if start < pos || !path.is_char_boundary(start) || !path.is_char_boundary(end) {
+            continue;
+        }
+        h.write(&path[pos..start]);
+        h.write("{");
+        h.write(name);
+        h.write("}");
+        pos = end;
+    }
+    h.write(path.get(pos..).unwrap_or_default());
+    let hash = h.finish();
+    if let Some(route) = routes.find(hash) {
+        return RouteClass::from_route(route, tier);
+    }
+    // A route's first request: the router's own pattern names it (a path the router did not
+    // match, answered by a default service, allocates nothing here and is "unmatched").
+    match req.match_pattern() {
+        Some(pattern) => routes.add(hash, tier, || format!("{method} {pattern}")),
+        None => RouteClass::unmatched(tier),
+    }
+}

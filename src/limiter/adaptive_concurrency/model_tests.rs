@@ -1,0 +1,270 @@
+//! The fast guard against a model of an app in virtual time, deterministic: mixed routes with
+//! log-normal service times, cheap requests answered at once beside them, and windows of a few
+//! requests to hundreds. The real limiter (its state, shares, hold and critical ceiling) and
+//! the sampler's learning (`CapacityEstimate::learn`, the ceiling base) run as in the
+//! middleware, the waiting room too; the app is a pool of workers with a FIFO queue. At half
+//! its capacity nothing may be refused: a load shedder that refuses an app with room does the
+//! outage itself.
+
+use super::*;
+use crate::math::capacity::CapacityEstimate;
+use crate::math::critical::CeilingBase;
+use crate::rng::SplitMix64;
+use crate::route_class::RouteClass;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+/// One app: its workers, the median time of its base route, and the share of all arrivals
+/// answered at once (no worker, e.g. the router's 404).
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    workers: usize,
+    base_ms: f64,
+    cheap: f64,
+}
+
+/// A route: its id, its median time (× the base), its share of its tier.
+type Route = (usize, f64, f64);
+
+/// The routes (class, median × base, its share of its tier) of the standard mix's tiers:
+/// critical 10%, post 20%, get 50%, test 20%.
+const ROUTES: [(Tier, f64, &[Route]); 4] = [
+    (Tier::Critical, 0.1, &[(0, 1.0, 1.0)]),
+    (Tier::Post, 0.2, &[(1, 2.0, 1.0)]),
+    (Tier::Get, 0.5, &[(2, 0.5, 0.9), (3, 6.0, 0.1)]),
+    (Tier::Test, 0.2, &[(2, 0.5, 0.9), (3, 6.0, 0.1)]),
+];
+
+/// Log-normal spread of every route's times.
+const SIGMA: f64 = 0.5;
+
+/// A request: its class, when it was admitted, how long it works.
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    class: RouteClass,
+    admitted: Duration,
+    work: Duration,
+}
+
+fn normal(rng: &mut SplitMix64) -> f64 {
+    let (u, v) = (rng.next_f64().max(1e-12), rng.next_f64());
+    (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+}
+
+/// The mean work of a request that takes a worker (s).
+fn mean_work(shape: Shape) -> f64 {
+    let lognormal_mean = (SIGMA * SIGMA / 2.0).exp();
+    ROUTES
+        .iter()
+        .map(|(_, share, routes)| {
+            share
+                * routes
+                    .iter()
+                    .map(|&(_, m, s)| s * m * shape.base_ms / 1e3 * lognormal_mean)
+                    .sum::<f64>()
+        })
+        .sum()
+}
+
+/// Draws the next request's tier, class and work (`None`: a cheap one).
+fn draw(rng: &mut SplitMix64, shape: Shape) -> (Tier, RouteClass, Duration) {
+    let cheap = rng.next_f64() < shape.cheap;
+    let mut x = rng.next_f64();
+    let (tier, routes) = ROUTES
+        .iter()
+        .find_map(|&(t, share, routes)| {
+            x -= share;
+            (x < 0.0).then_some((t, routes))
+        })
+        .unwrap_or((Tier::Test, ROUTES[3].2));
+    if cheap {
+        let tier = if tier == Tier::Test { Tier::Test } else { Tier::Get };
+        return (tier, RouteClass::unmatched(tier), Duration::from_micros(20));
+    }
+    let mut y = rng.next_f64();
+    let &(route, m, _) = routes
+        .iter()
+        .find(|&&(_, _, s)| {
+            y -= s;
+            y < 0.0
+        })
+        .unwrap_or(&routes[routes.len() - 1]);
+    let work = m * shape.base_ms / 1e3 * (SIGMA * normal(rng)).exp();
+    (
+        tier,
+        RouteClass::from_route(route, tier),
+        Duration::from_secs_f64(work),
+    )
+}
+
+/// Runs `shape` at `load` × its capacity for `seconds`: the requests refused, and the
+/// fewest and most requests a window held.
+fn run(shape: Shape, load: f64, seconds: f64, seed: u64) -> (u64, u64, u64) {
+    let c = AdaptiveConcurrencyConfig::default();
+    let state = Arc::new(AdaptiveState::new(f64::from(c.initial_limit)));
+    let mut limit = crate::math::adaptive::AdaptiveLimit::new(params(&c), state.limit(), 0);
+    let mut capacity = CapacityEstimate::default();
+    let mut ceiling = CeilingBase::default();
+    let mut rng = SplitMix64::new(seed);
+    // Requests a second that take a worker, and all arrivals with the cheap ones.
+    let worked = load * shape.workers as f64 / mean_work(shape);
+    let rate = worked / (1.0 - shape.cheap);
+    let end = Duration::from_secs_f64(seconds);
+    let mut next_arrival = Duration::ZERO;
+    let mut window_end = c.window.get();
+    let mut finishes: BinaryHeap<Reverse<(Duration, u64)>> = BinaryHeap::new();
+    let mut running: std::collections::HashMap<u64, Job> = Default::default();
+    let mut queue: VecDeque<Job> = VecDeque::new();
+    let (mut busy, mut id, mut refused) = (0, 0u64, 0u64);
+    // Requests in the waiting room: until when, their place, and what they will do.
+    let mut waiting: Vec<(Duration, Pin<Box<Wait>>, Job, Tier)> = Vec::new();
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    let (mut fewest, mut most) = (u64::MAX, 0u64);
+    loop {
+        let finish = finishes.peek().map(|Reverse((t, _))| *t);
+        let expiry = waiting.iter().map(|w| w.0).min();
+        let now = [Some(next_arrival), finish, Some(window_end), expiry]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(end);
+        if now >= end {
+            break;
+        }
+        let mut starts: Vec<Job> = Vec::new();
+        if expiry == Some(now) {
+            // Waited max_wait: refused as the middleware does.
+            for (_, _, _, tier) in waiting.extract_if(.., |w| w.0 <= now) {
+                state.refuse(&c, tier, micros(now));
+                refused += 1;
+            }
+        } else if now == window_end {
+            let w = state.take_window(micros(now));
+            if now > Duration::from_secs(5) {
+                fewest = fewest.min(w.total());
+                most = most.max(w.total());
+            }
+            limit.set_hold(false);
+            let admit = capacity.learn(&mut limit, params(&c), w);
+            state.publish(admit, limit.service().floors());
+            let base = ceiling.update(&w, limit.learned(), capacity.learned().is_none());
+            state.publish_ceiling_base(base);
+            state.settle_critical();
+            window_end = now + Duration::from_micros(limit.period(micros(c.window.get())));
+        } else if Some(now) == finish {
+            let Some(Reverse((_, done))) = finishes.pop() else {
+                unreachable!("peeked")
+            };
+            let job = running.remove(&done).expect("running");
+            state.release(job.class, Some(now - job.admitted), now);
+            busy -= 1;
+        } else {
+            next_arrival = now + Duration::from_secs_f64(-rng.next_f64().max(1e-12).ln() / rate);
+            let (tier, class, work) = draw(&mut rng, shape);
+            let job = Job {
+                class,
+                admitted: now,
+                work,
+            };
+            match acquire(&c, &state, (tier, rng.next_u64()), now, true).unwrap() {
+                Check::Allowed(Slot::Held(permit)) => {
+                    permit.keep();
+                    starts.push(job);
+                }
+                Check::Allowed(Slot::Waiting(wait)) => {
+                    waiting.push((now + c.max_wait_for(tier), Box::pin(wait), job, tier));
+                }
+                Check::Rejected(..) => refused += 1,
+            }
+        }
+        // Slots given back went to the waiting room: those let in start now, those turned
+        // away are refused.
+        let mut i = 0;
+        while i < waiting.len() {
+            match waiting[i].1.as_mut().poll(&mut cx) {
+                Poll::Pending => i += 1,
+                Poll::Ready(granted) => {
+                    let (_, _, job, tier) = waiting.swap_remove(i);
+                    match granted {
+                        Ok(at) => starts.push(Job { admitted: at, ..job }),
+                        Err(wait::TurnedAway) => {
+                            state.refuse(&c, tier, micros(now));
+                            refused += 1;
+                        }
+                    }
+                }
+            }
+        }
+        for job in starts {
+            if job.class.route() == crate::route_class::ROUTES {
+                // Answered at once, without a worker.
+                state.release(job.class, Some(job.work), now + job.work);
+            } else {
+                queue.push_back(job);
+            }
+        }
+        while busy < shape.workers {
+            let Some(next) = queue.pop_front() else { break };
+            busy += 1;
+            id += 1;
+            finishes.push(Reverse((now + next.work, id)));
+            running.insert(id, next);
+        }
+    }
+    (refused, fewest, most)
+}
+
+/// Every app shape at `load`: (shape, refused) and the fewest and most requests a window held.
+fn sweep(load: f64) -> (Vec<(Shape, u64)>, u64, u64) {
+    // Windows of a handful of requests (one worker of 50 ms, four of 100 ms) to hundreds
+    // (64 of 20 ms), 0 to 50% of the arrivals answered at once.
+    let shapes = [
+        (1, 50.0),
+        (4, 100.0),
+        (2, 10.0),
+        (8, 50.0),
+        (16, 300.0),
+        (64, 20.0),
+    ];
+    let (mut fewest, mut most) = (u64::MAX, 0);
+    let mut out = Vec::new();
+    for (i, &(workers, base_ms)) in shapes.iter().enumerate() {
+        for cheap in [0.0, 0.1, 0.3, 0.5] {
+            let shape = Shape {
+                workers,
+                base_ms,
+                cheap,
+            };
+            let (refused, lo, hi) = run(shape, load, 90.0, 1 + i as u64);
+            out.push((shape, refused));
+            (fewest, most) = (fewest.min(lo), most.max(hi));
+        }
+    }
+    (out, fewest, most)
+}
+
+#[test]
+fn an_app_at_half_its_capacity_is_never_refused_whatever_its_mix() {
+    let (runs, fewest, most) = sweep(0.5);
+    assert!(fewest <= 5 && most >= 300, "windows of {fewest} to {most} requests");
+    for (shape, refused) in runs {
+        assert_eq!(refused, 0, "{shape:?} at 0.5C: {refused} refused");
+    }
+}
+
+/// At 0.75C the model still refuses on small apps whose own queue is long at that load (two
+/// workers at 0.75 queue for several service times): printed, not asserted, for the record
+/// (`cargo test --lib model_tests -- --ignored --nocapture`).
+#[test]
+#[ignore = "a measurement: 0.75C still refuses on small apps (see the issue's closing note)"]
+fn at_three_quarters_of_capacity() {
+    let (runs, _, _) = sweep(0.75);
+    for (shape, refused) in runs {
+        println!("{shape:?} at 0.75C: {refused} refused");
+    }
+}
+
