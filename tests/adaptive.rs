@@ -13,6 +13,7 @@ use brownout::clock::Clock;
 use brownout::config::HumanDuration;
 use brownout::Mode;
 use common::{charge, config, get, post, Rig};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 fn adaptive(mode: Mode) -> brownout::Config {
@@ -197,15 +198,28 @@ async fn the_limit_learns_from_latency_and_refuses_in_tier_order() {
         "critical requests counted (after the POSTs: they take room, never lose it)"
     );
 
-    // They all take 200 ms, four times the floor, in a window where the limit refused
-    // requests: the gradient halves it (no headroom: they were slower than tolerated).
+    // They all take 200 ms, four times the floor, and the overload goes on (POSTs of 200 ms
+    // keep the limit full, one more refused every 10 ms): once the queue has stood three
+    // windows, the gradient halves the limit (no headroom: slower than tolerated).
     rig.clock.advance(Duration::from_millis(200));
     finish(held).await;
-    let limit = next_limit(&rig, 10.0).await;
+    let mut flight = VecDeque::new();
+    let (limit, overload_refused) =
+        overload(&rig, &app, Until::LimitLeaves(10.0), 200, &mut flight).await;
     assert!((limit - 5.0).abs() < 1e-9, "{limit}");
-    // Nothing is in flight, but the POST refused 200 ms ago holds GETs off for tier_hold (1 s).
+    // Three POSTs left in flight: GET's share (4.5) has room for one more, but the POST
+    // refused a moment ago holds GETs off for tier_hold (1 s) while the app is busy (half
+    // the share in flight)...
+    while flight.len() > 3 {
+        finish(vec![flight.pop_front().unwrap().1]).await;
+    }
     let held_off = test::call_service(&app, get().to_request()).await;
     assert_eq!(held_off.status(), 503, "held off after a POST was refused");
+    // ... and no longer once the burst is over: a hold does not refuse an idle app.
+    finish(flight.drain(..).map(|(_, r)| r).collect()).await;
+    let served = test::call_service(&app, get().to_request()).await;
+    assert!(served.status().is_success(), "{}", served.status());
+    finish(vec![served]).await;
 
     // Now POST may use 5, and the rest is refused.
     let mut held = Vec::new();
@@ -225,7 +239,7 @@ async fn the_limit_learns_from_latency_and_refuses_in_tier_order() {
     };
     assert_eq!(
         (rejected("test"), rejected("get"), rejected("post")),
-        (1.0, 2.0, 2.0)
+        (1.0, 2.0, 2.0 + overload_refused as f64)
     );
     assert_eq!(rejected("critical"), 0.0);
 }
@@ -325,32 +339,84 @@ where
     held
 }
 
-/// `admitted` POSTs taking `ms` each, and one more refused: a window in which the limit binds.
-async fn binding<S, B>(rig: &Rig, app: &S, admitted: usize, ms: u64)
+/// When [`overload`] stops.
+enum Until {
+    /// The published limit is no longer this.
+    LimitLeaves(f64),
+    /// `/v1/state` shows this floor (seconds).
+    Floor(f64),
+}
+
+/// Overload as the app meets it: POSTs that each take `ms`, as many in flight as the limit
+/// admits and one more refused every 10 ms step of the clock, the oldest finishing as they
+/// reach `ms`; so every window refuses requests and ends with the limit full (a queue that
+/// stands, whenever the sampler closes it). Runs until `until` (at most 10 s of clock), the
+/// requests it leaves in flight in `held`; returns the limit then and the POSTs refused.
+async fn overload<S, B>(
+    rig: &Rig,
+    app: &S,
+    until: Until,
+    ms: u64,
+    held: &mut VecDeque<(Duration, ServiceResponse<B>)>,
+) -> (f64, u64)
 where
     S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
     B: MessageBody,
 {
-    let held = posts(app, admitted).await;
-    assert!(held.iter().all(|r| r.status().is_success()));
-    let refused = test::call_service(app, post().to_request()).await;
-    assert_eq!(refused.status(), 503, "the limit binds at {admitted}");
-    rig.clock.advance(Duration::from_millis(ms));
-    finish(held).await;
-}
-
-/// Waits (at most 5 s) until the published limit is no longer `from`, moving the clock on so
-/// that the window closes (windows in which nothing finished change nothing); returns it.
-async fn next_limit(rig: &Rig, from: f64) -> f64 {
-    for _ in 0..500 {
+    let mut refused = 0;
+    for _ in 0..1000 {
+        let now = rig.clock.now();
+        while held
+            .front()
+            .is_some_and(|(at, _)| now - *at >= Duration::from_millis(ms))
+        {
+            finish(vec![held.pop_front().unwrap().1]).await;
+        }
+        for _ in 0..50 {
+            let res = test::call_service(app, post().to_request()).await;
+            if res.status() == 503 {
+                refused += 1;
+                break;
+            }
+            assert!(res.status().is_success(), "{}", res.status());
+            held.push_back((now, res));
+        }
         let limit = rig.metric("brownout_concurrency_limit");
-        if limit != from {
-            return limit;
+        let done = match until {
+            Until::LimitLeaves(from) => limit != from,
+            Until::Floor(f) => floor(rig).await == Some(f),
+        };
+        if done {
+            return (limit, refused);
         }
         rig.clock.advance(Duration::from_millis(10));
         actix_web::rt::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("the limit stayed at {from}");
+    panic!("the overload never got there: {:#}", state(rig).await);
+}
+
+/// Two POSTs of 55 ms (within 1.25 × the 50 ms floor), nothing refused, until the limit is
+/// no longer `from` (a window that also held the slow requests of an overload just over
+/// leaves it); returns it.
+async fn quick_until_it_moves<S, B>(rig: &Rig, app: &S, from: f64) -> f64
+where
+    S: Service<actix_http::Request, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    B: MessageBody,
+{
+    for _ in 0..50 {
+        let held = posts(app, 2).await;
+        rig.clock.advance(Duration::from_millis(55));
+        finish(held).await;
+        for _ in 0..20 {
+            let limit = rig.metric("brownout_concurrency_limit");
+            if limit != from {
+                return limit;
+            }
+            rig.clock.advance(Duration::from_millis(10));
+            actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    panic!("the limit stayed at {from}: {:#}", state(rig).await);
 }
 
 #[actix_web::test]
@@ -358,32 +424,23 @@ async fn a_limit_an_overload_shrank_grows_back_once_requests_are_quick_again() {
     let rig = Rig::new(adaptive(Mode::Enforce));
     let app = app!(rig);
     learn_floor(&rig, &app).await;
-    binding(&rig, &app, 10, 200).await;
-    let mut limit = next_limit(&rig, 10.0).await;
+    let mut held = VecDeque::new();
+    let (mut limit, _) = overload(&rig, &app, Until::LimitLeaves(10.0), 200, &mut held).await;
     assert!((limit - 5.0).abs() < 1e-9, "{limit}");
+    finish(held.into_iter().map(|(_, r)| r).collect()).await;
     // Two POSTs of 55 ms (within 1.25 × 50 ms) a window, nothing refused: +√limit a window,
-    // up to initial_limit (10).
+    // up to initial_limit (10) and no further.
     for expected in [
         5.0 + 5f64.sqrt(),
         7.236_067_977_499_79 + 7.236_067_977_499_79f64.sqrt(),
+        10.0,
     ] {
-        let held = posts(&app, 2).await;
-        rig.clock.advance(Duration::from_millis(55));
-        finish(held).await;
-        limit = next_limit(&rig, limit).await;
+        limit = quick_until_it_moves(&rig, &app, limit).await;
         assert!(
             (limit - expected).abs() < 1e-6,
             "{limit} (expected {expected})"
         );
     }
-    let held = vec![test::call_service(&app, post().to_request()).await];
-    rig.clock.advance(Duration::from_millis(55));
-    finish(held).await;
-    assert_eq!(
-        next_limit(&rig, limit).await,
-        10.0,
-        "no further than initial_limit"
-    );
 }
 
 #[actix_web::test]
@@ -391,28 +448,24 @@ async fn a_server_that_got_slower_is_learned_long_before_floor_window() {
     let rig = Rig::new(adaptive(Mode::Enforce));
     let app = app!(rig);
     learn_floor(&rig, &app).await;
-    // Requests now take 150 ms, and every window refuses: 10 → 5 → 2.5 → min (2).
+    // Requests now take 150 ms, and every window refuses with the limit full: once the queue
+    // has stood three windows, 10 → 5 → 2.5 → min (2), a window each.
+    let mut held = VecDeque::new();
     let mut limit = 10.0;
-    for (admitted, expected) in [(10, 5.0), (5, 2.5), (2, 2.0)] {
-        binding(&rig, &app, admitted, 150).await;
-        limit = next_limit(&rig, limit).await;
+    for expected in [5.0, 2.5, 2.0] {
+        limit = overload(&rig, &app, Until::LimitLeaves(limit), 150, &mut held)
+            .await
+            .0;
         assert!((limit - expected).abs() < 1e-9, "{limit}");
     }
     // At min they still take three times the floor: the floor is measured again at once (a
     // few windows: two slow ones in a row, then one draining and one measuring), not after
     // floor_window (10 s).
     let started = rig.clock.now();
-    for _ in 0..30 {
-        binding(&rig, &app, 2, 150).await;
-        rig.clock.advance(Duration::from_millis(20));
-        actix_web::rt::time::sleep(Duration::from_millis(30)).await;
-        if floor(&rig).await == Some(0.15) {
-            let took = rig.clock.now() - started;
-            assert!(took < Duration::from_secs(10), "{took:?}");
-            return;
-        }
-    }
-    panic!("the floor stayed: {:#}", state(&rig).await);
+    overload(&rig, &app, Until::Floor(0.15), 150, &mut held).await;
+    let took = rig.clock.now() - started;
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    finish(held.into_iter().map(|(_, r)| r).collect()).await;
 }
 
 /// A rig whose limit stays at 2, with a waiting room of `queue` and `max_wait`; with

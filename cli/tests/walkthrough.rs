@@ -195,7 +195,7 @@ async fn the_walkthrough_sheds_test_then_get_traffic_under_sustained_overload() 
         );
     };
     // The fast guard takes part: its limit starts at initial_limit (100, more than these 50
-    // clients) and comes down to 1.5 times what the app was seen to serve plus 20 within
+    // clients) and comes down to 1.5 times what the app was seen to serve plus 30 within
     // seconds, which here (the controller's times ten times shorter) may be after the
     // controller's first.
     assert!(

@@ -4,7 +4,10 @@
 //! Every window in which the limit refused a request (it was what held the load back) it moves
 //! to `limit × gradient`, where `gradient = clamp(tolerance × floor / mean latency, 0.5, 1)`,
 //! or grows by `√limit` when requests were no slower than `tolerance` times the floor: it
-//! settles where latency is that multiple of the floor, and shrinks by at most half per window.
+//! settles where latency is that multiple of the floor, and shrinks by at most half per window
+//! — once the queue has stood [`SUSTAINED`] binding windows in a row, each ending with half
+//! the limit or more in flight (CoDel's bad queue; a burst that fills the limit and drains is
+//! the good one, and a small app with a slow route has them well below its capacity).
 //! A window that refused nothing leaves the limit as it is: the load it let through did not
 //! reach it, so a burst of latency then is not the limit's doing (shrinking on such bursts
 //! would ratchet the limit down at a steady moderate load until it refused traffic it had
@@ -142,6 +145,8 @@ pub struct AdaptiveLimit {
     drained: u32,
     /// The floors came from a window with a queue: measure them at the next binding one.
     provisional: bool,
+    /// Binding windows in a row that ended with at least half the limit in flight.
+    binding_run: u32,
 }
 
 /// How far above the last measured floor the lowest latency may be before a probe is due.
@@ -163,6 +168,10 @@ pub const STALE_WINDOWS: u32 = 2;
 /// while the capacity is unknown.
 pub const SLOW_START_SLOWDOWN: f64 = 1.05;
 
+/// Binding windows in a row, each ending with at least half the limit in flight, before the
+/// gradient cuts the limit.
+pub const SUSTAINED: u32 = 3;
+
 /// Most windows a probe waits for the app to drain to `min_limit` before it measures.
 pub const DRAIN_WINDOWS: u32 = 8;
 
@@ -183,6 +192,7 @@ impl AdaptiveLimit {
             doubled_at: 0,
             drained: 0,
             provisional: false,
+            binding_run: 0,
         }
     }
 
@@ -295,14 +305,21 @@ impl AdaptiveLimit {
         let keep_from = w.at.saturating_sub(self.params.floor_window);
         // A window that refused nothing, and whose requests were no slower than `tolerance`
         // times expected, measured the app without much of a queue (a looser bar would let
-        // the floor creep up on the queues of a busy app). A class not seen before counts
-        // from any window that refused nothing (its own cost is what is not known yet), and
-        // before any class has a floor, any window counts (there is nothing else yet).
+        // the floor creep up on the queues of a busy app). Whether it queued is read from the
+        // classes whose service time is settled (SETTLE_REQUESTS): a queue in the app slows
+        // every route alike, so they say it for a class not settled yet too, whose own cost
+        // is what is not known (on a cold start its first requests to finish are its
+        // fastest, and a floor pinned on them would leave every later window out as queued).
+        // A window of unsettled classes alone counts if it refused nothing, and before any
+        // class has a floor, any window counts (there is nothing else yet).
         let (mut count, mut sum) = (w.count, w.sum);
-        let queued = match (w.mean(), self.expected(&w)) {
-            (Some(mean), Some(floor)) => mean > self.params.tolerance * floor.max(1.0),
-            _ => false,
-        };
+        let (mut took, mut expected) = (0.0, 0.0);
+        for c in (0..CLASSES).filter(|&c| count[c] > 0 && self.service.settled(c)) {
+            took += sum[c] as f64;
+            expected += count[c] as f64 * self.service.class_floor(c).unwrap_or(0.0);
+        }
+        let judged = expected > 0.0;
+        let queued = judged && took > self.params.tolerance * expected.max(1.0);
         let any = self.service.mean().is_some();
         // A window no slower than expected says the floor is not too low, whatever the limit
         // did (a floor learned under a queue, on a cold start into overload, comes down).
@@ -311,8 +328,10 @@ impl AdaptiveLimit {
             if count[c] == 0 {
                 continue;
             }
-            let keep = if self.service.known(c) {
+            let keep = if self.service.settled(c) {
                 (!w.binding && !queued) || faster
+            } else if judged {
+                !w.binding && !queued
             } else {
                 !w.binding || !any
             };
@@ -333,6 +352,10 @@ impl AdaptiveLimit {
             self.lowest_since = self.lowest_since.min(w.min);
         }
         let mut stale = false;
+        // A queue that drained by the window's end (fewer than half the limit in flight) was
+        // a burst the app absorbed, not one standing.
+        let full = w.binding && w.in_flight as f64 >= self.limit / 2.0;
+        self.binding_run = if full { self.binding_run + 1 } else { 0 };
         if let (Some(mean), Some(floor)) = (w.mean(), self.expected(&w)) {
             let (mean, floor) = (mean.max(1.0), floor.max(1.0));
             let gradient = (self.params.tolerance * floor / mean).clamp(0.5, 1.0);
@@ -351,6 +374,12 @@ impl AdaptiveLimit {
                     && since >= floor
                     && mean <= SLOW_START_SLOWDOWN * floor
                     && w.in_flight as f64 >= self.limit / 2.0;
+                // Cut only on a queue that stood SUSTAINED windows in a row (CoDel's bad
+                // queue): an app of a few workers with a slow route, well below its capacity,
+                // has bursts that fill the limit for a window or two and drain, and a limit
+                // cut on one refuses the next, while its latencies (which lag what the limit
+                // let in) would cut it again and again as the burst drains.
+                let standing = self.binding_run >= SUSTAINED;
                 let headroom = if gradient >= 1.0 && doubles {
                     self.doubled_at = w.at;
                     self.limit
@@ -359,8 +388,10 @@ impl AdaptiveLimit {
                 } else {
                     0.0
                 };
-                self.limit =
-                    (self.limit * gradient + headroom).clamp(self.params.min, self.params.max);
+                if gradient >= 1.0 || standing {
+                    self.limit =
+                        (self.limit * gradient + headroom).clamp(self.params.min, self.params.max);
+                }
             } else if gradient >= 1.0 && self.limit < self.params.rest && !self.hold {
                 self.limit = (self.limit + self.limit.sqrt()).min(self.params.rest);
             } else if self.limit > self.params.rest {

@@ -27,6 +27,25 @@ fn window(at_ms: u64, count: u64, latency_ms: u64, binding: bool) -> Window {
     }
 }
 
+/// A window in which the limit refused requests while it was full (as many in flight as it
+/// admits: the queue stood to the window's end).
+fn full(l: &AdaptiveLimit, at_ms: u64, count: u64, latency_ms: u64) -> Window {
+    Window {
+        in_flight: l.limit().ceil() as u64,
+        ..window(at_ms, count, latency_ms, true)
+    }
+}
+
+/// `n` windows of `full` from `at_ms` on, one every 250 ms; returns the last one's end.
+fn overload(l: &mut AdaptiveLimit, at_ms: u64, n: u64, latency_ms: u64) -> u64 {
+    let mut at = at_ms;
+    for _ in 0..n {
+        at += 250;
+        l.update(full(l, at, 10, latency_ms));
+    }
+    at
+}
+
 #[test]
 fn within_tolerance_the_limit_holds_and_grows_only_when_it_binds() {
     let mut l = AdaptiveLimit::new(params(), 20.0, 0);
@@ -56,14 +75,21 @@ fn queueing_shrinks_the_limit_by_the_gradient_at_most_halving_it() {
     };
     let mut l = AdaptiveLimit::new(rest, 40.0, 0);
     l.update(window(250, 10, 50, false));
-    // 100 ms against 1.25 × 50: gradient 0.625, and no headroom added.
-    assert!((l.update(window(500, 10, 100, true)) - 25.0).abs() < 1e-9);
-    // 1 s: the gradient stops at 0.5.
-    assert!((l.update(window(750, 10, 1000, true)) - 12.5).abs() < 1e-9);
-    // 6.25, then min (4); not below it.
-    for i in 0..3 {
-        l.update(window(1000 + 250 * i, 10, 1000, true));
+    // A queue the app absorbed: binding, slow, but fewer than half the limit in flight by the
+    // window's end. No cut.
+    let mut drained = window(500, 10, 100, true);
+    drained.in_flight = 19;
+    assert_eq!(l.update(drained), 40.0);
+    // A queue that stands: not cut before SUSTAINED binding windows in a row.
+    for i in 1..SUSTAINED {
+        assert_eq!(l.update(full(&l, 500 + 250 * u64::from(i), 10, 100)), 40.0);
     }
+    // Then 100 ms against 1.25 × 50: gradient 0.625, and no headroom added.
+    assert!((l.update(full(&l, 1500, 10, 100)) - 25.0).abs() < 1e-9);
+    // 1 s: the gradient stops at 0.5.
+    assert!((l.update(full(&l, 1750, 10, 1000)) - 12.5).abs() < 1e-9);
+    // 6.25, then min (4); not below it.
+    overload(&mut l, 1750, 3, 1000);
     assert_eq!(l.limit(), 4.0, "never below min");
 }
 
@@ -77,7 +103,7 @@ fn it_settles_where_latency_is_the_tolerated_multiple_of_the_floor() {
         at += 250;
         let n = l.limit();
         let latency = (50.0 * (n / 8.0).max(1.0)) as u64;
-        l.update(window(at, 40, latency, true));
+        l.update(full(&l, at, 40, latency));
     }
     // Between probes the limit moves around the point where latency is 1.25 × the floor,
     // L = 1.25 × 8 = 10: at or below it, it grows by √L; above it, it shrinks.
@@ -159,18 +185,17 @@ fn a_limit_that_does_not_bind_never_probes_and_quiet_windows_change_nothing() {
 fn a_held_limit_keeps_what_overload_taught_it_through_quiet_windows() {
     let mut l = AdaptiveLimit::new(params(), 20.0, 0);
     l.update(window(250, 10, 50, false));
-    l.update(window(500, 10, 1000, true));
-    assert!((l.update(window(750, 10, 1000, true)) - 5.0).abs() < 1e-9);
+    let mut at = overload(&mut l, 250, u64::from(SUSTAINED) + 1, 1000);
+    assert!((l.limit() - 5.0).abs() < 1e-9);
     // While the controller sheds, quiet windows leave it there.
     l.set_hold(true);
-    let mut at = 750;
     for _ in 0..20 {
         at += 250;
         assert!((l.update(window(at, 10, 55, false)) - 5.0).abs() < 1e-9);
     }
     // Binding windows still move it as ever.
     at += 250;
-    let grown = l.update(window(at, 10, 55, true));
+    let grown = l.update(full(&l, at, 10, 55));
     assert!((grown - (5.0 + 5f64.sqrt())).abs() < 1e-9, "{grown}");
     // Once the controller stops, the limit goes back to rest.
     l.set_hold(false);
@@ -186,14 +211,14 @@ fn quiet_windows_bring_a_shrunk_limit_back_to_rest_and_no_further() {
     let mut l = AdaptiveLimit::new(params(), 20.0, 0);
     l.update(window(250, 10, 50, false));
     // An overload halves it twice: 5.
-    l.update(window(500, 10, 1000, true));
-    assert!((l.update(window(750, 10, 1000, true)) - 5.0).abs() < 1e-9);
+    let at = overload(&mut l, 250, u64::from(SUSTAINED) + 1, 1000);
+    assert!((l.limit() - 5.0).abs() < 1e-9);
     // Quiet but slow (200 ms): not yet.
-    assert!((l.update(window(1000, 10, 200, false)) - 5.0).abs() < 1e-9);
+    assert!((l.update(window(at + 250, 10, 200, false)) - 5.0).abs() < 1e-9);
     // Quiet and within tolerance: +√limit per window, up to rest (20).
-    let grown = l.update(window(1250, 10, 55, false));
+    let grown = l.update(window(at + 500, 10, 55, false));
     assert!((grown - (5.0 + 5f64.sqrt())).abs() < 1e-9, "{grown}");
-    let mut at = 1250;
+    let mut at = at + 500;
     for _ in 0..20 {
         at += 250;
         l.update(window(at, 10, 55, false));
@@ -202,10 +227,10 @@ fn quiet_windows_bring_a_shrunk_limit_back_to_rest_and_no_further() {
     // A window in which nothing finished changes nothing.
     let mut l = AdaptiveLimit::new(params(), 20.0, 0);
     l.update(window(250, 10, 50, false));
-    l.update(window(500, 10, 1000, true));
+    let at = overload(&mut l, 250, u64::from(SUSTAINED), 1000);
     assert_eq!(
         l.update(Window {
-            at: 750 * MS,
+            at: (at + 250) * MS,
             ..Window::default()
         }),
         10.0
@@ -216,21 +241,26 @@ fn quiet_windows_bring_a_shrunk_limit_back_to_rest_and_no_further() {
 fn a_server_that_got_slower_has_its_floor_measured_at_once() {
     let mut l = AdaptiveLimit::new(params(), 20.0, 0);
     l.update(window(250, 10, 50, false));
-    // Service time doubles: 20 → 10 → 5 → min (4) in three windows, then two windows at
-    // min with requests still ≥ 2 × the floor: a probe, long before floor_window (30 s).
+    // Service time doubles: after SUSTAINED binding windows, 20 → 10 → 5 → min (4) in three
+    // windows, then two windows at min with requests still ≥ 2 × the floor: a probe, long
+    // before floor_window (30 s).
     let mut at = 250;
     while l.probe() == Probe::Off {
         at += 250;
-        l.update(window(at, 10, 130, true));
-        assert!(at <= 2_000, "no probe by {at} ms");
+        l.update(full(&l, at, 10, 130));
+        assert!(at <= 2_500, "no probe by {at} ms");
     }
-    assert_eq!(at, 1_500, "three windows down to min, two there");
+    assert_eq!(
+        at,
+        250 + 250 * (u64::from(SUSTAINED) - 1 + 5),
+        "the cut waits, three windows down to min, two there"
+    );
     l.update(window(at + 250, 4, 130, true)); // draining
     l.update(window(at + 500, 4, 100, true)); // measuring
     assert_eq!(l.probe(), Probe::Off);
     assert_eq!(l.service().floors()[2], Some(100 * MS));
     // Against the new floor, 110 ms is within tolerance: the limit grows again.
-    assert!(l.update(window(at + 750, 10, 110, true)) > 4.0);
+    assert!(l.update(full(&l, at + 750, 10, 110)) > 4.0);
 
     // At min with requests 1.4 × the floor (a queue of critical requests the limit does
     // not count): no probe before floor_window.
@@ -287,4 +317,22 @@ fn until_the_capacity_is_known_a_limit_that_refused_fast_requests_doubles() {
     l.set_slow_start(false);
     let before = l.limit();
     assert!((l.update(busy(2500, 500)) - (before + before.sqrt())).abs() < 1e-9);
+}
+
+#[test]
+fn the_first_requests_to_finish_do_not_pin_a_floor_below_the_route() {
+    // A cold start: the first window holds the two fastest requests of a route of 60 ms.
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    l.update(window(250, 2, 20, false));
+    assert_eq!(l.service().floors()[2], Some(20 * MS));
+    // Every window after reads three times that: not a queue the floor must ignore until
+    // the route has a whole sample of its own.
+    for i in 2..=7 {
+        l.update(window(250 * i, 10, 60, false));
+    }
+    let floor = l.service().floors()[2].unwrap();
+    assert!(floor >= 55 * MS, "{floor}");
+    // Once it has, a window three times slower is a queue again, and left out.
+    l.update(window(2000, 10, 180, false));
+    assert_eq!(l.service().floors()[2], Some(floor));
 }

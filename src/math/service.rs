@@ -29,6 +29,10 @@ pub const FLOOR_QUANTILE: f64 = 0.2;
 /// Requests pooled into one sample of a class.
 pub const SAMPLE_REQUESTS: u64 = 48;
 
+/// Requests a class's service time must stand on before windows that look queued against
+/// it are left out of it ([`ServiceFloor::settled`]).
+pub const SETTLE_REQUESTS: u64 = 16;
+
 /// Most samples kept per class.
 const MAX_KEPT: usize = 256;
 
@@ -150,9 +154,11 @@ impl ServiceFloor {
             .filter_map(|(c, class)| class.floor.map(|f| (c, f, class.weight())))
     }
 
-    /// Whether class `c` has a service time of its own.
-    pub fn known(&self, c: usize) -> bool {
-        self.classes[c].floor.is_some()
+    /// Whether class `c`'s service time stands on [`SETTLE_REQUESTS`] requests at least:
+    /// until it does, it is the mean of one or two, and on a cold start those are the ones
+    /// that finished first, the fastest of a slow route.
+    pub fn settled(&self, c: usize) -> bool {
+        self.classes[c].weight() >= SETTLE_REQUESTS
     }
 
     /// The service time (µs) class `c` is reckoned at: its own, else its tier's, else the mean

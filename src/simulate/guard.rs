@@ -145,7 +145,9 @@ impl FastGuard {
             if amount <= DUST {
                 continue;
             }
-            if now < self.held_until[t] {
+            // Held off while the app is still busy, as in the middleware: once fewer than
+            // half the tier's limit are in flight, the hold lifts.
+            if now < self.held_until[t] && self.busy(tier, &in_flight) {
                 self.refuse(now, t, amount, &mut out);
                 continue;
             }
@@ -218,14 +220,23 @@ impl FastGuard {
         admitted
     }
 
+    /// `tier`'s share of the limit.
+    fn share(&self, tier: Tier) -> f64 {
+        self.c
+            .tier_limit(self.limit(), tier)
+            .unwrap_or_else(|| self.limit())
+    }
+
     /// Room for one more amount of `tier` under its share, counting the tiers above it.
     fn room_for(&self, tier: Tier, in_flight: &[f64; 4]) -> f64 {
-        let share = self
-            .c
-            .tier_limit(self.limit(), tier)
-            .unwrap_or_else(|| self.limit());
         let above: f64 = in_flight[..=tier.index()].iter().sum();
-        (share.floor().max(1.0) - above).max(0.0)
+        (self.share(tier).floor().max(1.0) - above).max(0.0)
+    }
+
+    /// Whether `tier` and those above it hold at least half its share (a hold applies).
+    fn busy(&self, tier: Tier, in_flight: &[f64; 4]) -> bool {
+        let above: f64 = in_flight[..=tier.index()].iter().sum();
+        above >= self.share(tier) / 2.0
     }
 
     /// Refuses what waited past its tier's longest wait.
@@ -413,9 +424,13 @@ mod tests {
         // Outside the share: a tenth is refused before the ceiling is looked at.
         let a = g.admit(0.26, [10.0, 0.0, 0.0, 0.0], [0.0; 4]);
         assert!((a.refused[0] - 1.0).abs() < 1e-9, "{a:?}");
-        // And a refused critical request holds every other tier off.
-        let a = g.admit(0.27, [0.0, 1.0, 1.0, 1.0], [0.0; 4]);
+        // And a refused critical request holds every other tier off while the app is busy
+        // (half of each tier's share in flight), though the limit has room...
+        let a = g.admit(0.27, [0.0, 1.0, 1.0, 1.0], [0.0, 5.0, 0.0, 0.0]);
         assert_eq!(a.refused, [0.0, 1.0, 1.0, 1.0]);
+        // ... not once it is not: the burst that refused it is over.
+        let a = g.admit(0.28, [0.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0]);
+        assert_eq!(a.refused, [0.0; 4]);
     }
 
     #[test]
@@ -423,16 +438,24 @@ mod tests {
         let mut c = config();
         c.tier_hold = HumanDuration::from_secs(0);
         let mut g = FastGuard::new(&c, true);
-        // A binding window whose requests took twice the floor (50 ms, then 100 ms): the limit
-        // halves (the gradient is clamped at 0.5).
+        // Binding windows, full to their end, whose requests took twice the floor (50 ms,
+        // then 100 ms): once the queue has stood SUSTAINED windows, the limit falls by the
+        // gradient (clamped at 0.5).
         g.started(10.0, 0.05);
         g.admit(0.0, [0.0, 5.0, 0.0, 0.0], [0.0; 4]);
         g.end_of_tick(0.25, 0.0);
         assert!((g.floor().unwrap() - 0.05).abs() < 1e-9);
         let before = g.limit();
-        g.started(10.0, 0.1);
-        g.admit(0.3, [0.0, 20.0, 0.0, 0.0], [0.0, 10.0, 0.0, 0.0]);
-        g.end_of_tick(0.5, 0.0);
+        let mut at = 0.25;
+        for i in 1..=crate::math::adaptive::SUSTAINED {
+            g.started(10.0, 0.1);
+            g.admit(at + 0.05, [0.0, 20.0, 0.0, 0.0], [0.0, 10.0, 0.0, 0.0]);
+            at += 0.25;
+            g.end_of_tick(at, before);
+            if i < crate::math::adaptive::SUSTAINED {
+                assert_eq!(g.limit(), before, "not cut in window {i}");
+            }
+        }
         assert!(g.limit() <= 0.625 * before + 1e-9, "{} {before}", g.limit());
     }
 

@@ -12,7 +12,8 @@
 //! hit, [`crate::math::critical::critical_share`]), so the excess is refused at once and by
 //! client, and the clients let in are answered within their deadlines instead of everyone
 //! waiting in a queue that outgrows them. Shares order refusals
-//! only on average, so a refused request holds every lower tier off for `tier_hold`, and no
+//! only on average, so a refused request holds every lower tier off for `tier_hold` while at
+//! least half a tier's share is in flight (a burst that drained holds nothing off), and no
 //! lower-tier request passes one waiting for room ([`Wait`]).
 
 mod room;
@@ -62,11 +63,20 @@ pub fn acquire<'a>(
         return state.admit_critical(c, key, now);
     };
     let now_us = micros(now);
-    // Held off (a higher tier was just refused): refused too.
-    if !state.held(tier, now_us) {
+    let counts = &state.counts.in_flight;
+    // Held off (a higher tier was just refused) while the app is still busy: refused too.
+    // Once fewer than half the tier's limit are in flight, the burst that refused the higher
+    // tier is over: holding on would refuse a tier for a second at a load the app carries.
+    let busy = || {
+        let at_or_above: u64 = counts[..=tier.index()]
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .sum();
+        at_or_above as f64 >= limit / 2.0
+    };
+    if !(state.held(tier, now_us) && busy()) {
         // A request may not pass one of its tier or a higher one that waits.
         if !state.waiting_at_or_above(tier) {
-            let counts = &state.counts.in_flight;
             let own = &counts[tier.index()];
             let before = own.fetch_add(1, Ordering::SeqCst)
                 + counts[..tier.index()]

@@ -100,9 +100,18 @@ fn draw(rng: &mut SplitMix64, shape: Shape) -> (Tier, RouteClass, Duration) {
     )
 }
 
-/// Runs `shape` at `load` × its capacity for `seconds`: the requests refused, and the
-/// fewest and most requests a window held.
-fn run(shape: Shape, load: f64, seconds: f64, seed: u64) -> (u64, u64, u64) {
+/// What a run saw.
+#[derive(Debug, Clone, Copy)]
+struct Outcome {
+    refused: u64,
+    arrivals: u64,
+    /// The fewest and most requests a window held (after the first 5 s).
+    fewest: u64,
+    most: u64,
+}
+
+/// Runs `shape` at `load` × its capacity for `seconds`.
+fn run(shape: Shape, load: f64, seconds: f64, seed: u64) -> Outcome {
     let c = AdaptiveConcurrencyConfig::default();
     let state = Arc::new(AdaptiveState::new(f64::from(c.initial_limit)));
     let mut limit = crate::math::adaptive::AdaptiveLimit::new(params(&c), state.limit(), 0);
@@ -118,7 +127,7 @@ fn run(shape: Shape, load: f64, seconds: f64, seed: u64) -> (u64, u64, u64) {
     let mut finishes: BinaryHeap<Reverse<(Duration, u64)>> = BinaryHeap::new();
     let mut running: std::collections::HashMap<u64, Job> = Default::default();
     let mut queue: VecDeque<Job> = VecDeque::new();
-    let (mut busy, mut id, mut refused) = (0, 0u64, 0u64);
+    let (mut busy, mut id, mut refused, mut arrivals) = (0, 0u64, 0u64, 0u64);
     // Requests in the waiting room: until when, their place, and what they will do.
     let mut waiting: Vec<(Duration, Pin<Box<Wait>>, Job, Tier)> = Vec::new();
     let waker = std::task::Waker::noop();
@@ -163,6 +172,7 @@ fn run(shape: Shape, load: f64, seconds: f64, seed: u64) -> (u64, u64, u64) {
             state.release(job.class, Some(now - job.admitted), now);
             busy -= 1;
         } else {
+            arrivals += 1;
             next_arrival = now + Duration::from_secs_f64(-rng.next_f64().max(1e-12).ln() / rate);
             let (tier, class, work) = draw(&mut rng, shape);
             let job = Job {
@@ -215,11 +225,16 @@ fn run(shape: Shape, load: f64, seconds: f64, seed: u64) -> (u64, u64, u64) {
             running.insert(id, next);
         }
     }
-    (refused, fewest, most)
+    Outcome {
+        refused,
+        arrivals,
+        fewest,
+        most,
+    }
 }
 
-/// Every app shape at `load`: (shape, refused) and the fewest and most requests a window held.
-fn sweep(load: f64) -> (Vec<(Shape, u64)>, u64, u64) {
+/// Every app shape at `load`, and the fewest and most requests a window held.
+fn sweep(load: f64) -> (Vec<(Shape, Outcome)>, u64, u64) {
     // Windows of a handful of requests (one worker of 50 ms, four of 100 ms) to hundreds
     // (64 of 20 ms), 0 to 50% of the arrivals answered at once.
     let shapes = [
@@ -239,9 +254,9 @@ fn sweep(load: f64) -> (Vec<(Shape, u64)>, u64, u64) {
                 base_ms,
                 cheap,
             };
-            let (refused, lo, hi) = run(shape, load, 90.0, 1 + i as u64);
-            out.push((shape, refused));
-            (fewest, most) = (fewest.min(lo), most.max(hi));
+            let o = run(shape, load, 90.0, 1 + i as u64);
+            out.push((shape, o));
+            (fewest, most) = (fewest.min(o.fewest), most.max(o.most));
         }
     }
     (out, fewest, most)
@@ -251,20 +266,28 @@ fn sweep(load: f64) -> (Vec<(Shape, u64)>, u64, u64) {
 fn an_app_at_half_its_capacity_is_never_refused_whatever_its_mix() {
     let (runs, fewest, most) = sweep(0.5);
     assert!(fewest <= 5 && most >= 300, "windows of {fewest} to {most} requests");
-    for (shape, refused) in runs {
-        assert_eq!(refused, 0, "{shape:?} at 0.5C: {refused} refused");
+    for (shape, o) in runs {
+        assert_eq!(o.refused, 0, "{shape:?} at 0.5C: {o:?}");
     }
 }
 
-/// At 0.75C the model still refuses on small apps whose own queue is long at that load (two
-/// workers at 0.75 queue for several service times): printed, not asserted, for the record
-/// (`cargo test --lib model_tests -- --ignored --nocapture`).
+/// At 0.75C the app's own queue is long on small apps with a slow route (two workers at 0.75
+/// queue for several service times, in bursts that fill the limit for a window or two): the
+/// fast guard may not cut the limit on such a burst, nor hold a tier off once it drained, nor
+/// pin a route's service time on its first, fastest requests. The goal is nothing refused;
+/// what holds today (see docs/capacity.md) is at most 1 in 40 of the arrivals of any app
+/// (1.9% on four workers of 100 ms with 10% cheap; 16% on two workers of 10 ms before), and
+/// 1 in 5,000 of all of them (0.009%).
 #[test]
-#[ignore = "a measurement: 0.75C still refuses on small apps (see the issue's closing note)"]
-fn at_three_quarters_of_capacity() {
+fn an_app_at_three_quarters_of_its_capacity_is_refused_at_most_one_request_in_forty() {
     let (runs, _, _) = sweep(0.75);
-    for (shape, refused) in runs {
-        println!("{shape:?} at 0.75C: {refused} refused");
+    let (mut refused, mut arrivals) = (0, 0);
+    for (shape, o) in runs {
+        assert!(o.refused * 40 <= o.arrivals, "{shape:?} at 0.75C: {o:?}");
+        (refused, arrivals) = (refused + o.refused, arrivals + o.arrivals);
     }
+    assert!(
+        refused * 5000 <= arrivals,
+        "at 0.75C: {refused} refused of {arrivals}"
+    );
 }
-

@@ -48,7 +48,8 @@ pub struct AdaptiveConcurrencyConfig {
     /// Share of the limit that test-mode requests may use.
     pub test_share: f64,
     /// Once a tier is refused, every lower tier is refused for this long (0s: never), even with
-    /// room in its share: a tier is never served while a higher one was just turned away. The
+    /// room in its share, while at least half that share is in flight: a tier is never served
+    /// while a higher one was just turned away and the app is still busy. The
     /// refusals count as the limit binding, so the limit grows while they leave workers idle.
     pub tier_hold: HumanDuration,
     /// How many requests without room may wait for one (0: none wait, they are refused at
