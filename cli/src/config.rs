@@ -102,6 +102,10 @@ pub struct DemoConfig {
     /// charges: 200ms}`. Any other path is answered 404 at once, without a worker.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route_times: Option<RouteTimes>,
+    /// How much each request's time spreads around its route's: the σ of the log-normal it
+    /// is drawn from, its mean kept (0, the default: every request takes the same time; 0.5:
+    /// as a real route, one request in twenty taking twice the mean or more). 0 to 2.
+    pub spread: f64,
     /// What a request does with its worker: `sleep` for `service_time` (an I/O-bound app:
     /// `workers` is its capacity), or `cpu`: burn `service_time` of CPU time on a thread of
     /// its own (a CPU-bound app: set `workers` to the cores the server is given; its capacity
@@ -165,6 +169,12 @@ impl DemoConfig {
         if self.workers < 1 {
             return Err(ConfigError::invalid("demo.workers", "must be at least 1"));
         }
+        if !(self.spread.is_finite() && (0.0..=2.0).contains(&self.spread)) {
+            return Err(ConfigError::invalid(
+                "demo.spread",
+                format!("must be between 0 and 2 (got {})", self.spread),
+            ));
+        }
         if !cfg!(feature = "tools") && self.alternative_limiter != AlternativeLimiter::Off {
             return Err(ConfigError::invalid(
                 "demo.alternative_limiter",
@@ -210,6 +220,7 @@ impl Default for DemoConfig {
             workers: 8,
             service_time: HumanDuration::from_millis(50),
             route_times: None,
+            spread: 0.0,
             work: DemoWork::Sleep,
             alternative_limiter: AlternativeLimiter::Off,
             capacity_drop: CapacityDrop::Slower,
@@ -238,6 +249,11 @@ mod tests {
         assert_eq!(e, DemoConfig::default());
         let e = CliConfig::from_yaml_str("demo:\n  workers: 0\n").unwrap_err();
         assert_eq!(e.to_string(), "demo.workers must be at least 1 (line 2)");
+        let e = CliConfig::from_yaml_str("demo:\n  spread: 3\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "demo.spread must be between 0 and 2 (got 3) (line 2)"
+        );
         let e = CliConfig::from_yaml_str("demo:\n  bind: nowhere\n").unwrap_err();
         assert_eq!(e.key(), Some("demo.bind"));
         let e = CliConfig::from_yaml_str("demoo:\n  bind: x\n").unwrap_err();

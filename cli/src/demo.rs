@@ -28,6 +28,10 @@ pub struct WorkerPool {
     /// by [`Demo::set_slowdown`].
     slowdown: Arc<std::sync::atomic::AtomicU32>,
     work: DemoWork,
+    /// σ of the log-normal each request's time is drawn from (0: its route's time), and the
+    /// draws so far (each request mixes the next value: no lock, reproducible per order).
+    spread: f64,
+    draws: Arc<std::sync::atomic::AtomicU64>,
     workers: u32,
     /// The workers taken away by a capacity drop (`demo.capacity_drop: fewer`).
     taken: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
@@ -59,9 +63,36 @@ impl WorkerPool {
             times: times.map(nanos),
             slowdown: Arc::new(std::sync::atomic::AtomicU32::new(1)),
             work,
+            spread: 0.0,
+            draws: Arc::default(),
             workers,
             taken: Arc::default(),
         })
+    }
+
+    /// Each request's time drawn from a log-normal of σ `spread` around its route's (mean
+    /// kept), the draws starting from `seed`.
+    pub fn with_spread(mut self, spread: f64, seed: u64) -> Self {
+        self.spread = spread;
+        self.draws = Arc::new(std::sync::atomic::AtomicU64::new(seed));
+        self
+    }
+
+    /// How many times its route's time the next request takes: 1, or a log-normal draw of
+    /// mean 1.
+    fn spread_factor(&self) -> f64 {
+        if self.spread <= 0.0 {
+            return 1.0;
+        }
+        let at = self
+            .draws
+            .fetch_add(2, std::sync::atomic::Ordering::Relaxed);
+        let (u, v) = (
+            brownout::rng::unit(brownout::rng::mix(at)).max(1e-12),
+            brownout::rng::unit(brownout::rng::mix(at.wrapping_add(1))),
+        );
+        let z = (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos();
+        (self.spread * z - self.spread * self.spread / 2.0).exp()
     }
 
     async fn work(&self, route: Route) {
@@ -70,7 +101,8 @@ impl WorkerPool {
             return;
         };
         let factor = self.slowdown.load(std::sync::atomic::Ordering::Relaxed);
-        let service_time = Duration::from_nanos(self.times[route as usize]) * factor;
+        let service_time =
+            Duration::from_nanos(self.times[route as usize]).mul_f64(self.spread_factor()) * factor;
         match self.work {
             DemoWork::Sleep => {
                 tokio::time::sleep(service_time).await;
@@ -173,7 +205,8 @@ impl Demo {
         file: Option<&std::path::Path>,
     ) -> Result<Self, Error> {
         let CliConfig { brownout, demo } = config;
-        let pool = WorkerPool::new(demo.workers, demo.times(), demo.work)?;
+        let pool = WorkerPool::new(demo.workers, demo.times(), demo.work)?
+            .with_spread(demo.spread, brownout::rng::os_seed());
         let mut builder = Brownout::builder(brownout);
         if let Some(file) = file {
             builder = builder.config_file(file);
@@ -264,6 +297,22 @@ fn nanos(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spread_draws_log_normal_times_of_the_same_mean() {
+        let times = [Duration::from_millis(10); 3];
+        let flat = WorkerPool::new(1, times, DemoWork::Sleep).unwrap();
+        assert_eq!(flat.spread_factor(), 1.0);
+        let pool = WorkerPool::new(1, times, DemoWork::Sleep)
+            .unwrap()
+            .with_spread(0.5, 7);
+        let draws: Vec<f64> = (0..20_000).map(|_| pool.spread_factor()).collect();
+        let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+        assert!((mean - 1.0).abs() < 0.02, "{mean}");
+        // One in twenty takes twice the mean or more (5.1% for σ 0.5).
+        let slow = draws.iter().filter(|&&f| f >= 2.0).count() as f64 / draws.len() as f64;
+        assert!((0.04..0.065).contains(&slow), "{slow}");
+    }
 
     #[test]
     fn a_cpu_request_burns_its_service_time_on_its_own_thread() {

@@ -23,8 +23,12 @@ pub struct AppSpec {
     pub time: Option<Duration>,
     /// Sleep or burn CPU.
     pub work: DemoWork,
-    /// Whether [`CHEAP_SHARE`] of the arrivals go to a path answered at once.
-    pub cheap: bool,
+    /// The share of the arrivals that go to a path answered at once (`+cheap`:
+    /// [`CHEAP_SHARE`], `+cheap30`: 30%; 0 without).
+    pub cheap: f64,
+    /// σ of the log-normal each request's time is drawn from (`~0.5`; 0 without:
+    /// `demo.spread`).
+    pub spread: f64,
 }
 
 /// The mixed app's route times: `GET /v1/items`, `POST /v1/items`, `POST /v1/charges`.
@@ -37,26 +41,46 @@ pub const MIXED: [Duration; 3] = [
     Duration::from_millis(20),
 ];
 
-/// The share of all arrivals on the cheap path, for an app with `+cheap`.
+/// The share of all arrivals on the cheap path, for an app with `+cheap` (`+cheapNN`: NN%).
 pub const CHEAP_SHARE: f64 = 0.1;
 
 /// The apps of `--matrix`: a few fast workers, the demo's, many slow ones, very many very
 /// slow ones (each about 160–200 requests a second, so this machine can drive their 10C
-/// spikes), a CPU-bound app, and the mixed routes with cheap requests beside them.
-pub const MATRIX: &str = "2x10ms,8x50ms,32x200ms,100x500ms,2x10ms:cpu,5xmixed+cheap";
+/// spikes), a CPU-bound app, and the mixed routes, their times spread log-normally, with 10%
+/// and 30% cheap requests beside them.
+pub const MATRIX: &str =
+    "2x10ms,8x50ms,32x200ms,100x500ms,2x10ms:cpu,5xmixed+cheap~0.5,5xmixed+cheap30~0.5";
 
 impl std::str::FromStr for AppSpec {
     type Err = String;
     fn from_str(text: &str) -> Result<Self, String> {
         let bad = || {
             format!(
-                "--app {text:?}: expected WORKERSxTIME[:sleep|:cpu][+cheap], e.g. 8x50ms, 2x10ms:cpu or 8xmixed+cheap (TIME a duration, or mixed: {} per route)",
+                "--app {text:?}: expected WORKERSxTIME[:sleep|:cpu][+cheap[PERCENT]][~SPREAD], e.g. 8x50ms, 2x10ms:cpu, 8xmixed+cheap or 5xmixed+cheap30~0.5 (TIME a duration, or mixed: {} per route; SPREAD the σ of log-normal times, 0 to 2)",
                 MIXED.map(|d| format!("{d:?}")).join("/")
             )
         };
-        let (rest, cheap) = match text.strip_suffix("+cheap") {
-            Some(r) => (r, true),
-            None => (text, false),
+        let (rest, spread) = match text.split_once('~') {
+            Some((r, s)) => (
+                r,
+                s.parse::<f64>()
+                    .ok()
+                    .filter(|s| (0.0..=2.0).contains(s))
+                    .ok_or_else(bad)?,
+            ),
+            None => (text, 0.0),
+        };
+        let (rest, cheap) = match rest.split_once("+cheap") {
+            Some((r, "")) => (r, CHEAP_SHARE),
+            Some((r, pct)) => (
+                r,
+                pct.parse::<u8>()
+                    .ok()
+                    .filter(|p| (1..=90).contains(p))
+                    .map(|p| f64::from(p) / 100.0)
+                    .ok_or_else(bad)?,
+            ),
+            None => (rest, 0.0),
         };
         let (rest, work) = match rest.split_once(':') {
             Some((r, "cpu")) => (r, DemoWork::Cpu),
@@ -82,6 +106,7 @@ impl std::str::FromStr for AppSpec {
             time,
             work,
             cheap,
+            spread,
         })
     }
 }
@@ -95,6 +120,7 @@ impl AppSpec {
         // client's 1 s deadline whatever the shedder did.
         c.demo.capacity_drop = CapacityDrop::Fewer;
         c.demo.work = self.work;
+        c.demo.spread = self.spread;
         match self.time {
             Some(t) => {
                 c.demo.service_time = HumanDuration(t);
@@ -114,7 +140,7 @@ impl AppSpec {
 
     /// Its name as a folder.
     pub fn folder(&self) -> String {
-        self.name.replace([':', '+'], "-")
+        self.name.replace([':', '+', '~'], "-")
     }
 }
 
@@ -330,15 +356,36 @@ mod tests {
     fn app_specs_read_workers_time_work_and_cheap() {
         let a: AppSpec = "8x50ms".parse().unwrap();
         assert_eq!(
-            (a.workers, a.time, a.work, a.cheap),
-            (8, Some(Duration::from_millis(50)), DemoWork::Sleep, false)
+            (a.workers, a.time, a.work, a.cheap, a.spread),
+            (
+                8,
+                Some(Duration::from_millis(50)),
+                DemoWork::Sleep,
+                0.0,
+                0.0
+            )
         );
         let b: AppSpec = "2x10ms:cpu".parse().unwrap();
         assert_eq!((b.workers, b.work), (2, DemoWork::Cpu));
         let c: AppSpec = "8xmixed+cheap".parse().unwrap();
-        assert_eq!((c.time, c.cheap), (None, true));
+        assert_eq!((c.time, c.cheap), (None, CHEAP_SHARE));
         assert_eq!(c.folder(), "8xmixed-cheap");
-        for bad in ["8", "0x50ms", "8x0ms", "8x50ms:gpu", "x50ms", "8xfast"] {
+        let d: AppSpec = "5xmixed+cheap30~0.5".parse().unwrap();
+        assert_eq!((d.workers, d.cheap, d.spread), (5, 0.3, 0.5));
+        assert_eq!(d.apply(&CliConfig::default()).demo.spread, 0.5);
+        assert_eq!(d.folder(), "5xmixed-cheap30-0.5");
+        for bad in [
+            "8",
+            "0x50ms",
+            "8x0ms",
+            "8x50ms:gpu",
+            "x50ms",
+            "8xfast",
+            "8x50ms+cheap0",
+            "8x50ms+cheap95",
+            "8x50ms~3",
+            "8x50ms~x",
+        ] {
             assert!(bad.parse::<AppSpec>().is_err(), "{bad}");
         }
         let mixed = c.apply(&CliConfig::default());

@@ -73,9 +73,11 @@ pub struct OverloadArgs {
     /// Where to write scorecard.md and each arm's CSV and SVG.
     #[arg(long, default_value = "scorecard")]
     out: PathBuf,
-    /// The apps to run it on, each in turn (`WORKERSxTIME[:cpu][+cheap]`, e.g. `8x50ms`,
-    /// `2x10ms:cpu`, `8xmixed+cheap`: mixed is 10 ms GETs, 100 ms POSTs and 200 ms charges,
-    /// +cheap sends 10% of the arrivals to a path answered at once); each app's scorecard
+    /// The apps to run it on, each in turn (`WORKERSxTIME[:cpu][+cheap[PERCENT]][~SPREAD]`,
+    /// e.g. `8x50ms`, `2x10ms:cpu`, `8xmixed+cheap30~0.5`: mixed is 10 ms GETs, 100 ms POSTs
+    /// and 20 ms charges, +cheap sends 10% of the arrivals (+cheap30: 30%) to a path answered
+    /// at once, ~0.5 draws each request's time from a log-normal of σ 0.5 around its
+    /// route's, its mean kept); each app's scorecard
     /// goes to its own folder under --out, and matrix.md gets one row of targets per app.
     /// Unset: the config file's demo section.
     #[arg(long, value_delimiter = ',')]
@@ -349,11 +351,7 @@ fn run_app(
             )
         }
     };
-    let cheap = if app.is_some_and(|a| a.cheap) {
-        matrix::CHEAP_SHARE
-    } else {
-        0.0
-    };
+    let cheap = app.map_or(0.0, |a| a.cheap);
     let arrivals = load::schedule(phases, capacity, args.seed, cheap);
     eprintln!(
         "{} requests per arm over {:.0} s",
