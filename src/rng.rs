@@ -26,6 +26,18 @@ impl SplitMix64 {
     pub fn next_f64(&mut self) -> f64 {
         unit(self.next_u64())
     }
+
+    /// A standard normal draw ([`normal`] of the next two uniform draws).
+    pub fn next_normal(&mut self) -> f64 {
+        let u = self.next_f64();
+        normal(u, self.next_f64())
+    }
+}
+
+/// A standard normal draw from two uniform draws in `[0, 1)` (Box–Muller), for modelled
+/// service times (log-normal: `exp(σ × normal)`).
+pub fn normal(u: f64, v: f64) -> f64 {
+    (-2.0 * u.max(1e-12).ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
 }
 
 /// The SplitMix64 finaliser: a good 64-bit bit mixer.

@@ -87,11 +87,10 @@ impl WorkerPool {
         let at = self
             .draws
             .fetch_add(2, std::sync::atomic::Ordering::Relaxed);
-        let (u, v) = (
-            brownout::rng::unit(brownout::rng::mix(at)).max(1e-12),
+        let z = brownout::rng::normal(
+            brownout::rng::unit(brownout::rng::mix(at)),
             brownout::rng::unit(brownout::rng::mix(at.wrapping_add(1))),
         );
-        let z = (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos();
         (self.spread * z - self.spread * self.spread / 2.0).exp()
     }
 

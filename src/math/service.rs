@@ -307,7 +307,7 @@ mod tests {
         let mut rng = SplitMix64::new(11);
         let (mut total, mut n) = (0.0, 0.0);
         for i in 1..=3000u64 {
-            let z = normal(&mut rng);
+            let z = rng.next_normal();
             let us = (20_000.0 * (0.6 * z).exp()) as u64;
             (total, n) = (total + us as f64, n + 1.0);
             let (mut count, mut sum) = ([0; CLASSES], [0; CLASSES]);
@@ -317,12 +317,6 @@ mod tests {
         }
         let ratio = s.floors()[2].unwrap() as f64 / (total / n);
         assert!((0.88..1.0).contains(&ratio), "{ratio}");
-    }
-
-    /// A standard normal draw (Box-Muller).
-    fn normal(rng: &mut SplitMix64) -> f64 {
-        let (u, v) = (rng.next_f64().max(1e-12), rng.next_f64());
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
     }
 
     #[test]

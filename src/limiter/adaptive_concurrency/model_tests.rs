@@ -49,11 +49,6 @@ struct Job {
     work: Duration,
 }
 
-fn normal(rng: &mut SplitMix64) -> f64 {
-    let (u, v) = (rng.next_f64().max(1e-12), rng.next_f64());
-    (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-}
-
 /// The mean work of a request that takes a worker (s).
 fn mean_work(shape: Shape) -> f64 {
     let lognormal_mean = (SIGMA * SIGMA / 2.0).exp();
@@ -92,7 +87,7 @@ fn draw(rng: &mut SplitMix64, shape: Shape) -> (Tier, RouteClass, Duration) {
             y < 0.0
         })
         .unwrap_or(&routes[routes.len() - 1]);
-    let work = m * shape.base_ms / 1e3 * (SIGMA * normal(rng)).exp();
+    let work = m * shape.base_ms / 1e3 * (SIGMA * rng.next_normal()).exp();
     (
         tier,
         RouteClass::from_route(route, tier),
