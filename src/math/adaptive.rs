@@ -373,7 +373,7 @@ impl AdaptiveLimit {
                 let doubles = self.slow_start
                     && since >= floor
                     && mean <= SLOW_START_SLOWDOWN * floor
-                    && w.in_flight as f64 >= self.limit / 2.0;
+                    && full;
                 // Cut only on a queue that stood SUSTAINED windows in a row (CoDel's bad
                 // queue): an app of a few workers with a slow route, well below its capacity,
                 // has bursts that fill the limit for a window or two and drain, and a limit
