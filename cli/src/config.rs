@@ -99,7 +99,10 @@ pub struct DemoConfig {
     pub service_time: HumanDuration,
     /// Per route, how long a request holds a worker (instead of `service_time`): an app
     /// whose routes cost different amounts, e.g. `{get_items: 10ms, post_items: 100ms,
-    /// charges: 200ms}`. Any other path is answered 404 at once, without a worker.
+    /// charges: 200ms}`, and optionally `get_item` (`GET /v1/items/{id}`, a cache hit) and
+    /// `reports` (`GET /v1/reports`), which take `get_items`'s time when unset. `GET
+    /// /healthz` is answered at once, without a worker; any other path is answered 404 at
+    /// once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route_times: Option<RouteTimes>,
     /// How much each request's time spreads around its route's: the σ of the log-normal it
@@ -117,6 +120,50 @@ pub struct DemoConfig {
     /// How the overload scorecard's capacity drop (SIGUSR1, until SIGUSR2) halves the
     /// capacity: `slower` (every request takes twice as long) or `fewer` (half the workers).
     pub capacity_drop: CapacityDrop,
+    /// A cold start: for this long after the app's first request, every request takes
+    /// [`COLD_SLOWDOWN`] times its time (caches and pools still filling, code not yet hot).
+    /// 0, the default: none.
+    pub cold_start: HumanDuration,
+}
+
+/// How many times slower than its time a request is during `demo.cold_start`.
+pub const COLD_SLOWDOWN: u32 = 3;
+
+/// The demo's routes that hold a worker, in [`DemoConfig::times`] order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `GET /v1/items`: a read.
+    GetItems = 0,
+    /// `POST /v1/items`.
+    PostItems = 1,
+    /// `POST /v1/charges`: the critical route.
+    Charges = 2,
+    /// `GET /v1/items/{id}`: a cache hit.
+    GetItem = 3,
+    /// `GET /v1/reports`: a slow report.
+    Reports = 4,
+}
+
+impl Route {
+    /// Every route, in [`DemoConfig::times`] order.
+    pub const ALL: [Route; 5] = [
+        Route::GetItems,
+        Route::PostItems,
+        Route::Charges,
+        Route::GetItem,
+        Route::Reports,
+    ];
+
+    /// Its method and a path a client sends to it.
+    pub fn request(self) -> (&'static str, &'static str) {
+        match self {
+            Route::GetItems => ("GET", "/v1/items"),
+            Route::PostItems => ("POST", "/v1/items"),
+            Route::Charges => ("POST", "/v1/charges"),
+            Route::GetItem => ("GET", "/v1/items/item_1"),
+            Route::Reports => ("GET", "/v1/reports"),
+        }
+    }
 }
 
 /// `demo.capacity_drop`.
@@ -140,15 +187,29 @@ pub struct RouteTimes {
     pub post_items: HumanDuration,
     /// `POST /v1/charges`.
     pub charges: HumanDuration,
+    /// `GET /v1/items/{id}` (unset: `get_items`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub get_item: Option<HumanDuration>,
+    /// `GET /v1/reports` (unset: `get_items`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reports: Option<HumanDuration>,
 }
 
 impl DemoConfig {
-    /// How long each route (`GET /v1/items`, `POST /v1/items`, `POST /v1/charges`) holds a
-    /// worker.
-    pub fn times(&self) -> [std::time::Duration; 3] {
+    /// How long each route ([`Route::ALL`] order) holds a worker.
+    pub fn times(&self) -> [std::time::Duration; 5] {
         match self.route_times {
-            Some(r) => [r.get_items.get(), r.post_items.get(), r.charges.get()],
-            None => [self.service_time.get(); 3],
+            Some(r) => {
+                let get = r.get_items.get();
+                [
+                    get,
+                    r.post_items.get(),
+                    r.charges.get(),
+                    r.get_item.map_or(get, HumanDuration::get),
+                    r.reports.map_or(get, HumanDuration::get),
+                ]
+            }
+            None => [self.service_time.get(); 5],
         }
     }
 
@@ -224,6 +285,7 @@ impl Default for DemoConfig {
             work: DemoWork::Sleep,
             alternative_limiter: AlternativeLimiter::Off,
             capacity_drop: CapacityDrop::Slower,
+            cold_start: HumanDuration::from_millis(0),
         }
     }
 }

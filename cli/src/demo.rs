@@ -1,15 +1,17 @@
-//! The demo app of `cargo run --release`: three routes behind brownout, each holding one slot
-//! of a small worker pool for `demo.service_time` (or its own `demo.route_times`), so load
-//! above `workers / service_time` really overloads it and the worker-utilization controller has something to react to. With
-//! `demo.work: cpu` a request burns its service time as CPU on a thread of its own instead of
-//! sleeping: a CPU-bound server, whose capacity is what its cores do.
+//! The demo app of `cargo run --release`: five routes behind brownout (and `GET /healthz`),
+//! each holding one slot of a small worker pool for `demo.service_time` (or its own
+//! `demo.route_times`), so load above `workers / service_time` really overloads it and the
+//! worker-utilization controller has something to react to. With `demo.work: cpu` a request
+//! burns its service time as CPU on a thread of its own instead of sleeping: a CPU-bound
+//! server, whose capacity is what its cores do.
 
 #[cfg(feature = "tools")]
 mod alternative;
 
-use crate::config::{CliConfig, DemoWork};
+use crate::config::{CliConfig, DemoWork, Route, COLD_SLOWDOWN};
 use actix_web::dev::ServerHandle;
 use actix_web::{web, App, HttpResponse, HttpServer};
+use brownout::clock::{Clock, SystemClock};
 use brownout::config::ConfigError;
 use brownout::{Brownout, Error};
 use serde_json::json;
@@ -22,8 +24,8 @@ use tokio::sync::Semaphore;
 #[derive(Debug, Clone)]
 pub struct WorkerPool {
     slots: Arc<Semaphore>,
-    /// Nanoseconds a request of each route holds a slot.
-    times: [u64; 3],
+    /// Nanoseconds a request of each route holds a slot ([`Route::ALL`] order).
+    times: [u64; 5],
     /// How many times slower than that (1, or 2 during a capacity drop): changed at run time
     /// by [`Demo::set_slowdown`].
     slowdown: Arc<std::sync::atomic::AtomicU32>,
@@ -35,23 +37,20 @@ pub struct WorkerPool {
     workers: u32,
     /// The workers taken away by a capacity drop (`demo.capacity_drop: fewer`).
     taken: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
-}
-
-/// The demo's routes that hold a worker.
-#[derive(Debug, Clone, Copy)]
-enum Route {
-    GetItems = 0,
-    PostItems = 1,
-    Charges = 2,
+    /// `demo.cold_start`, the clock it is read on, and when the first request came (the
+    /// cold start's start).
+    cold: Duration,
+    clock: Arc<dyn Clock>,
+    first: Arc<std::sync::OnceLock<Duration>>,
 }
 
 impl WorkerPool {
-    /// `workers` slots, each held per request for its route's time (`GET /v1/items`,
-    /// `POST /v1/items`, `POST /v1/charges`), spent as `work` says.
+    /// `workers` slots, each held per request for its route's time ([`Route::ALL`] order),
+    /// spent as `work` says.
     ///
     /// # Errors
     /// `demo.work: cpu` where this thread's CPU time cannot be read (not Linux).
-    pub fn new(workers: u32, times: [Duration; 3], work: DemoWork) -> Result<Self, Error> {
+    pub fn new(workers: u32, times: [Duration; 5], work: DemoWork) -> Result<Self, Error> {
         if work == DemoWork::Cpu && thread_cpu().is_none() {
             return Err(Error::Config(ConfigError::invalid(
                 "demo.work",
@@ -67,7 +66,34 @@ impl WorkerPool {
             draws: Arc::default(),
             workers,
             taken: Arc::default(),
+            cold: Duration::ZERO,
+            clock: Arc::new(SystemClock::new()),
+            first: Arc::default(),
         })
+    }
+
+    /// For `cold` after the first request (on `clock`), every request takes
+    /// [`COLD_SLOWDOWN`] times its time.
+    pub fn with_cold_start(mut self, cold: Duration, clock: Arc<dyn Clock>) -> Self {
+        self.cold = cold;
+        self.clock = clock;
+        self
+    }
+
+    /// How many times slower than configured a request that starts now is: a capacity drop's
+    /// factor, times [`COLD_SLOWDOWN`] in the cold start.
+    fn slowdown(&self) -> u32 {
+        let factor = self.slowdown.load(std::sync::atomic::Ordering::Relaxed);
+        if self.cold.is_zero() {
+            return factor;
+        }
+        let now = self.clock.now();
+        let first = *self.first.get_or_init(|| now);
+        if now.saturating_sub(first) < self.cold {
+            factor * COLD_SLOWDOWN
+        } else {
+            factor
+        }
     }
 
     /// Each request's time drawn from a log-normal of σ `spread` around its route's (mean
@@ -99,7 +125,7 @@ impl WorkerPool {
         let Ok(slot) = self.slots.clone().acquire_owned().await else {
             return;
         };
-        let factor = self.slowdown.load(std::sync::atomic::Ordering::Relaxed);
+        let factor = self.slowdown();
         let service_time =
             Duration::from_nanos(self.times[route as usize]).mul_f64(self.spread_factor()) * factor;
         match self.work {
@@ -161,13 +187,30 @@ async fn create_charge(pool: web::Data<WorkerPool>) -> HttpResponse {
     HttpResponse::Created().json(json!({"id": "ch_1", "status": "succeeded"}))
 }
 
+async fn get_item(pool: web::Data<WorkerPool>, id: web::Path<String>) -> HttpResponse {
+    pool.work(Route::GetItem).await;
+    HttpResponse::Ok().json(json!({"id": id.into_inner()}))
+}
+
+async fn report(pool: web::Data<WorkerPool>) -> HttpResponse {
+    pool.work(Route::Reports).await;
+    HttpResponse::Ok().json(json!({"report": "monthly", "rows": 2}))
+}
+
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().body("ok")
+}
+
 /// Registers the demo routes.
 pub fn routes(pool: WorkerPool) -> impl Fn(&mut web::ServiceConfig) + Clone {
     move |cfg| {
         cfg.app_data(web::Data::new(pool.clone()))
             .route("/v1/items", web::get().to(list_items))
             .route("/v1/items", web::post().to(create_item))
-            .route("/v1/charges", web::post().to(create_charge));
+            .route("/v1/items/{id}", web::get().to(get_item))
+            .route("/v1/charges", web::post().to(create_charge))
+            .route("/v1/reports", web::get().to(report))
+            .route("/healthz", web::get().to(healthz));
     }
 }
 
@@ -205,7 +248,8 @@ impl Demo {
     ) -> Result<Self, Error> {
         let CliConfig { brownout, demo } = config;
         let pool = WorkerPool::new(demo.workers, demo.times(), demo.work)?
-            .with_spread(demo.spread, brownout::rng::os_seed());
+            .with_spread(demo.spread, brownout::rng::os_seed())
+            .with_cold_start(demo.cold_start.get(), Arc::new(SystemClock::new()));
         let mut builder = Brownout::builder(brownout);
         if let Some(file) = file {
             builder = builder.config_file(file);
@@ -299,7 +343,7 @@ mod tests {
 
     #[test]
     fn a_spread_draws_log_normal_times_of_the_same_mean() {
-        let times = [Duration::from_millis(10); 3];
+        let times = [Duration::from_millis(10); 5];
         let flat = WorkerPool::new(1, times, DemoWork::Sleep).unwrap();
         assert_eq!(flat.spread_factor(), 1.0);
         let pool = WorkerPool::new(1, times, DemoWork::Sleep)
@@ -311,6 +355,32 @@ mod tests {
         // One in twenty takes twice the mean or more (5.1% for σ 0.5).
         let slow = draws.iter().filter(|&&f| f >= 2.0).count() as f64 / draws.len() as f64;
         assert!((0.04..0.065).contains(&slow), "{slow}");
+    }
+
+    #[test]
+    fn a_cold_start_slows_every_request_from_the_first_and_a_capacity_drop_with_it() {
+        let times = [Duration::from_millis(10); 5];
+        let warm = WorkerPool::new(1, times, DemoWork::Sleep).unwrap();
+        assert_eq!(warm.slowdown(), 1);
+        let clock = Arc::new(brownout::clock::ManualClock::new());
+        clock.advance(Duration::from_secs(100));
+        let cold = WorkerPool::new(1, times, DemoWork::Sleep)
+            .unwrap()
+            .with_cold_start(Duration::from_secs(60), clock.clone());
+        assert!(
+            cold.first.get().is_none(),
+            "it starts with the first request"
+        );
+        assert_eq!(cold.slowdown(), COLD_SLOWDOWN);
+        clock.advance(Duration::from_secs(59));
+        cold.slowdown.store(2, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            cold.slowdown(),
+            2 * COLD_SLOWDOWN,
+            "a drop in the cold start"
+        );
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(cold.slowdown(), 2, "a minute after the first request, warm");
     }
 
     #[test]

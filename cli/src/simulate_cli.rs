@@ -2,6 +2,7 @@
 //! in virtual time, prints a summary, and writes a CSV of every second and an SVG chart.
 
 use crate::chart::{self, Panel, Series, TIER_COLORS};
+use crate::overload::AppSpec;
 use brownout::clock::{Clock, SystemClock};
 use brownout::config::HumanDuration;
 use brownout::simulate::profile::{self, BUILT_IN};
@@ -9,7 +10,7 @@ use brownout::simulate::queue::Deadline;
 use brownout::simulate::{self, Load, RunReport, Scenario};
 use brownout::tier::Tier;
 use brownout::Config;
-use brownout_cli::config::CliConfig;
+use brownout_cli::config::{CapacityDrop, CliConfig, Route};
 use clap::Args;
 use plotters::style::colors::{BLACK, GREEN, MAGENTA, RED};
 use std::path::{Path, PathBuf};
@@ -23,6 +24,11 @@ pub struct SimulateArgs {
     /// A CSV trace instead: one line per second, critical,post,get,test requests per second.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// One of bench overload's apps (`--app` there: e.g. 5xmixed+cheap~0.5, 6xreal+cold~0.5):
+    /// its workers, route times, spread, cheap path and cold start (its first phase 3 times
+    /// slower); health checks are not modelled. Unset: the config file's demo section.
+    #[arg(long, conflicts_with_all = ["workers", "service_time"])]
+    app: Option<AppSpec>,
     /// Worker slots of the modelled server (default: demo.workers).
     #[arg(long)]
     workers: Option<u32>,
@@ -56,12 +62,25 @@ pub struct SimulateArgs {
     /// Every phase 20 times shorter (for a quick look, or CI).
     #[arg(long)]
     quick: bool,
+    /// Every phase this many times shorter as `bench overload --compress` shortens them (a
+    /// spike, the 30 s after it and the rest before the ramp keep their length), to set a
+    /// run beside a compressed bench run.
+    #[arg(long, conflicts_with = "quick")]
+    compress: Option<f64>,
     /// Where to write simulate.csv and simulate.svg.
     #[arg(long, default_value = ".")]
     out: PathBuf,
 }
 
 pub fn run(config: CliConfig, args: SimulateArgs) -> ExitCode {
+    let (config, traffic) = match &args.app {
+        Some(app) => {
+            let c = app.apply(&config, std::time::Duration::ZERO);
+            let t = app.traffic(&c);
+            (c, Some(t))
+        }
+        None => (config, None),
+    };
     let CliConfig {
         brownout: mut config,
         demo,
@@ -103,6 +122,18 @@ pub fn run(config: CliConfig, args: SimulateArgs) -> ExitCode {
                 if args.quick {
                     profile::compress(&mut phases, 20.0);
                 }
+                match args.compress {
+                    Some(f) if f.is_finite() && f >= 1.0 => {
+                        profile::compress_like_bench(&mut phases, f);
+                    }
+                    Some(f) => return fail(format!("--compress: must be at least 1 (got {f})")),
+                    None => {}
+                }
+                if let (Some(app), Some(first)) = (&args.app, phases.first_mut()) {
+                    if app.cold {
+                        first.slowdown *= f64::from(brownout_cli::config::COLD_SLOWDOWN);
+                    }
+                }
                 Load::Phases(phases)
             }
             None => {
@@ -124,10 +155,36 @@ pub fn run(config: CliConfig, args: SimulateArgs) -> ExitCode {
     if workers == 0 || service_time <= 0.0 {
         return fail("--workers and --service-time must be more than 0".into());
     }
+    // Each route's time and the share of each tier's requests it takes: the demo's routes,
+    // GETs (test mode's too) split as the app splits them.
+    let gets = traffic.map_or([1.0, 0.0, 0.0], |t| t.gets);
+    let times = demo.times();
+    let routes = if demo.route_times.is_none() && gets[0] >= 1.0 {
+        Vec::new()
+    } else {
+        Route::ALL
+            .into_iter()
+            .map(|r| simulate::Route {
+                time: times[r as usize].as_secs_f64(),
+                share: match r {
+                    Route::Charges => [1.0, 0.0, 0.0, 0.0],
+                    Route::PostItems => [0.0, 1.0, 0.0, 0.0],
+                    Route::GetItems => [0.0, 0.0, gets[0], gets[0]],
+                    Route::GetItem => [0.0, 0.0, gets[1], gets[1]],
+                    Route::Reports => [0.0, 0.0, gets[2], gets[2]],
+                },
+            })
+            .filter(|r| r.share.iter().any(|&s| s > 0.0))
+            .collect()
+    };
     let scenario = Scenario {
         workers,
         service_time,
         mix,
+        routes,
+        spread: demo.spread,
+        cheap: traffic.map_or(0.0, |t| t.cheap),
+        fewer_workers: demo.capacity_drop == CapacityDrop::Fewer,
         load,
         deadline: Some(Deadline {
             seconds: args.deadline.get().as_secs_f64(),

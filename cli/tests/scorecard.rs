@@ -121,3 +121,70 @@ fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
     );
     std::fs::remove_dir_all(out).unwrap();
 }
+
+/// An app as `--app` shapes it: GETs split over a cache hit, a read and a report, health
+/// checks at a fixed rate (named critical by the bench, never refused), and a cold start:
+/// every route is called, and the matrix row says what ran.
+#[test]
+fn an_app_of_three_get_routes_health_checks_and_a_cold_start_runs_as_one_matrix_row() {
+    let out = std::env::temp_dir().join(format!("brownout-real-app-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let run = Command::new(env!("CARGO_BIN_EXE_brownout"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .args([
+            "bench",
+            "overload",
+            "--quick",
+            "--arms",
+            "config",
+            "--settings",
+            "defaults",
+            "--app",
+            "3xreal+health+cold~0.5",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let matrix = std::fs::read_to_string(out.join("matrix.md")).unwrap();
+    let row = matrix
+        .lines()
+        .find(|l| l.starts_with("| 3xreal+health+cold~0.5 (config) |"))
+        .unwrap_or_else(|| panic!("{matrix}"));
+    // 3 workers over the mix's mean of 34.3 ms: 88 requests a second.
+    assert!(row.contains("| 88/s |"), "{row}");
+    assert!(
+        row.contains("| cold ("),
+        "the first phase is the cold start: {row}"
+    );
+    // Health checks: the last column but one, the share answered (critical, never shed; a
+    // loaded machine may make one miss its deadline).
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let health: f64 = cells[cells.len() - 3]
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
+    assert!(health > 50.0, "{row}");
+    let doc = std::fs::read_to_string(out.join("3xreal-health-cold-0.5/scorecard.md")).unwrap();
+    assert!(doc.contains("3 workers × 34.3 ms"), "{doc}");
+    assert!(doc.contains("5 health checks a second"), "{doc}");
+    assert!(
+        doc.contains("a cold start: the first 3s 3× slower"),
+        "{doc}"
+    );
+    // The bench's settings name the critical routes and the test-key prefix themselves.
+    let config =
+        std::fs::read_to_string(out.join("3xreal-health-cold-0.5/config.config.json")).unwrap();
+    assert!(
+        config.contains("GET /healthz") && config.contains("sk_test_"),
+        "{config}"
+    );
+    assert!(config.contains("\"cold_start\": \"3s\""), "{config}");
+    std::fs::remove_dir_all(out).unwrap();
+}

@@ -17,6 +17,8 @@ use crate::limiter::adaptive_concurrency::params;
 use crate::math::adaptive::{AdaptiveLimit, Window};
 use crate::math::capacity::CapacityEstimate;
 use crate::math::critical::{critical_share, CeilingBase, CriticalPressure};
+use crate::rng::SplitMix64;
+use crate::route_class::CLASSES;
 use crate::tier::Tier;
 use std::collections::VecDeque;
 
@@ -35,9 +37,10 @@ pub struct TickResult {
 /// What the current window has seen.
 #[derive(Debug, Default, Clone)]
 struct Sums {
-    count: f64,
-    /// Σ amount × latency (s).
-    sum: f64,
+    /// Per route class (`RouteClass::index`; empty until one is seen): the amount finished.
+    count: Vec<f64>,
+    /// Per route class: Σ amount × latency (s).
+    sum: Vec<f64>,
     /// Lowest latency (s).
     min: Option<f64>,
     /// Requests refused or made to wait.
@@ -65,6 +68,9 @@ pub struct FastGuard {
     ceiling: CeilingBase,
     ceiling_base: f64,
     window: Sums,
+    /// The spread of single requests' times (their coefficient of variation) and the draws
+    /// that give a window's mean per class its sampling noise (`None`: the mean itself).
+    noise: Option<(f64, SplitMix64)>,
 }
 
 fn micros(seconds: f64) -> u64 {
@@ -88,7 +94,20 @@ impl FastGuard {
             ceiling: CeilingBase::default(),
             ceiling_base: f64::from(c.initial_limit),
             window: Sums::default(),
+            noise: None,
         }
+    }
+
+    /// Each window's mean per class drawn around the flow's, as the mean of that many
+    /// requests whose times spread with coefficient of variation `cv` varies (by
+    /// `cv ÷ √requests`), from a seeded draw: a window of a few log-normal requests is often
+    /// slower or faster than its class by chance, and the real limit learns from such
+    /// windows.
+    pub fn with_noise(mut self, cv: f64, seed: u64) -> Self {
+        if cv > 0.0 {
+            self.noise = Some((cv, SplitMix64::new(seed)));
+        }
+        self
     }
 
     /// Whether quiet windows leave the limit where it is (the controller sheds), as the
@@ -102,10 +121,13 @@ impl FastGuard {
         self.limit.limit()
     }
 
-    /// The service time learned (seconds), once one was seen: the app's time per request
-    /// (the model has one service time for every tier).
-    pub fn floor(&self) -> Option<f64> {
-        self.limit.service().floors()[Tier::Get.index()].map(|us| us as f64 / 1e6)
+    /// The service time learned per tier (seconds), once one was seen: what the middleware
+    /// publishes for the controller's reading of demand.
+    pub fn tier_floors(&self) -> [Option<f64>; 4] {
+        self.limit
+            .service()
+            .floors()
+            .map(|f| f.map(|us| us as f64 / 1e6))
     }
 
     /// The app's capacity learned (requests at once), once it was seen saturated, as the
@@ -296,14 +318,19 @@ impl FastGuard {
         }
     }
 
-    /// Notes requests the app started, each taking `in_app` seconds inside it.
-    pub fn started(&mut self, amount: f64, in_app: f64) {
+    /// Notes requests of route class `class` the app started, each taking `in_app` seconds
+    /// inside it.
+    pub fn started(&mut self, class: usize, amount: f64, in_app: f64) {
         if amount <= DUST {
             return;
         }
         let w = &mut self.window;
-        w.count += amount;
-        w.sum += amount * in_app;
+        if w.count.is_empty() {
+            w.count = vec![0.0; CLASSES];
+            w.sum = vec![0.0; CLASSES];
+        }
+        w.count[class] += amount;
+        w.sum[class] += amount * in_app;
         w.min = Some(w.min.map_or(in_app, |m| m.min(in_app)));
     }
 
@@ -313,7 +340,7 @@ impl FastGuard {
     /// workers, some request of a window finds a worker free and takes only the service time
     /// (on the real server that request confirms the floor).
     pub fn app(&mut self, queued: f64, workers: f64, service: f64) {
-        if self.window.count > DUST && queued <= workers {
+        if self.window.count.iter().sum::<f64>() > DUST && queued <= workers {
             let w = &mut self.window;
             w.min = Some(w.min.map_or(service, |m| m.min(service)));
         }
@@ -328,13 +355,6 @@ impl FastGuard {
         self.next_window +=
             self.limit.period(micros(self.c.window.get().as_secs_f64())) as f64 / 1e6;
         let w = std::mem::take(&mut self.window);
-        let count = if w.count > DUST {
-            w.count.round().max(1.0)
-        } else {
-            0.0
-        };
-        let mean = if w.count > DUST { w.sum / w.count } else { 0.0 };
-        // The model's requests all take one service time: one tier stands for them all.
         let mut window = Window {
             at: micros(now),
             min: w.min.map_or(u64::MAX, micros),
@@ -342,8 +362,32 @@ impl FastGuard {
             in_flight: in_flight.round().max(0.0) as u64,
             ..Window::default()
         };
-        window.count[Tier::Get.index()] = count as u64;
-        window.sum[Tier::Get.index()] = micros(mean * count);
+        // Whole requests, as the middleware counts (at least one once any finished), split
+        // over the classes by the largest remainders.
+        let total: f64 = w.count.iter().sum();
+        if total > DUST {
+            let whole = total.round().max(1.0);
+            let exact: Vec<f64> = w.count.iter().map(|c| c / total * whole).collect();
+            let mut left = whole - exact.iter().map(|e| e.floor()).sum::<f64>();
+            let mut order: Vec<usize> = (0..exact.len()).filter(|&c| exact[c] > 0.0).collect();
+            order.sort_by(|&a, &b| exact[b].fract().total_cmp(&exact[a].fract()));
+            for c in order {
+                let mut n = exact[c].floor();
+                if left >= 1.0 {
+                    n += 1.0;
+                    left -= 1.0;
+                }
+                if n > 0.0 {
+                    let mut mean = w.sum[c] / w.count[c];
+                    if let Some((cv, rng)) = self.noise.as_mut() {
+                        let z = crate::rng::normal(rng.next_f64(), rng.next_f64());
+                        mean *= (1.0 + *cv / n.sqrt() * z).max(0.1);
+                    }
+                    window.count[c] = n as u64;
+                    window.sum[c] = micros(mean * n);
+                }
+            }
+        }
         self.capacity
             .learn(&mut self.limit, params(&self.c), window);
         let slow_start = self.capacity.learned().is_none();

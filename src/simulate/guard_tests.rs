@@ -79,14 +79,16 @@ fn the_limit_learns_from_the_latencies_of_the_window() {
     // Binding windows, full to their end, whose requests took twice the floor (50 ms,
     // then 100 ms): once the queue has stood SUSTAINED windows, the limit falls by the
     // gradient (clamped at 0.5).
-    g.started(10.0, 0.05);
+    let get = crate::route_class::RouteClass::from_route(0, Tier::Get).index();
+    g.started(get, 10.0, 0.05);
     g.admit(0.0, [0.0, 5.0, 0.0, 0.0], [0.0; 4]);
     g.end_of_tick(0.25, 0.0);
-    assert!((g.floor().unwrap() - 0.05).abs() < 1e-9);
+    let floor = g.tier_floors()[Tier::Get.index()];
+    assert!((floor.unwrap() - 0.05).abs() < 1e-9);
     let before = g.limit();
     let mut at = 0.25;
     for i in 1..=crate::math::adaptive::SUSTAINED {
-        g.started(10.0, 0.1);
+        g.started(get, 10.0, 0.1);
         g.admit(at + 0.05, [0.0, 20.0, 0.0, 0.0], [0.0, 10.0, 0.0, 0.0]);
         at += 0.25;
         g.end_of_tick(at, before);

@@ -27,6 +27,7 @@ pub use report::{csv, summary};
 use crate::config::{LimitersConfig, Mode};
 use crate::control::{offered_work, with_shed, Controller, TimeAverage, Traffic, OBSERVE_EVERY};
 use crate::rng::SplitMix64;
+use crate::route_class::RouteClass;
 use crate::tier::Tier;
 use guard::FastGuard;
 use phase::{close, PhaseLog};
@@ -64,6 +65,56 @@ pub struct Scenario {
     /// see the bursts and gaps of independent clients and idle in the gaps as a real server
     /// does; `None` offers exactly the rate every tick (a pure flow).
     pub poisson: Option<u64>,
+    /// The app's routes, each with its mean time and the share of each tier's requests it
+    /// takes; empty: one route of `service_time` (which routes, when given, replace: the
+    /// mean is then their mix's).
+    pub routes: Vec<Route>,
+    /// σ of the log-normal each request's time is drawn from around its route's mean (its
+    /// mean kept; 0: every request takes its route's mean): what the fast guard and the
+    /// latency quantiles see.
+    pub spread: f64,
+    /// The share of all arrivals more, with the mix keeping its rate, on a path the app
+    /// answers at once without a worker (GET requests, as `bench overload --app ...+cheap`
+    /// sends): shed and admitted like any GET, learned by the fast guard as their own class,
+    /// and left out of the reports.
+    pub cheap: f64,
+    /// How a phase's `slowdown` takes capacity away: `false`, every request takes that many
+    /// times longer; `true`, that many times fewer workers serve (as they free), each
+    /// request's time unchanged (`demo.capacity_drop: fewer`).
+    pub fewer_workers: bool,
+}
+
+/// One of the app's routes, for the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    /// Its mean time (seconds).
+    pub time: f64,
+    /// The share of each tier's requests it takes (`Tier::ALL` order; each tier's shares
+    /// over the routes sum to 1).
+    pub share: [f64; 4],
+}
+
+/// How many latencies one started amount is spread over (the log-normal's octiles).
+const SPREAD_BINS: usize = 8;
+
+/// The standard normal's quantiles at the midpoints of [`SPREAD_BINS`] equal slices.
+const NORMAL_OCTILES: [f64; SPREAD_BINS] = [
+    -1.534_120_5,
+    -0.887_146_6,
+    -0.488_776_4,
+    -0.157_310_6,
+    0.157_310_6,
+    0.488_776_4,
+    0.887_146_6,
+    1.534_120_5,
+];
+
+/// A request's time over its route's mean at each of [`SPREAD_BINS`] equally likely slices
+/// of a log-normal of σ `spread`, scaled so that their mean is 1.
+fn spread_factors(spread: f64) -> [f64; SPREAD_BINS] {
+    let raw = NORMAL_OCTILES.map(|z| (spread * z).exp());
+    let mean = raw.iter().sum::<f64>() / SPREAD_BINS as f64;
+    raw.map(|f| f / mean)
 }
 
 /// A Poisson draw of mean `mean` (Knuth's product of uniforms; a normal approximation for a
@@ -88,9 +139,49 @@ fn poisson(rng: &mut SplitMix64, mean: f64) -> f64 {
 }
 
 impl Scenario {
-    /// Requests per second the server can serve at its normal speed.
+    /// Requests per second the server can serve at its normal speed (the mix's).
     pub fn capacity(&self) -> f64 {
-        f64::from(self.workers) / self.service_time
+        f64::from(self.workers) / self.mean_service()
+    }
+
+    /// The routes: those given, or one of `service_time`.
+    fn routes(&self) -> Vec<Route> {
+        if self.routes.is_empty() {
+            vec![Route {
+                time: self.service_time,
+                share: [1.0; 4],
+            }]
+        } else {
+            self.routes.clone()
+        }
+    }
+
+    /// The mean time of a request of each tier (seconds).
+    pub fn tier_times(&self) -> [f64; 4] {
+        let routes = self.routes();
+        std::array::from_fn(|t| routes.iter().map(|r| r.share[t] * r.time).sum())
+    }
+
+    /// The mean time of a request of the mix (seconds).
+    pub fn mean_service(&self) -> f64 {
+        let times = self.tier_times();
+        let total: f64 = self.mix.iter().sum();
+        if total <= 0.0 {
+            return self.service_time;
+        }
+        self.mix.iter().zip(times).map(|(m, t)| m * t).sum::<f64>() / total
+    }
+
+    /// The share of the GET requests reaching brownout that go to the cheap path.
+    fn cheap_share(&self) -> f64 {
+        let cheap = self.cheap.clamp(0.0, 0.9);
+        let per_mix = cheap / (1.0 - cheap);
+        let get = self.mix[Tier::Get.index()] / self.mix.iter().sum::<f64>().max(1e-12);
+        if per_mix <= 0.0 {
+            0.0
+        } else {
+            per_mix / (get + per_mix)
+        }
     }
 
     /// The phases, a trace being one phase.
@@ -114,7 +205,10 @@ impl Scenario {
             Load::Phases(_) => {
                 let through = ((t - start) / phase.seconds).clamp(0.0, 1.0);
                 let load = phase.from + (phase.to - phase.from) * through;
-                self.mix.map(|share| load * self.capacity() * share)
+                let mut rates = self.mix.map(|share| load * self.capacity() * share);
+                // The cheap path's GETs on top of the mix's.
+                rates[Tier::Get.index()] /= 1.0 - self.cheap_share();
+                rates
             }
         }
     }
@@ -178,7 +272,8 @@ pub struct PhaseReport {
     pub p50: [Option<f64>; 4],
     /// See `p50`.
     pub p99: [Option<f64>; 4],
-    /// Successes per second as a share of the capacity.
+    /// Work served per second (each success weighted by its tier's mean time) as a share of
+    /// the work the app can serve (with one service time: successes per second over C).
     pub goodput: f64,
     /// Controller samples taken in the phase (none in a phase shorter than
     /// `sample_interval`: then the two below read 0).
@@ -224,8 +319,12 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
     let dt = OBSERVE_EVERY.as_secs_f64();
     let interval = wu.sample_interval.get().as_secs_f64();
     let enforced = wu.mode == Mode::Enforce && !kill_switch;
-    let mut guard = (ac.mode != Mode::Off)
-        .then(|| FastGuard::new(ac, ac.mode == Mode::Enforce && !kill_switch));
+    let mut guard = (ac.mode != Mode::Off).then(|| {
+        // Each request's time spread log-normally: a window's mean varies with it.
+        let cv = ((scenario.spread * scenario.spread).exp() - 1.0).sqrt();
+        FastGuard::new(ac, ac.mode == Mode::Enforce && !kill_switch)
+            .with_noise(cv, scenario.poisson.unwrap_or(0) ^ 0x5EED)
+    });
     // Pinned, or learned by the fast guard's model as the middleware learns it.
     let pinned = wu.capacity.map(|c| f64::from(c.max(1)));
     let capacity_now =
@@ -235,7 +334,15 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
     let ticks = (total / dt).round() as u64;
     let mut controller = Controller::new(wu.controller(), Duration::ZERO);
     let mut average = TimeAverage::default();
-    let mut server = Server::new(scenario.workers, scenario.service_time);
+    let routes = scenario.routes();
+    let mut server = Server::with_routes(
+        scenario.workers,
+        routes.iter().map(|r| (r.time, r.share)).collect(),
+    );
+    let factors = spread_factors(scenario.spread);
+    let fastest = routes.iter().map(|r| r.time).fold(f64::INFINITY, f64::min) * factors[0];
+    let cheap = scenario.cheap_share();
+    let get = Tier::Get.index();
     let (mut utilization, mut demand, mut probability) = (0.0, 0.0, [0.0; 4]);
     let mut amount = controller.amount();
     let mut next_sample = interval;
@@ -263,7 +370,14 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
                 ..Second::default()
             });
         }
-        server.finish(dt, p.slowdown);
+        // A capacity drop: slower requests, or fewer workers.
+        let slowdown = if scenario.fewer_workers {
+            server.set_workers(f64::from(scenario.workers) / p.slowdown.max(1.0));
+            1.0
+        } else {
+            p.slowdown
+        };
+        server.finish(dt, slowdown);
         let mut offered = scenario.offered(p, phase_start, now).map(|r| r * dt);
         if let Some(rng) = arrivals.as_mut() {
             offered = offered.map(|mean| poisson(rng, mean));
@@ -277,32 +391,39 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
                 refused: [0.0; 4],
             },
         };
-        for &(amounts, waited) in &admission.admitted {
-            server.push(now, amounts, waited);
+        for &(mut amounts, waited) in &admission.admitted {
             for t in 0..4 {
                 traffic[2][t] += amounts[t];
             }
+            // The cheap path's share of the GETs is answered at once, without a worker.
+            let answered = amounts[get] * cheap;
+            amounts[get] -= answered;
+            if let Some(g) = guard.as_mut() {
+                g.started(unmatched_get(), answered, scenario.overhead);
+            }
+            server.push(now, amounts, waited);
         }
         for t in 0..4 {
             traffic[0][t] += offered[t];
             traffic[1][t] += shed[t];
         }
         let overhead = scenario.overhead;
-        let tick = server.start(now, p.slowdown, scenario.deadline, &mut |st| {
-            log.latencies[st.tier].add(st.total + overhead, st.amount);
-            if let Some(g) = guard.as_mut() {
-                g.started(st.amount, st.in_app + overhead);
+        let tick = server.start(now, slowdown, scenario.deadline, &mut |st| {
+            let class = RouteClass::from_route(st.route, Tier::ALL[st.tier]).index();
+            let amount = st.amount / SPREAD_BINS as f64;
+            for f in factors {
+                let longer = st.service * (f - 1.0);
+                log.latencies[st.tier].add(st.total + longer + overhead, amount);
+                if let Some(g) = guard.as_mut() {
+                    g.started(class, amount, st.in_app + longer + overhead);
+                }
             }
         });
         let end = now + dt;
         if let Some(g) = guard.as_mut() {
-            let workers = f64::from(scenario.workers);
+            let workers = server.workers();
             let queued = (server.in_flight() - workers).max(0.0);
-            g.app(
-                queued,
-                workers,
-                scenario.service_time * p.slowdown + overhead,
-            );
+            g.app(queued, workers, fastest * slowdown + overhead);
             g.set_hold(amount > 0.0);
             g.end_of_tick(end, server.in_flight());
         }
@@ -318,7 +439,7 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
                 admitted: traffic[2].iter().sum::<f64>().round() as u64,
             };
             traffic = [[0.0; 4]; 3];
-            let service = [guard.as_ref().and_then(FastGuard::floor); 4];
+            let service = guard.as_ref().map_or([None; 4], FastGuard::tier_floors);
             // Unknown capacity: the middleware reads 0 (see control::demand).
             let input = capacity.map_or(0.0, |capacity| {
                 offered_work(counts, interval, mean * capacity, service)
@@ -334,10 +455,12 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
             next_sample += interval;
         }
         let s = seconds.last_mut().expect("pushed at the first tick");
+        // The cheap path is left out of the reports.
+        let scored = |t: usize| if t == get { 1.0 - cheap } else { 1.0 };
         for t in 0..4 {
-            s.offered[t] += offered[t];
-            s.shed[t] += shed[t];
-            s.refused[t] += admission.refused[t];
+            s.offered[t] += offered[t] * scored(t);
+            s.shed[t] += shed[t] * scored(t);
+            s.refused[t] += admission.refused[t] * scored(t);
             s.succeeded[t] += tick.succeeded[t];
             s.timed_out[t] += tick.timed_out[t];
         }
@@ -355,6 +478,11 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
         seconds,
         phases: reports,
     }
+}
+
+/// The fast guard's class of a GET no route matched (the cheap path's 404s).
+fn unmatched_get() -> usize {
+    RouteClass::unmatched(Tier::Get).index()
 }
 
 #[cfg(test)]

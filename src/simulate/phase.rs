@@ -121,7 +121,14 @@ pub(super) fn close(
         success: share(succeeded),
         p50: std::array::from_fn(|t| latencies[t].quantile(0.5)),
         p99: std::array::from_fn(|t| latencies[t].quantile(0.99)),
-        goodput: succeeded.iter().sum::<f64>() / phase.seconds / scenario.capacity(),
+        // Work served (each success its tier's mean time) over the work the app can serve.
+        goodput: succeeded
+            .iter()
+            .zip(scenario.tier_times())
+            .map(|(n, t)| n * t)
+            .sum::<f64>()
+            / phase.seconds
+            / (scenario.capacity() * scenario.mean_service()),
         samples: samples.len(),
         // (An empty sum of floats is -0.0: a phase without a sample reads 0.)
         mean_utilization: samples.iter().map(|s| s.0).fold(0.0, |a, u| a + u) / n,

@@ -46,7 +46,7 @@ pub const BUILT_IN: [(&str, &str); 6] = [
     ),
     (
         "matrix",
-        "0.5C 60 s, 0.75C 180 s, 2C 240 s, 4C 60 s, 0.3C 120 s, 10C 20 s, 0.3C 30 s, 1.5C with the capacity halved 80 s, 0.3C 40 s (the phases of bench overload's app matrix)",
+        "0.5C 60 s, 0.75C 180 s, 2C 240 s, 4C 60 s, 0.3C 120 s, 10C 20 s, 0.3C 30 s, 1.5C with the capacity halved 80 s, 0.3C 150 s, 0.3C rising to 3C over 300 s (the phases of bench overload's app matrix)",
     ),
 ];
 
@@ -97,7 +97,11 @@ pub fn built_in(name: &str) -> Option<Vec<Phase>> {
                 slowdown: 2.0,
                 ..Phase::flat("halved 1.5C", 80.0, 1.5)
             },
-            Phase::flat("back 0.3C", 40.0, 0.3),
+            Phase::flat("back 0.3C", 150.0, 0.3),
+            Phase {
+                to: 3.0,
+                ..Phase::flat("ramp 0.3C to 3C", 300.0, 0.3)
+            },
         ],
         "capacity_drop" => vec![
             Phase::flat("0.75C", 60.0, 0.75),
@@ -116,6 +120,21 @@ pub fn built_in(name: &str) -> Option<Vec<Phase>> {
 pub fn compress(phases: &mut [Phase], factor: f64) {
     for p in phases {
         p.seconds = (p.seconds / factor).max(1.0);
+    }
+}
+
+/// The phases `bench overload --compress` keeps at their length: a spike and the 30 s after
+/// it (judged per 5 s), and the rest before the ramp (the controller's slow return).
+pub const KEPT_WHOLE: [&str; 3] = ["10C spike", "after 0.3C", "back 0.3C"];
+
+/// Every phase shortened `factor` times as `bench overload --compress` shortens them: at
+/// least two seconds each, [`KEPT_WHOLE`] as they are.
+pub fn compress_like_bench(phases: &mut [Phase], factor: f64) {
+    for p in phases
+        .iter_mut()
+        .filter(|p| !KEPT_WHOLE.contains(&p.name.as_str()))
+    {
+        p.seconds = (p.seconds / factor).max(2.0);
     }
 }
 

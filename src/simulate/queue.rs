@@ -1,7 +1,7 @@
-//! A fluid model of the protected server: `workers` slots, each holding a request for
-//! `service_time` on average, fed first come first served from one queue of admitted
-//! requests. Amounts are real numbers (a flow of requests, not single ones), so a run costs
-//! the same at 10 or 10,000 requests a second.
+//! A fluid model of the protected server: `workers` slots, each holding a request for its
+//! route's mean time, fed first come first served from one queue of admitted requests (each
+//! tier's requests split over the routes by fixed shares). Amounts are real numbers (a flow
+//! of requests, not single ones), so a run costs the same at 10 or 10,000 requests a second.
 
 use std::collections::VecDeque;
 
@@ -38,23 +38,46 @@ pub struct Tick {
 #[derive(Debug)]
 pub struct Server {
     workers: f64,
-    service_time: f64,
+    /// Per route: its mean time (s) and the share of each tier's requests it takes.
+    routes: Vec<(f64, [f64; 4])>,
     waiting: VecDeque<Chunk>,
-    running: [f64; 4],
+    /// Per route, by tier.
+    running: Vec<[f64; 4]>,
 }
 
 /// Amounts below this are rounding dust.
 const DUST: f64 = 1e-9;
 
 impl Server {
-    /// An idle server.
+    /// An idle server whose every request takes `service_time`.
     pub fn new(workers: u32, service_time: f64) -> Self {
+        Self::with_routes(workers, vec![(service_time, [1.0; 4])])
+    }
+
+    /// An idle server of `routes`: each its mean time (s) and the share of each tier's
+    /// requests it takes (a tier's shares sum to 1).
+    pub fn with_routes(workers: u32, routes: Vec<(f64, [f64; 4])>) -> Self {
         Self {
             workers: f64::from(workers),
-            service_time,
+            running: vec![[0.0; 4]; routes.len()],
+            routes,
             waiting: VecDeque::new(),
-            running: [0.0; 4],
         }
+    }
+
+    /// Takes workers away or gives them back: those taken finish what they serve first.
+    pub fn set_workers(&mut self, workers: f64) {
+        self.workers = workers;
+    }
+
+    /// The workers serving now.
+    pub fn workers(&self) -> f64 {
+        self.workers
+    }
+
+    /// Requests being served.
+    fn busy(&self) -> f64 {
+        self.running.iter().flatten().sum()
     }
 
     /// Requests inside the app (waiting for a worker or being served): what the in-flight
@@ -65,12 +88,17 @@ impl Server {
             .iter()
             .map(|c| c.amount.iter().sum::<f64>())
             .sum();
-        waiting + self.running.iter().sum::<f64>()
+        waiting + self.busy()
     }
 
     /// Requests inside the app by tier (waiting for a worker or being served).
     pub fn in_flight_by_tier(&self) -> [f64; 4] {
-        let mut out = self.running;
+        let mut out = [0.0; 4];
+        for r in &self.running {
+            for (o, a) in out.iter_mut().zip(r) {
+                *o += a;
+            }
+        }
         for c in &self.waiting {
             for (o, a) in out.iter_mut().zip(c.amount) {
                 *o += a;
@@ -98,14 +126,12 @@ impl Server {
         })
     }
 
-    /// Finishes `dt` seconds of work (service time × `slowdown`).
+    /// Finishes `dt` seconds of work (each route's time × `slowdown`).
     pub fn finish(&mut self, dt: f64, slowdown: f64) {
-        let service = self.service_time * slowdown;
-        let busy: f64 = self.running.iter().sum();
-        if busy > DUST {
-            let done = (busy * dt / service).min(busy);
-            for r in &mut self.running {
-                *r -= *r / busy * done;
+        for (running, &(time, _)) in self.running.iter_mut().zip(&self.routes) {
+            let done = (dt / (time * slowdown)).min(1.0);
+            for r in running {
+                *r -= *r * done;
             }
         }
     }
@@ -131,7 +157,6 @@ impl Server {
         started: &mut impl FnMut(Started),
     ) -> Tick {
         let mut out = Tick::default();
-        let service = self.service_time * slowdown;
         if let Some(d) = deadline.filter(|d| !d.keep_abandoned) {
             while let Some(front) = self.waiting.front() {
                 if now - front.arrived + front.waited < d.seconds {
@@ -143,35 +168,44 @@ impl Server {
                 self.waiting.pop_front();
             }
         }
-        let mut free = self.workers - self.running.iter().sum::<f64>();
+        let mut free = self.workers - self.busy();
         while free > DUST {
             let Some(front) = self.waiting.front_mut() else {
                 break;
             };
             let total: f64 = front.amount.iter().sum();
             let share = (free / total).min(1.0);
-            let in_app = now - front.arrived + service;
-            let whole = in_app + front.waited;
             for t in 0..4 {
                 let amount = front.amount[t] * share;
                 if amount <= 0.0 {
                     continue;
                 }
                 front.amount[t] -= amount;
-                self.running[t] += amount;
-                let late = deadline.is_some_and(|d| whole > d.seconds);
-                let slot = if late {
-                    &mut out.timed_out
-                } else {
-                    &mut out.succeeded
-                };
-                slot[t] += amount;
-                started(Started {
-                    tier: t,
-                    amount,
-                    in_app,
-                    total: whole,
-                });
+                for (route, &(time, shares)) in self.routes.iter().enumerate() {
+                    let amount = amount * shares[t];
+                    if amount <= 0.0 {
+                        continue;
+                    }
+                    self.running[route][t] += amount;
+                    let service = time * slowdown;
+                    let in_app = now - front.arrived + service;
+                    let whole = in_app + front.waited;
+                    let late = deadline.is_some_and(|d| whole > d.seconds);
+                    let slot = if late {
+                        &mut out.timed_out
+                    } else {
+                        &mut out.succeeded
+                    };
+                    slot[t] += amount;
+                    started(Started {
+                        tier: t,
+                        route,
+                        amount,
+                        in_app,
+                        total: whole,
+                        service,
+                    });
+                }
             }
             free -= total * share;
             if share >= 1.0 || front.amount.iter().sum::<f64>() <= DUST {
@@ -182,17 +216,22 @@ impl Server {
     }
 }
 
-/// An amount of requests of one tier that started service, with their expected latencies.
+/// An amount of requests of one tier and route that started service, with their expected
+/// latencies.
 #[derive(Debug, Clone, Copy)]
 pub struct Started {
     /// Index of the tier (`Tier::ALL` order).
     pub tier: usize,
+    /// Index of the route.
+    pub route: usize,
     /// How many.
     pub amount: f64,
     /// Seconds from entering the app to finishing: the latency the fast guard measures.
     pub in_app: f64,
     /// Seconds from arriving to finishing, waits before the app included: what the client sees.
     pub total: f64,
+    /// Of those, the seconds of service (the route's mean time, slowed down).
+    pub service: f64,
 }
 
 #[cfg(test)]

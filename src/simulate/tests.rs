@@ -16,6 +16,10 @@ fn demo(load: Load) -> Scenario {
         }),
         overhead: 0.0,
         poisson: None,
+        routes: Vec::new(),
+        spread: 0.0,
+        cheap: 0.0,
+        fewer_workers: false,
     }
 }
 
@@ -292,4 +296,56 @@ fn the_defaults_learn_the_capacity_of_any_app() {
             );
         }
     }
+}
+
+/// An app of routes as bench overload's mixed app (10 ms GETs, 100 ms POSTs, 20 ms charges),
+/// times spread log-normally, with 30% more requests on a path answered at once: the
+/// capacity is the mix's, the cheap path is left out of the reports, the fast guard learns
+/// each route's time (GETs at their own, not at the mix's), and nothing is refused at 0.5C.
+#[test]
+fn routes_of_their_own_times_spread_log_normally_beside_a_cheap_path() {
+    let route = |time, share| Route { time, share };
+    let app = Scenario {
+        workers: 5,
+        routes: vec![
+            route(0.01, [0.0, 0.0, 1.0, 1.0]),
+            route(0.1, [0.0, 1.0, 0.0, 0.0]),
+            route(0.02, [1.0, 0.0, 0.0, 0.0]),
+        ],
+        spread: 0.5,
+        cheap: 0.3,
+        poisson: Some(3),
+        ..demo(Load::Phases(vec![Phase {
+            name: "0.5C".into(),
+            seconds: 120.0,
+            from: 0.5,
+            to: 0.5,
+            slowdown: 1.0,
+        }]))
+    };
+    // 0.1 × 20 + 0.2 × 100 + 0.7 × 10 ms = 29 ms: 172 a second.
+    assert!((app.mean_service() - 0.029).abs() < 1e-12);
+    assert!((app.capacity() - 5.0 / 0.029).abs() < 1e-9);
+    let o = run(&LimitersConfig::default(), false, &app);
+    let p = &o.phases[0];
+    // The mix's rate alone (86 a second), not the cheap path's 37 more.
+    let offered: f64 = p.offered.iter().sum();
+    assert!(
+        (offered / (0.5 * app.capacity()) - 1.0).abs() < 0.05,
+        "{offered}"
+    );
+    for t in 0..4 {
+        assert!(p.shed[t] + p.refused[t] < 1e-3, "tier {t}: {p:?}");
+        assert!(p.success[t] > 0.99, "tier {t}: {p:?}");
+    }
+    assert!((p.goodput - 0.5).abs() < 0.03, "{}", p.goodput);
+    // A POST's p99 is its route's log-normal tail (the top slice modelled: 1.9 times its
+    // mean of 100 ms), a GET's far below it.
+    let (post, get) = (p.p99[1].unwrap(), p.p99[2].unwrap());
+    assert!((0.15..0.35).contains(&post) && get < 0.05, "{post} {get}");
+    // The spread's slices keep the mean.
+    let f = spread_factors(0.5);
+    assert!((f.iter().sum::<f64>() / f.len() as f64 - 1.0).abs() < 1e-12);
+    assert!(f[0] < 0.45 && f[7] > 1.9, "{f:?}");
+    assert_eq!(spread_factors(0.0), [1.0; SPREAD_BINS]);
 }

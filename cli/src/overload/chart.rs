@@ -190,6 +190,7 @@ mod tests {
             name: "2C",
             seconds: 3.0,
             load: 2.0,
+            load_end: 2.0,
             slow: false,
             mix: crate::overload::load::MIX,
         }];

@@ -11,6 +11,8 @@ mod probe;
 mod process;
 mod report;
 
+pub use matrix::AppSpec;
+
 use arms::arm_config;
 use brownout_cli::config::{CliConfig, DemoWork};
 use clap::Args;
@@ -111,6 +113,8 @@ enum Settings {
 /// each second.
 struct ArmResult {
     reports: Vec<PhaseReport>,
+    /// Health checks answered 2xx, and sent.
+    health: (u64, u64),
     per_second: Vec<[report::SecondTier; 4]>,
     polled: Vec<report::Polled>,
 }
@@ -118,7 +122,7 @@ struct ArmResult {
 /// One arm: a fresh demo, the schedule, and the reports.
 fn run_arm(
     config: &CliConfig,
-    (arm, capacity): (&str, f64),
+    (arm, capacity, mean): (&str, f64, f64),
     args: &OverloadArgs,
     phases: &[Phase],
     arrivals: &[load::Arrival],
@@ -155,8 +159,18 @@ fn run_arm(
         (outcomes, poller.await.unwrap_or_default())
     });
     drop(demo);
-    // The cheap path's answers are the app's 404s: not part of the mix the tables score.
-    let outcomes: Vec<load::Outcome> = outcomes.into_iter().filter(|o| !o.arrival.cheap).collect();
+    // The cheap path's answers are the app's 404s, and health checks come at a fixed rate:
+    // not part of the mix the tables score.
+    let health = outcomes
+        .iter()
+        .filter(|o| o.arrival.path == load::Path::Health)
+        .fold((0, 0), |(ok, sent), o| {
+            (ok + u64::from(o.result == load::Result::Ok), sent + 1)
+        });
+    let outcomes: Vec<load::Outcome> = outcomes
+        .into_iter()
+        .filter(|o| o.arrival.scored())
+        .collect();
     let total: f64 = phases.iter().map(|p| p.seconds).sum();
     let per_second = report::seconds(&outcomes, total);
     let amounts: Vec<f64> = polled.iter().map(|p| p.amount).collect();
@@ -166,11 +180,12 @@ fn run_arm(
             let (from, to) = (start as usize, (start + phases[i].seconds) as usize);
             start += phases[i].seconds;
             let amounts = &amounts[from.min(amounts.len())..to.min(amounts.len())];
-            report::phase(&outcomes, &per_second, phases, i, capacity, amounts)
+            report::phase(&outcomes, &per_second, phases, i, capacity * mean, amounts)
         })
         .collect();
     Ok(ArmResult {
         reports,
+        health,
         per_second,
         polled,
     })
@@ -179,6 +194,7 @@ fn run_arm(
 /// What one app measured on every arm, for the matrix.
 struct AppResult {
     capacity: f64,
+    traffic: load::Traffic,
     at_once: f64,
     arms: Vec<(String, ArmResult)>,
 }
@@ -190,6 +206,11 @@ pub fn run(mut config: CliConfig, mut args: OverloadArgs) -> ExitCode {
     };
     if args.settings == Settings::Defaults {
         config.brownout = brownout::Config::default();
+        // What the app is, not how brownout is tuned: the bench names its critical routes
+        // and its clients' test-key prefix itself.
+        let c = &mut config.brownout.classifier;
+        c.critical = load::CRITICAL_ROUTES.map(String::from).to_vec();
+        c.test_key_prefix = load::TEST_KEY_PREFIX.into();
     }
     for arm in &args.arms {
         if arm_config(&config, arm, args.cap).is_none() {
@@ -253,7 +274,15 @@ pub fn run(mut config: CliConfig, mut args: OverloadArgs) -> ExitCode {
         if let Err(e) = std::fs::create_dir_all(&args.out) {
             return fail(format!("{}: {e}", args.out.display()));
         }
-        let result = match run_app(&app.apply(&config), &args, &phases, compress, Some(&app)) {
+        // A cold start lasts the first phase (a minute, uncompressed).
+        let cold = std::time::Duration::from_secs_f64(phases[0].seconds);
+        let result = match run_app(
+            &app.apply(&config, cold),
+            &args,
+            &phases,
+            compress,
+            Some(&app),
+        ) {
             Ok(r) => r,
             Err(e) => return fail(format!("app {}: {e}", app.name)),
         };
@@ -266,8 +295,10 @@ pub fn run(mut config: CliConfig, mut args: OverloadArgs) -> ExitCode {
                 phases: &phases,
                 reports: &r.reports,
                 per_second: &r.per_second,
-                tier_times: matrix::tier_times(app.apply(&config).demo.times()),
+                mean: result.traffic.mean_service(),
                 polled: &r.polled,
+                health: (r.health.1 > 0).then_some(r.health),
+                cold: app.cold,
             }));
             let _ = std::fmt::Write::write_fmt(
                 &mut details,
@@ -313,7 +344,11 @@ fn run_app(
         .iter()
         .filter_map(|arm| arm_config(config, arm, args.cap).map(|c| (arm.clone(), c)))
         .collect();
-    let mean = matrix::mean_service(config.demo.times());
+    let traffic = app.map_or_else(
+        || load::Traffic::plain(config.demo.times()),
+        |a| a.traffic(config),
+    );
+    let mean = traffic.mean_service();
     let (capacity, how, at_once) = match config.demo.work {
         DemoWork::Sleep => (
             f64::from(config.demo.workers) / mean,
@@ -323,7 +358,7 @@ fn run_app(
                     config.demo.workers, config.demo.service_time
                 ),
                 Some(_) => format!(
-                    "{} workers × {:.0} ms (the mix's mean of its route times)",
+                    "{} workers × {:.1} ms (the mix's mean of its route times)",
                     config.demo.workers,
                     mean * 1000.0
                 ),
@@ -351,8 +386,8 @@ fn run_app(
             )
         }
     };
-    let cheap = app.map_or(0.0, |a| a.cheap);
-    let arrivals = load::schedule(phases, capacity, args.seed, cheap);
+    let arrivals = load::schedule(phases, capacity, args.seed, &traffic);
+    let cheap = traffic.cheap;
     eprintln!(
         "{} requests per arm over {:.0} s",
         arrivals.len(),
@@ -363,7 +398,7 @@ fn run_app(
     let mut details = String::new();
     for (arm, c) in &configs {
         eprintln!("arm {arm}…");
-        let result = run_arm(c, (arm, capacity), args, phases, &arrivals)
+        let result = run_arm(c, (arm, capacity, mean), args, phases, &arrivals)
             .map_err(|e| format!("arm {arm}: {e}"))?;
         std::fs::write(
             args.out.join(format!("{arm}.csv")),
@@ -388,11 +423,23 @@ fn run_app(
     println!("{summary}");
     let doc = format!(
         "# Overload scorecard\n\ncapacity C = {capacity:.0} req/s ({how}{}), deadline {}, {}, seed {}{}\n\n{summary}{details}",
-        if cheap > 0.0 {
-            format!("; {:.0}% of arrivals more on a path answered at once", cheap * 100.0)
-        } else {
-            String::new()
-        },
+        [
+            (cheap > 0.0).then(|| {
+                format!("; {:.0}% of arrivals more on a path answered at once", cheap * 100.0)
+            }),
+            (traffic.health > 0.0)
+                .then(|| format!("; {} health checks a second", traffic.health)),
+            (!config.demo.cold_start.get().is_zero()).then(|| {
+                format!(
+                    "; a cold start: the first {} {}× slower",
+                    config.demo.cold_start,
+                    brownout_cli::config::COLD_SLOWDOWN
+                )
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<String>(),
         args.deadline,
         match args.retries {
             0 => "no retries".to_owned(),
@@ -413,6 +460,7 @@ fn run_app(
         .map_err(|e| format!("writing scorecard.md: {e}"))?;
     Ok(AppResult {
         capacity,
+        traffic,
         at_once,
         arms,
     })

@@ -41,7 +41,9 @@ impl TierPhase {
 pub struct PhaseReport {
     /// Per tier, in `Tier::ALL` order.
     pub tiers: [TierPhase; 4],
-    /// Successes per second as a share of the (original) capacity.
+    /// Work served per second (each success its route's mean time) as a share of the work
+    /// the app can serve at its original capacity (with one time for every route: successes
+    /// per second over C).
     pub goodput: f64,
     /// Seconds in which a tier had a 503 while a lower tier had a success.
     pub inversions: u32,
@@ -107,6 +109,8 @@ impl PhaseReport {
 pub struct SecondTier {
     /// See the type.
     pub ok: u32,
+    /// The work the successes were worth: each its route's mean time, seconds.
+    pub work: f64,
     /// See the type.
     pub shed: u32,
     /// See the type.
@@ -171,6 +175,7 @@ pub fn seconds(outcomes: &[Outcome], total: f64) -> Vec<[SecondTier; 4]> {
         match o.result {
             Result::Ok => {
                 cell.ok += 1;
+                cell.work += o.arrival.work;
                 cell.last_ok_at = Some(cell.last_ok_at.map_or(at, |l| l.max(at)));
                 latencies[s][t].push(o.latency);
             }
@@ -194,13 +199,14 @@ pub fn seconds(outcomes: &[Outcome], total: f64) -> Vec<[SecondTier; 4]> {
 }
 
 /// The report of phase `i` (which began at `start`), given the controller's amount polled
-/// once a second during it.
+/// once a second during it, on an app that serves `work_capacity` seconds of work a second
+/// (its capacity × the mix's mean time).
 pub fn phase(
     outcomes: &[Outcome],
     per_second: &[[SecondTier; 4]],
     phases: &[Phase],
     i: usize,
-    capacity: f64,
+    work_capacity: f64,
     amounts: &[f64],
 ) -> PhaseReport {
     let start: f64 = phases[..i].iter().map(|p| p.seconds).sum();
@@ -241,8 +247,12 @@ pub fn phase(
     for (t, l) in report.tiers.iter_mut().zip(latencies) {
         t.quantiles = quantiles(l);
     }
-    let ok: u64 = report.tiers.iter().map(|t| t.ok).sum();
-    report.goodput = ok as f64 / p.seconds / capacity;
+    let work: f64 = outcomes
+        .iter()
+        .filter(|o| o.arrival.phase == i && o.result == Result::Ok)
+        .map(|o| o.arrival.work)
+        .sum();
+    report.goodput = work / p.seconds / work_capacity;
     let first = start as usize;
     let last = ((start + p.seconds) as usize).min(per_second.len());
     let seconds = &per_second[first.min(last)..last];
@@ -254,10 +264,7 @@ pub fn phase(
     };
     report.worst_5s = seconds
         .chunks_exact(5)
-        .map(|w| {
-            let ok: u32 = w.iter().flatten().map(|t| t.ok).sum();
-            f64::from(ok) / 5.0 / capacity
-        })
+        .map(|w| w.iter().flatten().map(|t| t.work).sum::<f64>() / 5.0 / work_capacity)
         .min_by(f64::total_cmp);
     report.inversions = count(false);
     report.inversions_after = count(true);

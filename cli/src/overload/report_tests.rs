@@ -1,7 +1,8 @@
 //! The report's arithmetic on hand-built outcomes.
 
 use super::*;
-use crate::overload::load::Arrival;
+use crate::overload::load::{Arrival, Path};
+use brownout_cli::config::Route;
 
 fn outcome(at: f64, tier: Tier, result: Result) -> Outcome {
     Outcome {
@@ -10,7 +11,8 @@ fn outcome(at: f64, tier: Tier, result: Result) -> Outcome {
             phase: 0,
             tier,
             key: 0,
-            cheap: false,
+            path: Path::Route(Route::GetItems),
+            work: 0.05,
         },
         result,
         latency: 0.05,
@@ -54,10 +56,12 @@ fn an_inversion_after_a_refusal_is_a_lower_tier_success_sent_after_a_higher_tier
         name: "all",
         seconds: 4.0,
         load: 1.0,
+        load_end: 1.0,
         slow: false,
         mix: [0.25; 4],
     }];
-    let report = phase(&outcomes, &per_second, &phases, 0, 1.0, &[]);
+    // Each success is worth 50 ms: an app serving 50 ms of work a second is served whole.
+    let report = phase(&outcomes, &per_second, &phases, 0, 0.05, &[]);
     assert_eq!((report.inversions, report.inversions_after), (3, 1));
     assert_eq!(report.last_critical_refusal, Some(3.9));
     assert_eq!(report.worst_5s, None, "no whole 5 s window in 4 s");
