@@ -7,7 +7,8 @@
 //! settles where latency is that multiple of the floor, and shrinks by at most half per window
 //! — once the queue has stood [`SUSTAINED`] binding windows in a row, each ending with half
 //! the limit or more in flight (CoDel's bad queue; a burst that fills the limit and drains is
-//! the good one, and a small app with a slow route has them well below its capacity).
+//! the good one, and a small app with a slow route has them well below its capacity), and by
+//! the gradient of those windows together: chance does not stand from one window to the next.
 //! A window that refused nothing leaves the limit as it is: the load it let through did not
 //! reach it, so a burst of latency then is not the limit's doing (shrinking on such bursts
 //! would ratchet the limit down at a steady moderate load until it refused traffic it had
@@ -147,6 +148,13 @@ pub struct AdaptiveLimit {
     provisional: bool,
     /// Binding windows in a row that ended with at least half the limit in flight.
     binding_run: u32,
+    /// The last [`SUSTAINED`] windows of that run: their requests' latencies and what they
+    /// should have taken (µs, summed), by `binding_run % SUSTAINED`.
+    run_sums: [(f64, f64); SUSTAINED as usize],
+    /// The last [`SUSTAINED`] windows' latencies and expected times of their settled classes
+    /// (µs, summed), by `recent_at % SUSTAINED`.
+    recent: [(f64, f64); SUSTAINED as usize],
+    recent_at: usize,
 }
 
 /// How far above the last measured floor the lowest latency may be before a probe is due.
@@ -193,6 +201,9 @@ impl AdaptiveLimit {
             drained: 0,
             provisional: false,
             binding_run: 0,
+            run_sums: [(0.0, 0.0); SUSTAINED as usize],
+            recent: [(0.0, 0.0); SUSTAINED as usize],
+            recent_at: 0,
         }
     }
 
@@ -319,7 +330,18 @@ impl AdaptiveLimit {
             expected += count[c] as f64 * self.service.class_floor(c).unwrap_or(0.0);
         }
         let judged = expected > 0.0;
-        let queued = judged && took > self.params.tolerance * expected.max(1.0);
+        // Judged over this window and the SUSTAINED - 1 before it: a queue stands from one
+        // window to the next, chance does not. A window of a few requests spread
+        // log-normally is often a quarter slower than its mix by chance; leaving each such
+        // window out, and keeping those faster by chance, would pull every floor low (to
+        // four fifths of a route's time), and every window would then read as a queue.
+        self.recent[self.recent_at % SUSTAINED as usize] = (took, expected);
+        self.recent_at += 1;
+        let (took_recent, expected_recent) = self
+            .recent
+            .iter()
+            .fold((0.0, 0.0), |(t, e), &(a, b)| (t + a, e + b));
+        let queued = judged && took_recent > self.params.tolerance * expected_recent.max(1.0);
         let any = self.service.mean().is_some();
         // A window no slower than expected says the floor is not too low, whatever the limit
         // did (a floor learned under a queue, on a cold start into overload, comes down).
@@ -359,6 +381,10 @@ impl AdaptiveLimit {
         if let (Some(mean), Some(floor)) = (w.mean(), self.expected(&w)) {
             let (mean, floor) = (mean.max(1.0), floor.max(1.0));
             let gradient = (self.params.tolerance * floor / mean).clamp(0.5, 1.0);
+            if full {
+                let n = w.total() as f64;
+                self.run_sums[(self.binding_run % SUSTAINED) as usize] = (mean * n, floor * n);
+            }
             if w.binding {
                 // At min_limit, with no more than that in flight (no queue of critical
                 // requests explains it), requests much slower than expected mean a slower app.
@@ -380,6 +406,20 @@ impl AdaptiveLimit {
                 // cut on one refuses the next, while its latencies (which lag what the limit
                 // let in) would cut it again and again as the burst drains.
                 let standing = self.binding_run >= SUSTAINED;
+                // A standing queue is cut by the gradient of the whole run's last SUSTAINED
+                // windows, not of this one alone: a window of a few requests whose times
+                // spread log-normally is often half again as slow as its mix by chance, and a
+                // cut on each such window holds the limit below what the app serves at once
+                // (its workers idle, and the capacity is learned as what they served).
+                let cut = if standing {
+                    let (took, expected) = self
+                        .run_sums
+                        .iter()
+                        .fold((0.0, 0.0), |(t, e), &(a, b)| (t + a, e + b));
+                    (self.params.tolerance * expected / took.max(1.0)).clamp(0.5, 1.0)
+                } else {
+                    gradient
+                };
                 let headroom = if gradient >= 1.0 && doubles {
                     self.doubled_at = w.at;
                     self.limit
@@ -388,9 +428,11 @@ impl AdaptiveLimit {
                 } else {
                     0.0
                 };
-                if gradient >= 1.0 || standing {
+                if gradient >= 1.0 {
                     self.limit =
                         (self.limit * gradient + headroom).clamp(self.params.min, self.params.max);
+                } else if standing {
+                    self.limit = (self.limit * cut).clamp(self.params.min, self.params.max);
                 }
             } else if gradient >= 1.0 && self.limit < self.params.rest && !self.hold {
                 self.limit = (self.limit + self.limit.sqrt()).min(self.params.rest);

@@ -94,6 +94,33 @@ fn queueing_shrinks_the_limit_by_the_gradient_at_most_halving_it() {
 }
 
 #[test]
+fn chance_is_judged_over_windows_one_slow_window_neither_pulls_the_floor_low_nor_cuts_alone() {
+    // Windows of a few requests spread log-normally, never refused: now 40 ms, now 70 ms
+    // (1.75 times the faster ones by chance). Judged one by one, every 70 ms window would be
+    // left out as a queue and the floor pinned at 40 ms; judged with the two before it, none
+    // is, and the floor is the route's: its samples of 50 requests average 52–58 ms.
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    for i in 0..60 {
+        l.update(window(
+            250 * (i + 1),
+            10,
+            if i % 2 == 0 { 40 } else { 70 },
+            false,
+        ));
+    }
+    let floor = l.service().floors()[2].unwrap() as f64 / MS as f64;
+    assert!((50.0..=58.0).contains(&floor), "{floor}");
+    // A queue that stood SUSTAINED windows is cut by the gradient of all of them: 70, 70 and
+    // 100 ms against a 50 ms floor read 1.25 × 150 ÷ 240, not 1.25 × 50 ÷ 100 for the last.
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    l.update(window(250, 20, 50, false));
+    assert_eq!(l.update(full(&l, 500, 10, 70)), 20.0);
+    assert_eq!(l.update(full(&l, 750, 10, 70)), 20.0);
+    let cut = l.update(full(&l, 1000, 10, 100));
+    assert!((cut - 20.0 * 1.25 * 150.0 / 240.0).abs() < 1e-9, "{cut}");
+}
+
+#[test]
 fn it_settles_where_latency_is_the_tolerated_multiple_of_the_floor() {
     // A server of 8 workers × 50 ms with a FIFO queue: latency 50 ms × max(1, n/8).
     let mut l = AdaptiveLimit::new(params(), 20.0, 0);

@@ -5,8 +5,10 @@
 //! Thousands of simulated seconds take milliseconds, so an operator can try a setting before
 //! PATCHing it.
 //!
-//! The model: `workers` slots of `service_time` each (capacity C = workers ÷ service_time
-//! requests a second) fed first come first served; the offered load by tier comes from a
+//! The model: `workers` slots fed first come first served, each request holding one for its
+//! route's mean time (one route of `service_time`, or the scenario's `routes`, their times
+//! spread log-normally by its `spread`; capacity C = workers ÷ the mix's mean time
+//! requests a second); the offered load by tier comes from a
 //! profile ([`profile`]); the controller's plan sheds each tier's arrivals with the published
 //! probability; what passes goes through the fast guard ([`guard`]: its limit, tier shares,
 //! waiting room, hold and critical ceiling) when the config runs it, and into the app. The
