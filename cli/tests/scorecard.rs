@@ -12,31 +12,31 @@ mod common;
 use common::{svg_texts, Csv};
 use std::process::Command;
 
-#[test]
-fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
-    let out = std::env::temp_dir().join(format!("brownout-scorecard-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+/// `brownout bench overload --quick ARGS --out OUT` from the repository's root (OUT emptied
+/// first): its stdout, once it succeeded.
+fn bench_overload(out: &std::path::Path, args: &[&str]) -> String {
+    let _ = std::fs::remove_dir_all(out);
     let run = Command::new(env!("CARGO_BIN_EXE_brownout"))
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .args([
-            "bench",
-            "overload",
-            "--quick",
-            "--arms",
-            "off,adaptive",
-            "--retries",
-            "2",
-            "--out",
-        ])
-        .arg(&out)
+        .args(["bench", "overload", "--quick"])
+        .args(args)
+        .arg("--out")
+        .arg(out)
         .output()
         .expect("the binary runs");
-    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(
         run.status.success(),
         "{stdout}{}",
         String::from_utf8_lossy(&run.stderr)
     );
+    stdout
+}
+
+#[test]
+fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
+    let out = std::env::temp_dir().join(format!("brownout-scorecard-{}", std::process::id()));
+    let stdout = bench_overload(&out, &["--arms", "off,adaptive", "--retries", "2"]);
     assert!(stdout.contains("| adaptive | 2C |"), "{stdout}");
     let doc = std::fs::read_to_string(out.join("scorecard.md")).unwrap();
     assert!(doc.contains("### off") && doc.contains("### adaptive"));
@@ -128,29 +128,16 @@ fn a_quick_scorecard_writes_every_arm_and_keeps_the_invariants() {
 #[test]
 fn an_app_of_three_get_routes_health_checks_and_a_cold_start_runs_as_one_matrix_row() {
     let out = std::env::temp_dir().join(format!("brownout-real-app-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    let run = Command::new(env!("CARGO_BIN_EXE_brownout"))
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .args([
-            "bench",
-            "overload",
-            "--quick",
+    bench_overload(
+        &out,
+        &[
             "--arms",
             "config",
             "--settings",
             "defaults",
             "--app",
             "3xreal+health+cold~0.5",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .expect("the binary runs");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&run.stderr)
+        ],
     );
     let matrix = std::fs::read_to_string(out.join("matrix.md")).unwrap();
     let row = matrix

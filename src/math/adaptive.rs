@@ -33,6 +33,8 @@
 //! windows are quiet because the controller carries the overload, not because it is over, and
 //! a limit grown back to `rest` would let a queue build in the app ahead of critical requests.
 
+pub use super::latency_window::Window;
+
 use super::service::ServiceFloor;
 use crate::route_class::CLASSES;
 
@@ -49,63 +51,6 @@ pub struct LimitParams {
     pub floor_window: u64,
     /// Where quiet windows bring the limit back to (the initial limit).
     pub rest: f64,
-}
-
-/// What one window saw: requests finished per route class, their latencies, and whether the
-/// limit refused any.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
-    /// The window's end (µs).
-    pub at: u64,
-    /// Requests that finished in it, per route class (`RouteClass::index` order; a class's
-    /// tier is `index % 4`).
-    pub count: [u64; CLASSES],
-    /// Sum of their latencies per route class (µs).
-    pub sum: [u64; CLASSES],
-    /// The lowest single latency (µs).
-    pub min: u64,
-    /// Whether the limit refused a request in it.
-    pub binding: bool,
-    /// Requests the limiter counted in flight at its end.
-    pub in_flight: u64,
-}
-
-impl Default for Window {
-    fn default() -> Self {
-        Self {
-            at: 0,
-            count: [0; CLASSES],
-            sum: [0; CLASSES],
-            min: 0,
-            binding: false,
-            in_flight: 0,
-        }
-    }
-}
-
-impl Window {
-    /// Requests that finished in it, per tier.
-    #[cfg(test)]
-    pub fn tier_counts(&self) -> [u64; 4] {
-        let mut n = [0; 4];
-        for (c, &count) in self.count.iter().enumerate() {
-            n[crate::route_class::tier_index(c)] += count;
-        }
-        n
-    }
-
-    /// Requests that finished in it.
-    pub fn total(&self) -> u64 {
-        self.count.iter().sum()
-    }
-
-    /// Their mean latency (µs), if any finished.
-    pub fn mean(&self) -> Option<f64> {
-        match self.total() {
-            0 => None,
-            n => Some(self.sum.iter().sum::<u64>() as f64 / n as f64),
-        }
-    }
 }
 
 /// Where the floor measurement stands.

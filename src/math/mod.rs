@@ -7,5 +7,6 @@ pub(crate) mod adaptive;
 pub(crate) mod capacity;
 pub(crate) mod critical;
 pub mod gcra;
+pub(crate) mod latency_window;
 pub(crate) mod service;
 pub mod window;

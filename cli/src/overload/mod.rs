@@ -2,6 +2,7 @@
 //! binary, `run`) on loopback gets the same seeded open-loop schedule; every request's outcome
 //! and the controller's amount each second become a Markdown table, a CSV and a chart per arm.
 
+mod app;
 mod arms;
 mod chart;
 mod csv;
@@ -10,15 +11,14 @@ mod matrix;
 mod probe;
 mod process;
 mod report;
+mod send;
 
-pub use matrix::AppSpec;
+pub use app::AppSpec;
 
-use arms::arm_config;
+use arms::{arm_config, run_arm, ArmResult};
 use brownout_cli::config::{CliConfig, DemoWork};
 use clap::Args;
 use load::Phase;
-use process::DemoProcess;
-use report::PhaseReport;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
@@ -83,7 +83,7 @@ pub struct OverloadArgs {
     /// goes to its own folder under --out, and matrix.md gets one row of targets per app.
     /// Unset: the config file's demo section.
     #[arg(long, value_delimiter = ',')]
-    app: Vec<matrix::AppSpec>,
+    app: Vec<app::AppSpec>,
     /// The app matrix (every shape of `--app` the zero-tuning targets are judged on) on the
     /// matrix profile.
     #[arg(long, conflicts_with = "app")]
@@ -107,88 +107,6 @@ enum Settings {
     File,
     /// The library's defaults.
     Defaults,
-}
-
-/// What one arm measured: the phase reports, every second by tier, and what `/v1/state` said
-/// each second.
-struct ArmResult {
-    reports: Vec<PhaseReport>,
-    /// Health checks answered 2xx, and sent.
-    health: (u64, u64),
-    per_second: Vec<[report::SecondTier; 4]>,
-    polled: Vec<report::Polled>,
-}
-
-/// One arm: a fresh demo, the schedule, and the reports.
-fn run_arm(
-    config: &CliConfig,
-    (arm, capacity, mean): (&str, f64, f64),
-    args: &OverloadArgs,
-    phases: &[Phase],
-    arrivals: &[load::Arrival],
-) -> Result<ArmResult, String> {
-    let demo = DemoProcess::start(
-        config,
-        &args.out.join(format!("{arm}.config.json")),
-        &args.out.join(format!("{arm}.log")),
-        args.server_cpus.as_deref(),
-    )?;
-    let deadline = args.deadline.get();
-    let (outcomes, polled) = actix_web::rt::System::new().block_on(async {
-        let stop = std::rc::Rc::new(std::cell::Cell::new(false));
-        let poller = actix_web::rt::spawn(probe::poll_state(
-            demo.admin.clone(),
-            demo.token.clone(),
-            stop.clone(),
-        ));
-        let mut slow = false;
-        let retries = load::Retries {
-            max: args.retries,
-            base: args.retry_backoff.get(),
-            seed: args.seed,
-            honor_retry_after: args.honor_retry_after,
-        };
-        let outcomes = load::run(&demo.app, arrivals, deadline, retries, |i| {
-            if phases[i].slow != slow {
-                slow = phases[i].slow;
-                demo.signal(slow);
-            }
-        })
-        .await;
-        stop.set(true);
-        (outcomes, poller.await.unwrap_or_default())
-    });
-    drop(demo);
-    // The cheap path's answers are the app's 404s, and health checks come at a fixed rate:
-    // not part of the mix the tables score.
-    let health = outcomes
-        .iter()
-        .filter(|o| o.arrival.path == load::Path::Health)
-        .fold((0, 0), |(ok, sent), o| {
-            (ok + u64::from(o.result == load::Result::Ok), sent + 1)
-        });
-    let outcomes: Vec<load::Outcome> = outcomes
-        .into_iter()
-        .filter(|o| o.arrival.scored())
-        .collect();
-    let total: f64 = phases.iter().map(|p| p.seconds).sum();
-    let per_second = report::seconds(&outcomes, total);
-    let amounts: Vec<f64> = polled.iter().map(|p| p.amount).collect();
-    let mut start = 0.0;
-    let reports = (0..phases.len())
-        .map(|i| {
-            let (from, to) = (start as usize, (start + phases[i].seconds) as usize);
-            start += phases[i].seconds;
-            let amounts = &amounts[from.min(amounts.len())..to.min(amounts.len())];
-            report::phase(&outcomes, &per_second, phases, i, capacity * mean, amounts)
-        })
-        .collect();
-    Ok(ArmResult {
-        reports,
-        health,
-        per_second,
-        polled,
-    })
 }
 
 /// What one app measured on every arm, for the matrix.
@@ -220,7 +138,7 @@ pub fn run(mut config: CliConfig, mut args: OverloadArgs) -> ExitCode {
         }
     }
     if args.matrix {
-        args.app = matrix::MATRIX
+        args.app = app::MATRIX
             .split(',')
             .map(|a| a.parse().expect("the matrix's apps parse"))
             .collect();
@@ -337,7 +255,7 @@ fn run_app(
     args: &OverloadArgs,
     phases: &[Phase],
     compress: f64,
-    app: Option<&matrix::AppSpec>,
+    app: Option<&app::AppSpec>,
 ) -> Result<AppResult, String> {
     let configs: Vec<(String, CliConfig)> = args
         .arms

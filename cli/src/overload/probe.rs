@@ -1,7 +1,8 @@
 //! What `bench overload` asks of a running demo besides the load: its capacity (for a
 //! CPU-bound demo, measured) and its state each second.
 
-use super::{arm_config, report, DemoProcess, OverloadArgs};
+use super::process::DemoProcess;
+use super::{arm_config, report, OverloadArgs};
 use brownout_cli::config::CliConfig;
 use std::time::Duration;
 

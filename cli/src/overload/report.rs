@@ -1,7 +1,8 @@
 //! The scorecard's arithmetic: per phase and tier, and per second, from every request's
 //! outcome; the Markdown tables and the CSV.
 
-use super::load::{Outcome, Phase, Result};
+use super::load::Phase;
+use super::send::{Outcome, Result};
 use brownout::limiter::LimiterName;
 use brownout::tier::Tier;
 use std::fmt::Write;
