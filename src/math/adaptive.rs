@@ -282,10 +282,7 @@ impl AdaptiveLimit {
         // four fifths of a route's time), and every window would then read as a queue.
         self.recent[self.recent_at % SUSTAINED as usize] = (took, expected);
         self.recent_at += 1;
-        let (took_recent, expected_recent) = self
-            .recent
-            .iter()
-            .fold((0.0, 0.0), |(t, e), &(a, b)| (t + a, e + b));
+        let (took_recent, expected_recent) = summed(&self.recent);
         let queued = judged && took_recent > self.params.tolerance * expected_recent.max(1.0);
         let any = self.service.mean().is_some();
         // A window no slower than expected says the floor is not too low, whatever the limit
@@ -357,10 +354,7 @@ impl AdaptiveLimit {
                 // cut on each such window holds the limit below what the app serves at once
                 // (its workers idle, and the capacity is learned as what they served).
                 let cut = if standing {
-                    let (took, expected) = self
-                        .run_sums
-                        .iter()
-                        .fold((0.0, 0.0), |(t, e), &(a, b)| (t + a, e + b));
+                    let (took, expected) = summed(&self.run_sums);
                     (self.params.tolerance * expected / took.max(1.0)).clamp(0.5, 1.0)
                 } else {
                     gradient
@@ -415,6 +409,13 @@ impl AdaptiveLimit {
         }
         self.limit()
     }
+}
+
+/// The latencies and expected times (µs) of a few windows, summed.
+fn summed(windows: &[(f64, f64)]) -> (f64, f64) {
+    windows
+        .iter()
+        .fold((0.0, 0.0), |(t, e), &(a, b)| (t + a, e + b))
 }
 
 #[cfg(test)]

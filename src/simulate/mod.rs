@@ -147,14 +147,14 @@ impl Scenario {
     }
 
     /// The routes: those given, or one of `service_time`.
-    fn routes(&self) -> Vec<Route> {
+    fn routes(&self) -> std::borrow::Cow<'_, [Route]> {
         if self.routes.is_empty() {
-            vec![Route {
+            std::borrow::Cow::Owned(vec![Route {
                 time: self.service_time,
                 share: [1.0; 4],
-            }]
+            }])
         } else {
-            self.routes.clone()
+            std::borrow::Cow::Borrowed(&self.routes)
         }
     }
 

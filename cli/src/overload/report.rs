@@ -214,6 +214,7 @@ pub fn phase(
     let p = &phases[i];
     let mut report = PhaseReport::default();
     let mut latencies = [const { Vec::new() }; 4];
+    let mut work = 0.0;
     for o in outcomes.iter().filter(|o| o.arrival.phase == i) {
         if matches!(o.result, Result::Limited | Result::Shed) {
             report.refused[refuser(o)] += 1;
@@ -232,6 +233,7 @@ pub fn phase(
         match o.result {
             Result::Ok => {
                 t.ok += 1;
+                work += o.arrival.work;
                 latencies[o.arrival.tier.index()].push(o.latency);
             }
             Result::Limited => t.limited += 1,
@@ -248,11 +250,6 @@ pub fn phase(
     for (t, l) in report.tiers.iter_mut().zip(latencies) {
         t.quantiles = quantiles(l);
     }
-    let work: f64 = outcomes
-        .iter()
-        .filter(|o| o.arrival.phase == i && o.result == Result::Ok)
-        .map(|o| o.arrival.work)
-        .sum();
     report.goodput = work / p.seconds / work_capacity;
     let first = start as usize;
     let last = ((start + p.seconds) as usize).min(per_second.len());

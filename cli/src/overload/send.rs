@@ -128,8 +128,12 @@ pub async fn run(
         // A load balancer's health check carries no key.
         let auth = match (arrival.path, arrival.tier) {
             (Path::Health, _) => None,
-            (_, Tier::Test) => Some(format!("Bearer {TEST_KEY_PREFIX}{:04}", arrival.key)),
-            _ => Some(format!("Bearer sk_live_{:04}", arrival.key)),
+            (Path::Route(_) | Path::Missing, Tier::Test) => {
+                Some(format!("Bearer {TEST_KEY_PREFIX}{:04}", arrival.key))
+            }
+            (Path::Route(_) | Path::Missing, Tier::Critical | Tier::Post | Tier::Get) => {
+                Some(format!("Bearer sk_live_{:04}", arrival.key))
+            }
         };
         let (client, outcomes) = (client.clone(), outcomes.clone());
         tasks.push(actix_web::rt::spawn(async move {
