@@ -26,6 +26,8 @@
 //! got slower (a capacity drop), the limit falls to `min_limit` within a few windows and the
 //! requests there are still [`STALE_FLOOR`] times slower than the floor — no queue the limit
 //! allows explains that — so the floor is measured afresh at once, not a `floor_window` later.
+//! So are first floors taken from a queue (a cold start into a load the initial limit admits
+//! whole, read against them, would never look like one again), once the queue stands.
 //! A quiet window (nothing refused, latency within tolerance) brings a limit that an overload
 //! shrank back towards `rest` (the initial limit) by `√limit`: the limit overload taught is not
 //! kept for the next moderate load to run into — unless the limit is held
@@ -34,8 +36,9 @@
 //! a limit grown back to `rest` would let a queue build in the app ahead of critical requests.
 
 pub use super::latency_window::Window;
+pub use probe::Probe;
 
-use super::service::ServiceFloor;
+use super::service::{ServiceFloor, SETTLE_REQUESTS};
 use crate::route_class::CLASSES;
 
 /// The limit's settings, in µs where they are times.
@@ -51,17 +54,6 @@ pub struct LimitParams {
     pub floor_window: u64,
     /// Where quiet windows bring the limit back to (the initial limit).
     pub rest: f64,
-}
-
-/// Where the floor measurement stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Probe {
-    /// Not measuring.
-    Off,
-    /// At `min_limit`, letting the queue drain.
-    Draining,
-    /// At `min_limit`, taking the floor from this window's latencies.
-    Measuring,
 }
 
 /// The learned limit.
@@ -87,10 +79,17 @@ pub struct AdaptiveLimit {
     slow_start: bool,
     /// When the limit last doubled (µs).
     doubled_at: u64,
-    /// Windows spent draining in the current probe.
+    /// Windows spent draining in the current probe, and the requests in flight at the end
+    /// of the last of them.
     drained: u32,
-    /// The floors came from a window with a queue: measure them at the next binding one.
+    drain_from: u64,
+    /// The floors came from a window that refused requests: measure them at the next one.
     provisional: bool,
+    /// The first floors, until a window in which nothing was refused and no queue stood
+    /// confirms them: measure them if a queue stands before.
+    unconfirmed: bool,
+    /// The last window's end (µs).
+    last_at: u64,
     /// Binding windows in a row that ended with at least half the limit in flight.
     binding_run: u32,
     /// The last [`SUSTAINED`] windows of that run: their requests' latencies and what they
@@ -125,9 +124,6 @@ pub const SLOW_START_SLOWDOWN: f64 = 1.05;
 /// gradient cuts the limit.
 pub const SUSTAINED: u32 = 3;
 
-/// Most windows a probe waits for the app to drain to `min_limit` before it measures.
-pub const DRAIN_WINDOWS: u32 = 8;
-
 impl AdaptiveLimit {
     /// A limit of `initial`, as of `now` (µs).
     pub fn new(params: LimitParams, initial: f64, now: u64) -> Self {
@@ -144,7 +140,10 @@ impl AdaptiveLimit {
             slow_start: false,
             doubled_at: 0,
             drained: 0,
+            drain_from: u64::MAX,
             provisional: false,
+            unconfirmed: false,
+            last_at: now,
             binding_run: 0,
             run_sums: [(0.0, 0.0); SUSTAINED as usize],
             recent: [(0.0, 0.0); SUSTAINED as usize],
@@ -230,33 +229,11 @@ impl AdaptiveLimit {
 
     /// Learns from one window; returns the limit to admit under.
     pub fn update(&mut self, w: Window) -> f64 {
-        match self.probe {
-            // Until what is in the app is down to min_limit (a deep queue takes more than a
-            // window to drain), at most DRAIN_WINDOWS windows (critical requests, which the
-            // limit does not refuse, may keep more in flight).
-            Probe::Draining => {
-                self.drained += 1;
-                if w.in_flight <= self.params.min as u64 || self.drained >= DRAIN_WINDOWS {
-                    self.probe = Probe::Measuring;
-                }
-                return self.limit();
-            }
-            // A probe that could not drain (critical requests, which the limit does not
-            // refuse, kept more in flight) measured a queue, not the app: it keeps the floors.
-            Probe::Measuring => {
-                let drained = w.in_flight <= self.params.min as u64;
-                if let (Some(mean), true) = (w.mean(), drained) {
-                    let ratio = self.expected(&w).map_or(1.0, |e| mean / e.max(1.0));
-                    self.service.reset(w.at, &w.count, &w.sum, ratio);
-                    self.anchor = Some(w.min);
-                    self.provisional = false;
-                }
-                self.probe = Probe::Off;
-                self.last_probe = w.at;
-                self.lowest_since = u64::MAX;
-                return self.limit();
-            }
-            Probe::Off => {}
+        let span = w.at.saturating_sub(self.last_at).max(1) as f64;
+        self.last_at = w.at;
+        if self.probe != Probe::Off {
+            self.probe_window(&w);
+            return self.limit();
         }
         let keep_from = w.at.saturating_sub(self.params.floor_window);
         // A window that refused nothing, and whose requests were no slower than `tolerance`
@@ -284,7 +261,17 @@ impl AdaptiveLimit {
         self.recent_at += 1;
         let (took_recent, expected_recent) = summed(&self.recent);
         let queued = judged && took_recent > self.params.tolerance * expected_recent.max(1.0);
+        // A queue that stands: every one of [`SETTLE_REQUESTS`] requests or more slower than
+        // what the window's mix should take on average (chance makes some faster, a queue
+        // makes every one wait), and at least as many in flight at its end as the app served
+        // at once in it.
+        let queue_stands = w.total() >= SETTLE_REQUESTS
+            && matches!(self.expected(&w), Some(e) if w.min as f64 > e)
+            && w.in_flight as f64 * span >= self.work(&w);
         let any = self.service.mean().is_some();
+        if any && !w.binding && !queue_stands {
+            self.unconfirmed = false;
+        }
         // A window no slower than expected says the floor is not too low, whatever the limit
         // did (a floor learned under a queue, on a cold start into overload, comes down).
         let faster = matches!((w.mean(), self.expected(&w)), (Some(m), Some(e)) if m <= e);
@@ -303,10 +290,18 @@ impl AdaptiveLimit {
                 (count[c], sum[c]) = (0, 0);
             }
         }
-        // The first floors, taken from a window that refused requests (a cold start into
-        // overload), are provisional: the next window that binds measures them. (A mean far
-        // above the window's fastest request says nothing alone: a cheap route, or times
-        // spread log-normally, put it there without any queue.)
+        // A cold start into overload, or into a load the initial limit admits whole, has its
+        // first requests to finish wait behind others. The first floors are provisional if
+        // taken from a window that refused requests (a probe measures them at the next that
+        // does), and unconfirmed if it ended with at least as many in flight as its requests
+        // kept busy on average (Little's law; a probe measures them if a queue stands before
+        // a window without one confirms them). (A mean far above the window's fastest
+        // request says nothing alone: a cheap route, or times spread log-normally, put it
+        // there without any queue.)
+        let held = w.sum.iter().sum::<u64>() as f64 / span;
+        if !any && w.total() > 0 && w.in_flight as f64 >= held {
+            self.unconfirmed = true;
+        }
         if !any && w.total() > 0 && w.binding {
             self.provisional = true;
         }
@@ -388,8 +383,7 @@ impl AdaptiveLimit {
         self.stale = if stale { self.stale + 1 } else { 0 };
         if self.stale >= STALE_WINDOWS {
             self.stale = 0;
-            self.probe = Probe::Draining;
-            self.drained = 0;
+            self.start_probe();
             return self.limit();
         }
         if w.binding && w.at.saturating_sub(self.last_probe) >= self.params.floor_window {
@@ -400,12 +394,10 @@ impl AdaptiveLimit {
                 self.last_probe = w.at;
                 self.lowest_since = u64::MAX;
             } else {
-                self.probe = Probe::Draining;
-                self.drained = 0;
+                self.start_probe();
             }
-        } else if w.binding && self.provisional {
-            self.probe = Probe::Draining;
-            self.drained = 0;
+        } else if (self.provisional && w.binding) || (self.unconfirmed && queue_stands) {
+            self.start_probe();
         }
         self.limit()
     }
@@ -417,6 +409,9 @@ fn summed(windows: &[(f64, f64)]) -> (f64, f64) {
         .iter()
         .fold((0.0, 0.0), |(t, e), &(a, b)| (t + a, e + b))
 }
+
+#[path = "probe.rs"]
+mod probe;
 
 #[cfg(test)]
 #[path = "adaptive_tests.rs"]

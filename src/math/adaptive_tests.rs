@@ -363,3 +363,61 @@ fn the_first_requests_to_finish_do_not_pin_a_floor_below_the_route() {
     l.update(window(2000, 10, 180, false));
     assert_eq!(l.service().floors()[2], Some(floor));
 }
+
+/// A window ending at `at_ms` of `count` requests of `latency_ms`, `in_flight` at its end.
+fn holding(at_ms: u64, count: u64, latency_ms: u64, binding: bool, in_flight: u64) -> Window {
+    Window {
+        in_flight,
+        ..window(at_ms, count, latency_ms, binding)
+    }
+}
+
+#[test]
+fn a_cold_start_into_a_queue_the_limit_admits_has_its_floors_measured() {
+    // 50 clients at once on 8 workers of 50 ms, under an initial limit of 100 that refuses
+    // none: the first requests to finish waited behind others (a mean of 127 ms, 50 in flight
+    // at the window's end, where they kept 16 busy on average).
+    let mut l = AdaptiveLimit::new(params(), 100.0, 0);
+    l.update(holding(250, 32, 127, false, 50));
+    assert_eq!(l.service().floors()[2], Some(127 * MS));
+    // The queue stands (320 ms each, still 50 in flight): read against floors learned under
+    // it, it would never look like one again. A probe admits min_limit...
+    l.update(holding(500, 40, 320, false, 50));
+    assert_eq!((l.probe(), l.limit()), (Probe::Draining, 4.0));
+    // ... until what is in flight stops falling (critical requests, which it does not refuse,
+    // keep 6 in flight: more than min_limit) ...
+    l.update(holding(750, 40, 300, true, 6));
+    assert_eq!(l.probe(), Probe::Draining);
+    l.update(holding(1000, 20, 52, true, 6));
+    assert_eq!(l.probe(), Probe::Measuring);
+    // ... and measures: slower than the floors would be a queue of critical requests, faster
+    // says the floors were learned under one.
+    l.update(holding(1250, 20, 50, true, 6));
+    assert_eq!(l.probe(), Probe::Off);
+    assert_eq!(l.service().floors()[2], Some(50 * MS));
+    // Measured, the route is judged at once: the next queue reads as one.
+    l.update(holding(1500, 40, 320, false, 50));
+    assert_eq!(l.service().floors()[2], Some(50 * MS));
+}
+
+#[test]
+fn first_floors_a_quiet_window_confirms_need_no_probe() {
+    // Two workers of 10 ms at half their capacity: the first window ends with a burst of 3
+    // in flight where its requests kept 0.4 busy on average.
+    let start = |l: &mut AdaptiveLimit| l.update(holding(250, 10, 10, false, 3));
+    // A queue standing right after: every one of 20 requests four times slower than the
+    // floor, 30 in flight. The floors are measured.
+    let mut l = AdaptiveLimit::new(params(), 100.0, 0);
+    start(&mut l);
+    l.update(holding(500, 20, 40, false, 30));
+    assert_eq!(l.probe(), Probe::Draining);
+    // The same queue after a window without one: the floors stand as measured, and the
+    // queue is the app's own, not a reason to drain it.
+    let mut l = AdaptiveLimit::new(params(), 100.0, 0);
+    start(&mut l);
+    l.update(holding(500, 10, 10, false, 1));
+    for i in 3..=6 {
+        l.update(holding(250 * i, 20, 40, false, 30));
+        assert_eq!(l.probe(), Probe::Off);
+    }
+}

@@ -1,0 +1,133 @@
+//! The learned capacity's tests: saturation, its stretches, and what a probe leaves out.
+
+use super::*;
+
+const MS: u64 = 1000;
+
+/// `seconds` of 250 ms windows in which `busy` requests were served at once.
+fn run(c: &mut CapacityEstimate, from_ms: u64, seconds: u64, busy: f64, saturated: bool) -> u64 {
+    let mut at = from_ms;
+    for _ in 0..seconds * 4 {
+        at += 250;
+        c.observe(at * MS, busy * (250 * MS) as f64, saturated.into(), 1.0);
+    }
+    at
+}
+
+#[test]
+fn unknown_until_seen_saturated_then_the_work_rate_of_saturation() {
+    let mut c = CapacityEstimate::default();
+    c.observe(0, 0.0, false.into(), 1.0);
+    // Half busy for a minute: it serves at least 4 at once, nothing more is known.
+    let at = run(&mut c, 0, 60, 4.0, false);
+    assert_eq!(c.learned(), None);
+    assert!((c.at_least() - 4.0).abs() < 1e-9);
+    // Saturated: 8 workers' worth of work a second.
+    run(&mut c, at, 4, 8.0, true);
+    assert!((c.learned().unwrap() - 8.0).abs() < 1e-9);
+}
+
+#[test]
+fn slow_without_refusals_is_saturation_only_when_the_queue_stood() {
+    // Two workers at 0.75: requests take 2.3 times their service time, the limit refuses
+    // nothing, and the queue drains now and then (1 in flight at some window's end).
+    let mut c = CapacityEstimate::default();
+    c.observe(0, 0.0, false.into(), 1.0);
+    let slow = |in_flight| Evidence {
+        latency: 2.3,
+        expected: 1.0,
+        binding: false,
+        in_flight,
+    };
+    let mut at = 0;
+    for i in 0..40 {
+        at += 250;
+        let in_flight = if i % 4 == 0 { 1 } else { 6 };
+        c.observe(at * MS, 1.5 * (250 * MS) as f64, slow(in_flight), 1.0);
+    }
+    assert_eq!(c.learned(), None, "a busy app, not a saturated one");
+    // The queue never drains below what the app serves at once: saturated.
+    for _ in 0..8 {
+        at += 250;
+        c.observe(at * MS, 2.0 * (250 * MS) as f64, slow(6), 1.0);
+    }
+    assert!(
+        (c.learned().unwrap() - 2.0).abs() < 1e-9,
+        "{:?}",
+        c.learned()
+    );
+}
+
+#[test]
+fn a_noisy_stretch_moves_it_little_a_bigger_app_at_once() {
+    let mut c = CapacityEstimate::default();
+    c.observe(0, 0.0, false.into(), 1.0);
+    let at = run(&mut c, 0, 4, 8.0, true);
+    // One saturated stretch that served 6: a tenth of the way.
+    let at = run(&mut c, at, 2, 6.0, true);
+    assert!((c.learned().unwrap() - 7.8).abs() < 1e-9);
+    // The app serves 16 without saturating: it is bigger than thought.
+    let mut at = at;
+    for _ in 0..6 {
+        at = run(&mut c, at, 2, 16.0, false);
+    }
+    assert!(c.learned().unwrap() > 15.5, "{:?}", c.learned());
+    // Quiet stretches change nothing.
+    let before = c.learned();
+    run(&mut c, at, 20, 1.0, false);
+    assert_eq!(c.learned(), before);
+}
+
+#[test]
+fn a_service_time_that_moved_moves_the_capacity_with_it() {
+    let mut c = CapacityEstimate::default();
+    c.observe(0, 0.0, false.into(), 50_000.0);
+    // 8 requests of 50 ms at once while saturated.
+    let mut at = 0;
+    for _ in 0..8 {
+        at += 250;
+        c.observe(at * MS, 8.0 * (250 * MS) as f64, true.into(), 50_000.0);
+    }
+    assert!((c.learned().unwrap() - 8.0).abs() < 1e-9);
+    // The service time now reads 60 ms: the same requests served, 9.6 of them at once.
+    at += 250;
+    c.observe(at * MS, 0.0, false.into(), 60_000.0);
+    assert!((c.learned().unwrap() - 9.6).abs() < 1e-9);
+}
+
+#[test]
+fn windows_under_a_probe_do_not_count_in_what_the_app_served() {
+    use crate::route_class::on_one_route;
+    let p = LimitParams {
+        min: 4.0,
+        max: 1000.0,
+        tolerance: 1.25,
+        floor_window: 30_000 * MS,
+        rest: 100.0,
+    };
+    let w = |at_ms: u64, count: u64, ms: u64, binding: bool, in_flight: u64| Window {
+        at: at_ms * MS,
+        count: on_one_route([0, 0, count, 0]),
+        sum: on_one_route([0, 0, count * ms * MS, 0]),
+        min: ms * MS,
+        binding,
+        in_flight,
+    };
+    let (mut limit, mut c) = (AdaptiveLimit::new(p, 100.0, 0), CapacityEstimate::default());
+    // A cold start into a standing queue on 8 workers of 50 ms: a probe measures the
+    // floors, admitting min_limit for a second.
+    c.learn(&mut limit, p, w(250, 32, 127, false, 50));
+    c.learn(&mut limit, p, w(500, 40, 320, false, 50));
+    assert_eq!(limit.probe(), Probe::Draining);
+    for (at, ms) in [(750, 300), (1000, 52), (1250, 50)] {
+        c.learn(&mut limit, p, w(at, 20, ms, true, 6));
+    }
+    assert_eq!(limit.probe(), Probe::Off);
+    // Then 2 s of the queue standing, 160 requests a second served: 8 at once, not what
+    // the probe let in spread over the stretch.
+    for i in 1..=8 {
+        c.learn(&mut limit, p, w(1250 + 250 * i, 40, 300, false, 50));
+    }
+    let learned = c.learned().expect("saturated");
+    assert!((learned - 8.0).abs() < 0.5, "{learned}");
+}

@@ -1,0 +1,178 @@
+//! The service times' tests: per class and tier, samples and their quantile, probes.
+
+use super::*;
+use crate::rng::SplitMix64;
+use crate::route_class::on_one_route;
+
+const MS: u64 = 1000;
+
+/// Class `route`'s index in `tier` (`Tier::index` order).
+fn class(route: usize, tier: usize) -> usize {
+    route * 4 + tier
+}
+
+#[test]
+fn each_tier_keeps_its_own_service_time() {
+    let mut s = ServiceFloor::default();
+    // Charges of 200 ms beside GETs of 10 ms: each tier its own.
+    for i in 1..=40 {
+        s.add(
+            i * 250 * MS,
+            &on_one_route([4, 0, 32, 0]),
+            &on_one_route([800 * MS, 0, 320 * MS, 0]),
+            0,
+        );
+    }
+    assert_eq!(s.floors(), [Some(200 * MS), None, Some(10 * MS), None]);
+    assert_eq!(
+        s.mean_for(&on_one_route([1, 0, 3, 0])),
+        Some((230 * MS) as f64 / 4.0)
+    );
+    // The POST tier, never seen, counts at the mean of the known ones.
+    assert_eq!(
+        s.mean_for(&on_one_route([0, 1, 0, 0])),
+        Some((105 * MS) as f64)
+    );
+}
+
+#[test]
+fn a_window_is_judged_by_its_own_mix_of_routes() {
+    // GETs to a route answered at once (20 µs) beside GETs of 100 ms, the cheap share
+    // moving from 0 to 60% from window to window, a dozen requests each: every window's
+    // mean is what its mix should take, none reads as a queue.
+    let mut s = ServiceFloor::default();
+    let mut rng = SplitMix64::new(7);
+    let (cheap, slow) = (class(0, 2), class(1, 2));
+    let mut worst: f64 = 1.0;
+    for i in 1..=400u64 {
+        let mut count = [0; CLASSES];
+        let mut sum = [0; CLASSES];
+        let share = 0.6 * rng.next_f64();
+        for _ in 0..12 {
+            let c = if rng.next_f64() < share { cheap } else { slow };
+            count[c] += 1;
+            sum[c] += if c == cheap { 20 } else { 100 * MS };
+        }
+        if i > 20 {
+            let mean = (sum[cheap] + sum[slow]) as f64 / 12.0;
+            let expected = s.mean_for(&count).unwrap();
+            worst = worst.max(mean / expected).max(expected / mean);
+        }
+        s.add(
+            i * 300 * MS,
+            &count,
+            &sum,
+            (i * 300 * MS).saturating_sub(30_000 * MS),
+        );
+    }
+    assert!(
+        worst < 1.01,
+        "a window read {worst} times what its mix takes"
+    );
+    // The tier's service time is its routes' by their requests (about 30% cheap).
+    let get = s.floors()[2].unwrap() as f64;
+    assert!((55.0..85.0).contains(&(get / MS as f64)), "{get}");
+}
+
+#[test]
+fn log_normal_times_are_pooled_into_samples_whose_low_quantile_is_near_the_mean() {
+    // One request per window, log-normal (σ 0.6): the 0.2 quantile of single requests
+    // is about half their mean; of samples of 48, within a tenth of it.
+    let mut s = ServiceFloor::default();
+    let mut rng = SplitMix64::new(11);
+    let (mut total, mut n) = (0.0, 0.0);
+    for i in 1..=3000u64 {
+        let z = rng.next_normal();
+        let us = (20_000.0 * (0.6 * z).exp()) as u64;
+        (total, n) = (total + us as f64, n + 1.0);
+        let (mut count, mut sum) = ([0; CLASSES], [0; CLASSES]);
+        count[class(0, 2)] = 1;
+        sum[class(0, 2)] = us;
+        s.add(i * 10 * MS, &count, &sum, 0);
+    }
+    let ratio = s.floors()[2].unwrap() as f64 / (total / n);
+    assert!((0.88..1.0).contains(&ratio), "{ratio}");
+}
+
+#[test]
+fn a_burst_of_instant_answers_on_a_route_sits_below_the_quantile() {
+    let mut s = ServiceFloor::default();
+    for i in 1..=40 {
+        s.add(
+            i * 250 * MS,
+            &on_one_route([0, 0, 32, 0]),
+            &on_one_route([0, 0, 320 * MS, 0]),
+            0,
+        );
+    }
+    // An attacker's burst of requests on the same route answered at once.
+    for i in 41..=43 {
+        s.add(
+            i * 250 * MS,
+            &on_one_route([0, 0, 50, 0]),
+            &on_one_route([0, 0, 500, 0]),
+            0,
+        );
+    }
+    let floor = s.floors()[2].unwrap() as f64;
+    assert!(floor >= 0.95 * (10 * MS) as f64, "{floor}");
+}
+
+#[test]
+fn old_samples_age_out_but_a_class_keeps_its_newest() {
+    let mut s = ServiceFloor::default();
+    let get = |n: u64, ms: u64| on_one_route([0, 0, n * ms * MS, 0]);
+    s.add(250 * MS, &on_one_route([0, 0, 64, 0]), &get(64, 50), 0);
+    s.add(
+        60_000 * MS,
+        &on_one_route([0, 64, 0, 0]),
+        &on_one_route([0, 64 * 100 * MS, 0, 0]),
+        30_000 * MS,
+    );
+    assert_eq!(s.floors()[2], Some(50 * MS), "kept: nothing newer");
+    s.add(
+        61_000 * MS,
+        &on_one_route([0, 0, 64, 0]),
+        &get(64, 60),
+        31_000 * MS,
+    );
+    assert_eq!(s.floors()[2], Some(60 * MS), "the old one aged out");
+}
+
+#[test]
+fn until_a_whole_sample_a_class_is_the_mean_of_what_it_has() {
+    let mut s = ServiceFloor::default();
+    s.add(
+        250 * MS,
+        &on_one_route([0, 0, 3, 0]),
+        &on_one_route([0, 0, 90 * MS, 0]),
+        0,
+    );
+    assert_eq!(s.floors()[2], Some(30 * MS));
+    s.add(
+        500 * MS,
+        &on_one_route([0, 0, 1, 0]),
+        &on_one_route([0, 0, 70 * MS, 0]),
+        0,
+    );
+    assert_eq!(s.floors()[2], Some(40 * MS));
+}
+
+#[test]
+fn a_probe_replaces_the_floors_and_scales_the_classes_it_did_not_see() {
+    let mut s = ServiceFloor::default();
+    s.add(
+        250 * MS,
+        &on_one_route([1, 0, 10, 0]),
+        &on_one_route([200 * MS, 0, 100 * MS, 0]),
+        0,
+    );
+    // The server got twice as slow: the probe saw GETs only.
+    s.reset(
+        500 * MS,
+        &on_one_route([0, 0, 4, 0]),
+        &on_one_route([0, 0, 80 * MS, 0]),
+        2.0,
+    );
+    assert_eq!(s.floors(), [Some(400 * MS), None, Some(20 * MS), None]);
+}
