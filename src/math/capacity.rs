@@ -56,6 +56,10 @@ pub const REST_SLACK: f64 = 30.0;
 /// The share of the learned capacity the limit never falls below.
 pub const MIN_OVER_CAPACITY: f64 = 0.5;
 
+/// How many times the service times may move, up or down, from those the capacity was
+/// learned at before it is forgotten (see [`CapacityEstimate`]).
+pub const FORGET: f64 = 2.0;
+
 /// How long each stretch of windows is.
 pub const STRETCH_US: u64 = 2_000_000;
 
@@ -70,7 +74,12 @@ const DOWN: f64 = 0.1;
 /// back at the service time of now: a service time that moved since (a busy app's floor
 /// creeping with its queue, a slower app) moves the capacity with it, so the demand read
 /// against it — requests × service time over capacity — stays what was learned, requests
-/// offered over requests served at saturation.
+/// offered over requests served at saturation. Service times that moved [`FORGET`] times
+/// or more are not noise nor a creeping floor but another app: a cold start of three times
+/// the service time, over, would have its capacity read a third of its workers, and the
+/// controller hold the warm app to what it served cold (the model's cold-start app refused
+/// or shed 28% of its arrivals at 0.75 of its capacity). The capacity is then forgotten,
+/// and learned again at the next saturation.
 #[derive(Debug, Clone, Default)]
 pub struct CapacityEstimate {
     start: Option<u64>,
@@ -87,6 +96,8 @@ pub struct CapacityEstimate {
     learned: Option<f64>,
     at_least: f64,
     scale: f64,
+    /// The scale when the capacity was last learned.
+    learned_at: f64,
 }
 
 impl CapacityEstimate {
@@ -127,6 +138,10 @@ impl CapacityEstimate {
     pub fn observe(&mut self, at: u64, work: f64, evidence: Evidence, scale: f64) {
         if scale.is_finite() && scale > 0.0 {
             self.scale = scale;
+            let moved = scale / self.learned_at.max(1.0);
+            if self.learned.is_some() && !(1.0 / FORGET..=FORGET).contains(&moved) {
+                (self.learned, self.at_least) = (None, 0.0);
+            }
         }
         let start = *self.start.get_or_insert(at);
         if at <= start {
@@ -160,6 +175,9 @@ impl CapacityEstimate {
             || (slowdown >= STALE_FLOOR && standing);
         self.restart(at);
         self.at_least = self.at_least.max(rate);
+        if saturated || self.learned.is_none() {
+            self.learned_at = self.scale;
+        }
         self.learned = match self.learned {
             None if saturated => Some(rate),
             None => None,

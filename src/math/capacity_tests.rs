@@ -131,3 +131,33 @@ fn windows_under_a_probe_do_not_count_in_what_the_app_served() {
     let learned = c.learned().expect("saturated");
     assert!((learned - 8.0).abs() < 0.5, "{learned}");
 }
+
+#[test]
+fn an_app_whose_service_times_moved_twofold_is_learned_afresh() {
+    // Learned at 8 requests of 150 ms at once (a cold start three times slower), then the
+    // service times read 50 ms: not the app it was learned of. Read at the new scale the
+    // capacity would be 8 / 3 requests at once, and the controller would hold the warm app
+    // to what it served cold; forgotten, it is learned again at the next saturation.
+    let mut c = CapacityEstimate::default();
+    c.observe(0, 0.0, false.into(), 150_000.0);
+    let mut at = 0;
+    for _ in 0..8 {
+        at += 250;
+        c.observe(at * MS, 8.0 * (250 * MS) as f64, true.into(), 150_000.0);
+    }
+    assert!((c.learned().unwrap() - 8.0).abs() < 1e-9);
+    // A third slower or faster is still the same app.
+    at += 250;
+    c.observe(at * MS, 0.0, false.into(), 100_000.0);
+    assert!((c.learned().unwrap() - 8.0 / 1.5).abs() < 1e-9);
+    at += 250;
+    c.observe(at * MS, 0.0, false.into(), 50_000.0);
+    assert_eq!(c.learned(), None);
+    assert_eq!(c.at_least(), 0.0);
+    for _ in 0..8 {
+        at += 250;
+        c.observe(at * MS, 8.0 * (250 * MS) as f64, true.into(), 50_000.0);
+    }
+    // The stretch began with the two quiet windows: 6 of its 8 served 8 at once.
+    assert!((c.learned().unwrap() - 6.0).abs() < 1e-9);
+}

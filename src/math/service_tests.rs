@@ -176,3 +176,31 @@ fn a_probe_replaces_the_floors_and_scales_the_classes_it_did_not_see() {
     );
     assert_eq!(s.floors(), [Some(400 * MS), None, Some(20 * MS), None]);
 }
+
+#[test]
+fn a_tier_that_stops_coming_keeps_the_mix_it_had() {
+    // GETs: 40 cache hits of 1 ms for every 10 reports of 300 ms (a tier's time of 60.8 ms),
+    // then a minute in which no GET comes (the controller sheds the tier) while charges keep
+    // the samples ageing: the GETs' time stays what their mix costs. Weighted by the requests
+    // behind each floor instead (a class keeps its last sample), the rare dear route came to
+    // weigh as much as the cheap one: 150 ms.
+    let mut s = ServiceFloor::default();
+    let (hit, report, charge) = (class(0, 2), class(1, 2), class(0, 0));
+    let mut at = 0;
+    for _ in 0..60 {
+        at += 1_000 * MS;
+        let (mut count, mut sum) = ([0; CLASSES], [0; CLASSES]);
+        (count[hit], sum[hit]) = (40, 40 * MS);
+        (count[report], sum[report]) = (10, 3_000 * MS);
+        s.add(at, &count, &sum, at.saturating_sub(30_000 * MS));
+    }
+    let get = |s: &ServiceFloor| s.floors()[2].unwrap() as f64 / MS as f64;
+    assert!((get(&s) - 60.8).abs() < 1.0, "{}", get(&s));
+    for _ in 0..60 {
+        at += 1_000 * MS;
+        let (mut count, mut sum) = ([0; CLASSES], [0; CLASSES]);
+        (count[charge], sum[charge]) = (50, 1_000 * MS);
+        s.add(at, &count, &sum, at.saturating_sub(30_000 * MS));
+    }
+    assert!((get(&s) - 60.8).abs() < 1.0, "{}", get(&s));
+}
