@@ -56,8 +56,8 @@ pub const REST_SLACK: f64 = 30.0;
 /// The share of the learned capacity the limit never falls below.
 pub const MIN_OVER_CAPACITY: f64 = 0.5;
 
-/// How many times the service times may move, up or down, from those the capacity was
-/// learned at before it is forgotten (see [`CapacityEstimate`]).
+/// How many times the service times may fall from those the capacity was learned at before
+/// it is forgotten (see [`CapacityEstimate`]).
 pub const FORGET: f64 = 2.0;
 
 /// How long each stretch of windows is.
@@ -74,7 +74,7 @@ const DOWN: f64 = 0.1;
 /// back at the service time of now: a service time that moved since (a busy app's floor
 /// creeping with its queue, a slower app) moves the capacity with it, so the demand read
 /// against it — requests × service time over capacity — stays what was learned, requests
-/// offered over requests served at saturation. Service times that moved [`FORGET`] times
+/// offered over requests served at saturation. Service times that fell [`FORGET`] times
 /// or more are not noise nor a creeping floor but another app: a cold start of three times
 /// the service time, over, would have its capacity read a third of its workers, and the
 /// controller hold the warm app to what it served cold (the model's cold-start app refused
@@ -138,9 +138,11 @@ impl CapacityEstimate {
     pub fn observe(&mut self, at: u64, work: f64, evidence: Evidence, scale: f64) {
         if scale.is_finite() && scale > 0.0 {
             self.scale = scale;
-            let moved = scale / self.learned_at.max(1.0);
-            if self.learned.is_some() && !(1.0 / FORGET..=FORGET).contains(&moved) {
-                (self.learned, self.at_least) = (None, 0.0);
+            // Only service times that fell: while they rise (a cold start's first, fastest
+            // requests giving way to the slow ones) the overload is on, and a capacity
+            // forgotten then would stop the controller shedding it.
+            if self.learned.is_some() && scale * FORGET <= self.learned_at {
+                self.learned = None;
             }
         }
         let start = *self.start.get_or_insert(at);
