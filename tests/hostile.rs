@@ -132,6 +132,47 @@ async fn paths_are_classified_as_the_router_routes_them() {
     }
 }
 
+/// Methods are case-sensitive (RFC 9110 §9.1), and so is actix's routing: `post
+/// /v1/charges` is answered 404, so it is neither critical, nor charged the route's cost, nor
+/// counted by the route's quota (three such requests used to spend a victim's quota).
+#[actix_web::test]
+async fn methods_are_matched_with_their_case_as_the_router_matches_them() {
+    let rig = Rig::new(guarded());
+    let addr = serve(&rig.brownout, handlers);
+    let critical = "brownout_requests_total{tier=\"critical\",outcome=\"allowed\"}";
+    for (i, method) in ["post", "Post", "pOST", "POst", "posT", "POST"]
+        .into_iter()
+        .enumerate()
+    {
+        let before = rig.metric(critical);
+        let res = raw_http(
+            addr,
+            format!(
+                "{method} /v1/charges HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk_live_m{i}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            ),
+        )
+        .await;
+        let ratelimit = res.header("ratelimit").unwrap_or_default().to_owned();
+        if method == "POST" {
+            assert_eq!((res.status, res.body.as_str()), (200, "charges"));
+            assert_eq!(rig.metric(critical), before + 1.0);
+            assert!(
+                ratelimit.starts_with("\"request_rate\";r=95;"),
+                "{ratelimit}"
+            );
+            assert!(ratelimit.contains("\"charges\""), "{ratelimit}");
+        } else {
+            assert_eq!(res.status, 404, "{method}");
+            assert_eq!(rig.metric(critical), before, "{method}: not critical");
+            assert!(
+                ratelimit.starts_with("\"request_rate\";r=99;"),
+                "{method}: the default cost, {ratelimit}"
+            );
+            assert!(!ratelimit.contains("\"charges\""), "{method}: {ratelimit}");
+        }
+    }
+}
+
 /// The shipped config.yaml on a manual clock (nothing regenerates during the test).
 fn shipped() -> (Brownout, Arc<ManualClock>) {
     let config = Config::load_with_sections(
