@@ -322,6 +322,11 @@ fn step(
     if params != state.params() {
         state.set_params(params);
     }
+    // Turned off (now or since the last step): the controller starts again from rest, so
+    // that turning it back on does not bring back the shedding of an overload long gone.
+    if engine.plan().take_rest() || config.mode == Mode::Off {
+        *state = Controller::new(params, at);
+    }
     let previous = engine.plan().load();
     let Some((input, demand)) = reading else {
         return previous;

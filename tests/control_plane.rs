@@ -132,6 +132,58 @@ async fn the_worst_accepted_controller_settings_shed_and_recover() {
     );
 }
 
+/// The way out of a slow return an operator does not want (docs/admin-api.md): turning
+/// worker_utilization off and on again starts its controller from rest, at once, even when no
+/// sample came between the two changes; the kill switch only pauses it.
+#[actix_web::test]
+async fn turning_worker_utilization_off_and_on_starts_it_from_rest() {
+    let rig = Rig::new(config());
+    let c = AdminClient::new(&rig).await;
+    let mode = |m: &str| json!({"limiters": {"worker_utilization": {"mode": m}}});
+    let shedding = |rig: &Rig| rig.brownout.plan().probability.get;
+    let kill = |engaged: bool| json!({ "engaged": engaged });
+    rig.shed_all().await;
+    assert_eq!(shedding(&rig), 1.0);
+    // The kill switch turns every limiter off while engaged, and leaves the controller as it
+    // was: released, the overload's shedding is still in force.
+    assert_eq!(
+        c.send("PUT", "/v1/kill-switch", Some(kill(true)), &[])
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        c.send("PUT", "/v1/kill-switch", Some(kill(false)), &[])
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        shedding(&rig),
+        1.0,
+        "the kill switch pauses, it does not reset"
+    );
+    // Off then enforce, with no sample between them.
+    assert_eq!(patch(&c, mode("off"), None).await.0, 200);
+    assert_eq!(patch(&c, mode("enforce"), None).await.0, 200);
+    let plan = rig.brownout.plan();
+    assert!(
+        plan.amount < 0.0 && plan.probability.test == 0.0 && plan.probability.get == 0.0,
+        "at rest at once: {plan:?}"
+    );
+    // The next sample carries on from rest, not from the amount before.
+    let amount = rig.step(0.5, std::time::Duration::from_secs(8)).await;
+    assert!(amount < 0.0, "{amount}");
+    assert_eq!(rig.brownout.plan().probability.test, 0.0);
+    // While off, whatever the load, it stays at rest.
+    assert_eq!(patch(&c, mode("off"), None).await.0, 200);
+    for _ in 0..10 {
+        assert!(rig.step(1.0, std::time::Duration::from_secs(28)).await < 0.0);
+    }
+    assert_eq!(patch(&c, mode("enforce"), None).await.0, 200);
+    assert_eq!(rig.brownout.plan().probability.test, 0.0);
+}
+
 #[actix_web::test]
 async fn the_settings_version_goes_on_across_a_restart() {
     let (cfg, dir) = common::with_overrides_file("version");

@@ -79,7 +79,7 @@ impl Controller {
 
     /// The amount at rest, finite whatever the parameters (validated ones always give a
     /// finite one; 0 stands in otherwise).
-    fn rest(&self) -> f64 {
+    pub fn rest(&self) -> f64 {
         let resting = self.params.resting();
         if resting.is_finite() {
             resting.min(0.0)

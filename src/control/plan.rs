@@ -5,7 +5,7 @@ use crate::rng::{mix, unit, SplitMix64};
 use crate::schema::{Bands, MaxShed, Selection};
 use crate::tier::{PerTier, Tier};
 use serde::Serialize;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// What the controller publishes for the middleware after every sample.
@@ -57,6 +57,8 @@ pub struct PublishedPlan {
     probability: [AtomicU64; 4],
     at: AtomicU64,
     samples: AtomicU64,
+    /// Set when worker_utilization was turned off: the controller starts again from rest.
+    rest: AtomicBool,
 }
 
 impl PublishedPlan {
@@ -69,6 +71,7 @@ impl PublishedPlan {
             probability: Default::default(),
             at: AtomicU64::new(0),
             samples: AtomicU64::new(0),
+            rest: AtomicBool::new(false),
         };
         published.store(plan);
         published
@@ -86,6 +89,24 @@ impl PublishedPlan {
         self.samples.store(plan.samples, Ordering::Release);
         self.at
             .store(crate::clock::nanos(plan.at), Ordering::Release);
+    }
+
+    /// Puts the controller at rest (`amount`) as of `at`: nothing is shed from now on, and
+    /// the controller's next step starts again from rest ([`take_rest`](Self::take_rest))
+    /// instead of carrying on from the amount it had. What turning worker_utilization off
+    /// does, so that turning it back on does not bring back an old overload's shedding.
+    pub fn rest(&self, amount: f64, at: Duration) {
+        let samples = self.samples.load(Ordering::Acquire);
+        self.store(&ShedPlan {
+            samples,
+            ..ShedPlan::idle(amount, at)
+        });
+        self.rest.store(true, Ordering::Release);
+    }
+
+    /// Whether the controller was put at rest since it last asked.
+    pub fn take_rest(&self) -> bool {
+        self.rest.swap(false, Ordering::AcqRel)
     }
 
     /// The plan as it stands.

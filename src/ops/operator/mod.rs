@@ -20,6 +20,7 @@ use super::{Applied, Change, ChangeError};
 use crate::classify::Classifier;
 use crate::config::Config;
 use crate::config::{ConfigError, LimitersConfig, Mode};
+use crate::control::Controller;
 use crate::engine::{Engine, Settings};
 use crate::limiter::LimiterName;
 use serde_json::{json, Value};
@@ -394,8 +395,16 @@ impl Operator {
         }
         let version = settings.version;
         let engine = &self.engine;
+        let wu = &settings.limiters.worker_utilization;
+        let turned_off = wu.mode == Mode::Off
+            && engine.settings().load().limiters.worker_utilization.mode != Mode::Off;
+        let rest = Controller::new(wu.controller(), engine.clock().now()).rest();
         // In force, its gauges published, and the actors whose timers follow it re-armed.
         engine.settings().replace(settings, engine.metrics());
+        if turned_off {
+            // Off means its shedding is over: back on, it starts from rest.
+            engine.plan().rest(rest, engine.clock().now());
+        }
         self.reverts = reverts;
         if let Some(base) = base {
             self.base = base;
