@@ -377,3 +377,56 @@ fn start_never_panics_while_changes_race_it() {
         }
     });
 }
+
+/// Headers past the admin port's bound are refused before the token is compared (431), a list
+/// of ETags in If-Match matches any of them, and a list where a section or a body belongs is
+/// refused by name rather than read as the section's keys in order.
+#[actix_web::test]
+async fn huge_headers_etag_lists_and_lists_for_sections() {
+    let rig = Rig::new(config());
+    let addr = serve(&rig.brownout);
+    let auth = format!("Bearer {TOKEN}");
+    let huge = format!("Bearer {}", "x".repeat(100_000));
+    let res = raw_http(addr, request("GET", "/v1/state", Some(&huge), "")).await;
+    assert_eq!(res.status, 431, "{}", res.body);
+    assert!(res.body.contains("\"limit_bytes\":16384"), "{}", res.body);
+    // If-Match: "1", "999999" holds the version in force (1): applied.
+    let patch = |if_match: &str, body: &str| {
+        format!(
+            "PATCH /v1/config HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nIf-Match: {if_match}\r\nContent-Type: application/merge-patch+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let rate = r#"{"limiters": {"request_rate": {"rate": 44}}}"#;
+    let res = raw_http(addr, patch(r#""999999", "1""#, rate)).await;
+    assert_eq!(res.status, 200, "{}", res.body);
+    assert_eq!(rig.brownout.settings().version, 2);
+    // None of them is the version in force: 412, nothing changed.
+    let res = raw_http(addr, patch(r#""1", W/"3""#, rate)).await;
+    assert_eq!(res.status, 412, "{}", res.body);
+    let res = raw_http(addr, patch(r#""1", "two""#, rate)).await;
+    assert_eq!(res.status, 400, "{}", res.body);
+    assert_eq!(rig.brownout.settings().version, 2);
+    // A list where a section belongs.
+    let per_ip = r#"{"limiters": {"request_rate": {"per_ip": [1, 2]}}}"#;
+    let res = raw_http(addr, patch("*", per_ip)).await;
+    assert_eq!(res.status, 400, "{}", res.body);
+    let answer: Value = serde_json::from_str(&res.body).unwrap();
+    assert_eq!(answer["field"], "limiters.request_rate.per_ip", "{answer}");
+    assert!(
+        answer["detail"]
+            .as_str()
+            .unwrap()
+            .contains("must be a section of keys, not a list"),
+        "{answer}"
+    );
+    // And where a body belongs.
+    let res = raw_http(
+        addr,
+        request("PUT", "/v1/kill-switch", Some(&auth), "[true]"),
+    )
+    .await;
+    assert_eq!(res.status, 400, "{}", res.body);
+    assert!(!rig.brownout.settings().kill_switch);
+    assert_eq!(rig.brownout.settings().version, 2, "nothing changed");
+}

@@ -321,7 +321,7 @@ mod tests {
         let e = CliConfig::from_yaml_str("demoo:\n  bind: x\n").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "demoo is not a known key; the keys here are admin, classifier, limiters, store, demo (line 1, column 1)"
+            "demoo is not a known key; did you mean demo? (line 1, column 1)"
         );
     }
 }

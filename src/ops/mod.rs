@@ -117,7 +117,7 @@ pub struct Applied {
 
 /// Parses limiter settings from JSON, naming the offending field on error.
 pub(crate) fn limiters_from_json(doc: Value) -> Result<LimitersConfig, ConfigError> {
-    serde_path_to_error::deserialize(doc).map_err(|e| {
+    let limiters: LimitersConfig = serde_path_to_error::deserialize(&doc).map_err(|e| {
         let path = e.path().to_string();
         let key = if path == "." {
             "limiters".to_owned()
@@ -127,5 +127,32 @@ pub(crate) fn limiters_from_json(doc: Value) -> Result<LimitersConfig, ConfigErr
         // In the file's words: "must be a number, not \"fifty\"".
         let message = crate::config::describe_json(&e.into_inner().to_string());
         ConfigError::invalid(key, message)
-    })
+    })?;
+    // serde reads a list where a section belongs as the section's keys in order
+    // (`{"per_ip": [1, 2]}` as rate 1, burst 2); the file refuses it, and so does this.
+    let read = serde_json::to_value(&limiters).unwrap_or(Value::Null);
+    match list_for_section(&doc, &read, "limiters") {
+        Some(key) => Err(ConfigError::invalid(
+            key,
+            "must be a section of keys, not a list",
+        )),
+        None => Ok(limiters),
+    }
+}
+
+/// The first key where `given` has a list and what it was read as (`read`) is a section.
+fn list_for_section(given: &Value, read: &Value, key: &str) -> Option<String> {
+    match (given, read) {
+        (Value::Array(_), Value::Object(_)) => Some(key.to_owned()),
+        (Value::Object(given), Value::Object(read)) => given.iter().find_map(|(name, value)| {
+            let next = read.get(name)?;
+            list_for_section(value, next, &format!("{key}.{name}"))
+        }),
+        (Value::Array(given), Value::Array(read)) => given
+            .iter()
+            .zip(read)
+            .enumerate()
+            .find_map(|(i, (value, next))| list_for_section(value, next, &format!("{key}[{i}]"))),
+        _ => None,
+    }
 }

@@ -41,6 +41,7 @@ fn describe(text: &str, e: &serde_saphyr::Error, path: &str) -> ConfigError {
     let raw = strip_location(&one_line(&e.to_string()));
     let found = location
         .and_then(|l| scalar_at(text, l.line() as usize, l.column() as usize))
+        .map(|f| cut(&f))
         .unwrap_or_default();
     let mut key = path.to_owned();
     // A key written with nothing after it (`bind:`), or with YAML's null (`~`, `null`).
@@ -49,9 +50,19 @@ fn describe(text: &str, e: &serde_saphyr::Error, path: &str) -> ConfigError {
         let name = name.split(',').next().unwrap_or(name).trim();
         key = format!("{}{name}", key.trim_end_matches('?'));
         "appears twice in its section; keep one".to_owned()
-    } else if raw.contains("quoted scalar") {
-        // The parser ran to the end of a value whose opening quote was never closed.
-        "has a quoted value whose closing quote is missing; close it".to_owned()
+    } else if let Some(problem) = quoting(&raw) {
+        // The scanner stops inside the value, before its key reaches the path: the key is
+        // the one written on the line it stopped at.
+        if let Some(name) = location.and_then(|l| key_on_line(text, l.line() as usize)) {
+            if key.rsplit('.').next() != Some(name.as_str()) {
+                key = if key.is_empty() || key == "." {
+                    name
+                } else {
+                    format!("{key}.{name}")
+                };
+            }
+        }
+        problem.to_owned()
     } else if raw.starts_with("cannot deserialize null") {
         "has no value; write one, or leave the key out for its default".to_owned()
     } else if let Some(kind) = raw.strip_prefix("invalid ").filter(|k| is_type_name(k)) {
@@ -72,10 +83,7 @@ fn describe(text: &str, e: &serde_saphyr::Error, path: &str) -> ConfigError {
             format!("must be one of {known}, not {found}")
         }
     } else if let Some(rest) = raw.strip_prefix("unknown field ") {
-        match rest.split_once(", expected one of ") {
-            Some((_, known)) => format!("is not a known key; the keys here are {known}"),
-            None => "is not a known key".to_owned(),
-        }
+        unknown_key(rest)
     } else if raw == "expected mapping start" {
         format!("must be a section of keys, not {found}")
     } else {
@@ -84,8 +92,103 @@ fn describe(text: &str, e: &serde_saphyr::Error, path: &str) -> ConfigError {
     if key.is_empty() || key == "." {
         ConfigError::Parse(format!("{message}{at}"))
     } else {
+        let key = key.split('.').map(cut).collect::<Vec<_>>().join(".");
         ConfigError::invalid(key, format!("{message}{at}"))
     }
+}
+
+/// What a quoting mistake the YAML scanner found means, in the file's words (`None`: not one).
+fn quoting(raw: &str) -> Option<&'static str> {
+    if raw.contains("escape") || raw.contains("surrogate") || raw.contains("hexadecimal") {
+        Some("has a quoted value with an escape that is not a character (such as a lone \\ud800, or \\q); write the character itself, or a valid escape")
+    } else if raw.contains("trailing content after") {
+        Some("has text after its quoted value's closing quote; quote the whole value")
+    } else if raw.contains("unclosed quote") || raw.contains("quoted scalar") {
+        // The parser ran to the end of a value whose opening quote was never closed (its
+        // next lines read as the value's continuation, indented too little).
+        Some("has a quoted value whose closing quote is missing; close it")
+    } else {
+        None
+    }
+}
+
+/// The key written at the start of `line` (1-based) of `text`, as in `mode: "x"`.
+fn key_on_line(text: &str, line: usize) -> Option<String> {
+    let l = text.lines().nth(line.checked_sub(1)?)?.trim_start();
+    let l = l.strip_prefix("- ").unwrap_or(l);
+    let (name, _) = l.split_once(':')?;
+    let name = name.trim().trim_matches(|c| c == '"' || c == '\'');
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+    plain.then(|| name.to_owned())
+}
+
+/// Values and keys longer than this are cut in messages: a line stays a line.
+const SHOWN_CHARS: usize = 60;
+
+/// `text` as shown in a message: whole up to [`SHOWN_CHARS`], else its start, an ellipsis
+/// and its length (a 10,000-character value is not echoed into the log).
+pub(crate) fn cut(text: &str) -> String {
+    cut_to(text, SHOWN_CHARS)
+}
+
+/// `text` whole up to `limit` characters, else its start, an ellipsis and its length.
+fn cut_to(text: &str, limit: usize) -> String {
+    let n = text.chars().count();
+    if n <= limit {
+        return text.to_owned();
+    }
+    let start: String = text.chars().take(limit.saturating_sub(12)).collect();
+    format!("{start}… ({n} characters)")
+}
+
+/// serde's `unknown field `x`, expected one of `a`, `b`` in the file's words: the key most
+/// like the one written (a typo), or, when none is close, how many keys the section has and
+/// a few of them; never the whole list of a large section.
+fn unknown_key(rest: &str) -> String {
+    let Some((written, known)) = rest.split_once(", expected one of ") else {
+        return "is not a known key".to_owned();
+    };
+    let written = written.trim().trim_matches('`');
+    let known: Vec<&str> = known
+        .split(", ")
+        .map(|k| k.trim().trim_matches('`'))
+        .collect();
+    let closest = known
+        .iter()
+        .map(|k| (edit_distance(written, k), *k))
+        .min_by_key(|&(d, _)| d);
+    match closest {
+        Some((d, k)) if d <= 2.max(k.len() / 3) => {
+            format!("is not a known key; did you mean {k}?")
+        }
+        _ if known.len() <= 6 => format!("is not a known key; the keys here are {}", known.join(", ")),
+        _ => format!(
+            "is not a known key; this section has {} keys, such as {} (docs/configuration.md has them all)",
+            known.len(),
+            known[..4].join(", ")
+        ),
+    }
+}
+
+/// Levenshtein distance between `a` and `b`, by characters (keys are short).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
 }
 
 /// A serde message about a JSON document (an admin PATCH) in the file's words: `invalid
@@ -100,26 +203,29 @@ pub(crate) fn describe_json(raw: &str) -> String {
     for prefix in ["invalid type: ", "invalid value: "] {
         if let Some(rest) = raw.strip_prefix(prefix) {
             if let Some((found, kind)) = rest.rsplit_once(", expected ") {
-                return format!("must be {}, not {}", expected(kind), json_found(found));
+                return format!(
+                    "must be {}, not {}",
+                    expected(kind),
+                    cut(&json_found(found))
+                );
             }
         }
     }
     if let Some(rest) = raw.strip_prefix("unknown field ") {
-        return match rest.split_once(", expected one of ") {
-            Some((_, known)) => format!(
-                "is not a known key; the keys here are {}",
-                known.replace('`', "")
-            ),
-            None => "is not a known key".to_owned(),
-        };
+        return unknown_key(rest);
     }
     if let Some(rest) = raw.strip_prefix("unknown variant ") {
         if let Some((found, known)) = rest.split_once(", expected one of ") {
-            let found = found.trim_matches('`');
-            return format!("must be one of {}, not {found:?}", known.replace('`', ""));
+            let found = cut(&format!("{:?}", found.trim_matches('`')));
+            return format!("must be one of {}, not {found}", known.replace('`', ""));
         }
     }
-    raw.to_owned()
+    cut_long(raw)
+}
+
+/// A message that may quote what was sent, cut where it runs long.
+fn cut_long(raw: &str) -> String {
+    cut_to(raw, 3 * SHOWN_CHARS)
 }
 
 /// serde's description of a JSON value (`string "fifty"`, ``integer `5` ``) as written.
@@ -287,7 +393,9 @@ mod tests {
         );
         let e = refused("limiters:\n  fleet_usage:\n    capacityy: 8\n");
         assert!(
-            e.starts_with("limiters.fleet_usage.capacityy is not a known key; the keys here are mode, capacity"),
+            e.starts_with(
+                "limiters.fleet_usage.capacityy is not a known key; did you mean capacity?"
+            ),
             "{e}"
         );
         for e in [e, refused("demo:\n  workers: -1\n")] {
@@ -296,6 +404,48 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn quoting_mistakes_name_their_key_and_what_is_wrong() {
+        assert_eq!(
+            refused("limiters:\n  request_rate:\n    mode: \"\\ud800\"\n"),
+            "limiters.request_rate.mode has a quoted value with an escape that is not a character (such as a lone \\ud800, or \\q); write the character itself, or a valid escape (line 3, column 11)"
+        );
+        assert!(refused("limiters:\n  request_rate:\n    mode: \"\\q\"\n")
+            .starts_with("limiters.request_rate.mode has a quoted value with an escape"));
+        let e = refused("limiters:\n  request_rate:\n    mode: \"abc\n");
+        assert!(e.contains("closing quote is missing"), "{e}");
+    }
+
+    #[test]
+    fn long_values_and_keys_are_cut_and_large_sections_not_listed() {
+        let long = "x".repeat(10_000);
+        let e = refused(&format!(
+            "limiters:\n  request_rate:\n    mode: \"{long}\"\n"
+        ));
+        assert!(e.len() < 200, "{} characters: {e}", e.len());
+        assert!(
+            e.contains("must be one of enforce, dark, off, not \"xxx"),
+            "{e}"
+        );
+        assert!(e.contains("(10002 characters)"), "{e}");
+        let e = refused(&format!("limiters:\n  request_rate:\n    {long}: 1\n"));
+        assert!(e.len() < 250, "{} characters: {e}", e.len());
+        // A typo names the key meant; a key like none of them does not list a large section.
+        let e = refused("limiters:\n  worker_utilization:\n    end_of_god: 0.5\n");
+        assert_eq!(
+            e,
+            "limiters.worker_utilization.end_of_god is not a known key; did you mean end_of_good? (line 3, column 5)"
+        );
+        let e = refused("limiters:\n  worker_utilization:\n    zzz: 0.5\n");
+        assert!(e.len() < 200, "{} characters: {e}", e.len());
+        assert!(
+            e.contains("this section has 15 keys, such as mode, source"),
+            "{e}"
+        );
+        let e = describe_json(&format!("invalid type: string \"{long}\", expected f64"));
+        assert!(e.len() < 100, "{e}");
     }
 
     #[test]
@@ -314,7 +464,7 @@ mod tests {
         );
         assert_eq!(
             describe_json("unknown field `rat`, expected one of `mode`, `rate`"),
-            "is not a known key; the keys here are mode, rate"
+            "is not a known key; did you mean rate?"
         );
         assert_eq!(
             describe_json("unknown variant `on`, expected one of `enforce`, `dark`, `off`"),

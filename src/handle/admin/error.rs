@@ -1,7 +1,7 @@
 //! Every refusal of the admin API as one typed error: actix turns it into the response through
 //! [`ResponseError`], a problem+json body (RFC 9457) naming the field where there is one.
 
-use super::MAX_BODY;
+use super::{MAX_BODY, MAX_HEADERS};
 use crate::http::problem;
 use crate::ops::ChangeError;
 use actix_web::http::header::{self, HeaderValue};
@@ -38,6 +38,9 @@ pub enum AdminError {
     /// The body is over [`MAX_BODY`].
     #[error("Admin request bodies are limited to {MAX_BODY} bytes.")]
     PayloadTooLarge,
+    /// The headers are over [`MAX_HEADERS`] bytes.
+    #[error("Admin request headers are limited to {MAX_HEADERS} bytes in all.")]
+    HeadersTooLarge,
     /// The body did not arrive within `admin.body_timeout` (milliseconds).
     #[error("The body did not arrive within {0} ms (admin.body_timeout).")]
     BodyTimeout(u128),
@@ -69,6 +72,7 @@ impl AdminError {
             }
             AdminError::UnsupportedMediaType => "Unsupported media type",
             AdminError::PayloadTooLarge => "Payload too large",
+            AdminError::HeadersTooLarge => "Request header fields too large",
             AdminError::BodyTimeout(_) => "Request timeout",
             AdminError::Change(ChangeError::Stale { .. }) => "Stale version",
             AdminError::Change(ChangeError::NotRunning | ChangeError::NoFile) => "Not running",
@@ -100,6 +104,9 @@ impl AdminError {
                 json!({ "file": path.display().to_string(), "key": "admin.overrides_file" }),
             ),
             AdminError::PayloadTooLarge => (self.to_string(), json!({ "limit_bytes": MAX_BODY })),
+            AdminError::HeadersTooLarge => {
+                (self.to_string(), json!({ "limit_bytes": MAX_HEADERS }))
+            }
             other => (other.to_string(), Value::Null),
         }
     }
@@ -116,6 +123,7 @@ impl ResponseError for AdminError {
             }
             AdminError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             AdminError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            AdminError::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             AdminError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             AdminError::Change(ChangeError::Stale { .. }) => StatusCode::PRECONDITION_FAILED,
             AdminError::Change(ChangeError::Contended) => StatusCode::CONFLICT,
@@ -136,7 +144,10 @@ impl ResponseError for AdminError {
         // A body that was not (or not wholly) read must not be taken for the next request.
         if matches!(
             self,
-            AdminError::Unauthorized | AdminError::PayloadTooLarge | AdminError::BodyTimeout(_)
+            AdminError::Unauthorized
+                | AdminError::PayloadTooLarge
+                | AdminError::HeadersTooLarge
+                | AdminError::BodyTimeout(_)
         ) {
             response
                 .head_mut()

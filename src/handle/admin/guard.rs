@@ -3,7 +3,7 @@
 //! wait for anything), and a body read with a size limit and a deadline.
 
 use super::error::AdminError;
-use super::MAX_BODY;
+use super::{MAX_BODY, MAX_HEADERS};
 use crate::classify::bearer;
 use crate::handle::Brownout;
 use actix_web::body::{EitherBody, MessageBody};
@@ -32,6 +32,16 @@ pub(super) async fn require_token(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    // Before the token: a 100 KB Authorization is not compared, nor kept for a handler.
+    let header_bytes: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    if header_bytes > MAX_HEADERS {
+        let refused = AdminError::HeadersTooLarge.error_response();
+        return Ok(req.into_response(refused).map_into_right_body());
+    }
     let allowed = match req.app_data::<web::Data<Brownout>>() {
         Some(brownout) => {
             is_open(req.path(), brownout)

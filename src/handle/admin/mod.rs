@@ -25,6 +25,10 @@ pub(crate) const MIN_TOKEN_LEN: usize = 16;
 /// Largest request body the admin server reads.
 pub const MAX_BODY: usize = 64 * 1024;
 
+/// Most bytes of header names and values an admin request may carry (actix's own limit on a
+/// request's head is 128 KiB, and fixed): an admin client sends a token and a few headers.
+pub const MAX_HEADERS: usize = 16 * 1024;
+
 /// A bound, not yet awaited admin server.
 pub struct AdminServer {
     /// The server future; spawn or await it.

@@ -49,15 +49,20 @@ fn parse<T: DeserializeOwned>(req: &HttpRequest, body: &[u8]) -> Result<T, Admin
     if !is_json(req) {
         return Err(AdminError::UnsupportedMediaType);
     }
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let document: Value = serde_json::from_slice(body)
+        .map_err(|e| AdminError::invalid("body", describe_json(&e.to_string())))?;
+    // Every body is an object: serde would read `[true]` as `{"engaged": true}`.
+    if !document.is_object() {
+        return Err(AdminError::invalid(
+            "body",
+            "must be a JSON object (for PATCH /v1/config, a merge patch of the document GET /v1/config returns)",
+        ));
+    }
+    serde_path_to_error::deserialize(&document).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." { "body".to_owned() } else { path };
         AdminError::invalid(field, describe_json(&e.into_inner().to_string()))
-    })?;
-    de.end()
-        .map_err(|e| AdminError::invalid("body", e.to_string()))?;
-    Ok(value)
+    })
 }
 
 /// Reads (size limit, deadline) and parses a JSON body. The token was checked before: an
@@ -167,25 +172,38 @@ pub(super) async fn get_config(brownout: web::Data<Brownout>) -> HttpResponse {
     config_response(&brownout)
 }
 
-/// The version named by `If-Match` (`"12"`, `W/"12"` or `12`); `*` or no header: any.
-fn if_match(req: &HttpRequest) -> Result<Option<u64>, AdminError> {
+/// The version `If-Match` asks for (`"12"`, `W/"12"` or `12`, or a list of them: any of them
+/// matches, as RFC 9110 says); `*` or no header: any. With a list, the one the settings are at
+/// now (`current`), else the first: the operator checks it again when it applies the patch.
+fn if_match(req: &HttpRequest, current: u64) -> Result<Option<u64>, AdminError> {
     let Some(value) = req.headers().get(header::IF_MATCH) else {
         return Ok(None);
     };
-    let text = value.to_str().unwrap_or_default().trim();
-    if text == "*" {
-        return Ok(None);
+    let refused = || {
+        AdminError::invalid(
+            "If-Match",
+            "must be an ETag from GET /v1/config, like \"12\" (or a list of them)",
+        )
+    };
+    let text = value.to_str().map_err(|_| refused())?;
+    let mut versions = Vec::new();
+    for tag in text.split(',').map(str::trim) {
+        if tag == "*" {
+            return Ok(None);
+        }
+        let version = tag
+            .trim_start_matches("W/")
+            .trim_matches('"')
+            .parse::<u64>()
+            .map_err(|_| refused())?;
+        versions.push(version);
     }
-    text.trim_start_matches("W/")
-        .trim_matches('"')
-        .parse()
-        .map(Some)
-        .map_err(|_| {
-            AdminError::invalid(
-                "If-Match",
-                "must be an ETag from GET /v1/config, like \"12\"",
-            )
-        })
+    let first = versions.first().copied().ok_or_else(refused)?;
+    Ok(Some(if versions.contains(&current) {
+        current
+    } else {
+        first
+    }))
 }
 
 /// `PATCH /v1/config`
@@ -194,16 +212,11 @@ pub(super) async fn patch_config(
     payload: web::Payload,
     brownout: web::Data<Brownout>,
 ) -> Result<HttpResponse, AdminError> {
+    // An object, as every body (`parse`): a merge patch (RFC 7396) of GET /v1/config's document.
     let patch: Value = accept(&req, payload, &brownout).await?;
-    if !patch.is_object() {
-        return Err(AdminError::invalid(
-            "body",
-            "must be a JSON object: a merge patch (RFC 7396) of the document GET /v1/config returns",
-        ));
-    }
     let change = Change::Patch {
         patch,
-        if_match: if_match(&req)?,
+        if_match: if_match(&req, brownout.settings().version)?,
     };
     brownout.change(change, source(&req)).await?;
     Ok(config_response(&brownout))
