@@ -213,6 +213,77 @@ async fn the_settings_version_goes_on_across_a_restart() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The four ways an overrides file went wrong at start, through the real builder and
+/// the admin API: what still holds is kept key by key, each key dropped is named (the log,
+/// `/v1/state`, `brownout_overrides_dropped`), an engaged kill switch is never lost, and no
+/// version is issued twice: an `If-Match` from before the restart is refused.
+#[actix_web::test]
+async fn a_restart_keeps_every_saved_change_that_holds_and_names_each_one_dropped() {
+    let (cfg, dir) = common::with_overrides_file("restore");
+    let path = cfg.admin.overrides_file.clone().unwrap();
+    {
+        let rig = Rig::new(cfg.clone());
+        let c = AdminClient::new(&rig).await;
+        let body = json!({
+            "kill_switch": true,
+            "limiters": {
+                "request_rate": {"rate": 44},
+                "worker_utilization": {"start_of_bad": 0.95}
+            }
+        });
+        assert_eq!(patch(&c, body, Some("1")).await.2, "\"2\"");
+        rig.brownout.shutdown().await;
+    }
+    // config.yaml edited: the saved start_of_bad 0.95 no longer validates beside it.
+    let mut edited = cfg.clone();
+    edited.limiters.worker_utilization.end_of_good = 0.96;
+    edited.limiters.worker_utilization.start_of_bad = 0.98;
+    {
+        let rig = Rig::new(edited.clone());
+        let c = AdminClient::new(&rig).await;
+        let settings = rig.brownout.settings();
+        assert!(settings.kill_switch);
+        assert_eq!(settings.limiters.request_rate.rate, 44.0);
+        assert_eq!(settings.limiters.worker_utilization.start_of_bad, 0.98);
+        assert_eq!(version(&c).await, 3, "on from the last version issued");
+        let (_, state, _) = c.send("GET", "/v1/state", None, &[]).await;
+        let restored = &state["settings"]["restored"];
+        assert_eq!(
+            restored["dropped"][0]["key"], "limiters.worker_utilization.start_of_bad",
+            "{state}"
+        );
+        assert!(restored["set_aside"]
+            .as_str()
+            .unwrap()
+            .contains(".dropped-"));
+        assert_eq!(rig.metric("brownout_overrides_dropped"), 1.0);
+        let body = json!({"limiters": {"request_rate": {"rate": 45}}});
+        assert_eq!(
+            patch(&c, body, Some("2")).await.0,
+            412,
+            "an ETag from before"
+        );
+        rig.brownout.shutdown().await;
+    }
+    // The file cut short: the kill switch and the version are still read; the file is moved
+    // aside, whole.
+    let whole = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &whole[..whole.len() / 2]).unwrap();
+    let rig = Rig::new(edited);
+    let c = AdminClient::new(&rig).await;
+    assert!(rig.brownout.settings().kill_switch);
+    assert!(version(&c).await > 3, "never a version issued before");
+    let (_, state, _) = c.send("GET", "/v1/state", None, &[]).await;
+    let restored = &state["settings"]["restored"];
+    assert_eq!(
+        restored["dropped"][0]["key"], "admin.overrides_file",
+        "{state}"
+    );
+    let aside = restored["set_aside"].as_str().unwrap();
+    assert_eq!(std::fs::read(aside).unwrap(), &whole[..whole.len() / 2]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[actix_web::test]
 async fn a_change_that_changes_nothing_keeps_the_version_and_writes_no_audit_entry() {
     let rig = Rig::new(config());

@@ -4,7 +4,6 @@ use super::{Brownout, Error, Inner};
 use crate::classify::Classifier;
 use crate::classify::ClientKey;
 use crate::clock::{Clock, SystemClock};
-use crate::config::LimitersConfig;
 use crate::config::StoreKind;
 use crate::config::{Config, ConfigError, Mode, SourceKind};
 use crate::control::{
@@ -13,7 +12,8 @@ use crate::control::{
 use crate::engine::{Engine, Settings};
 use crate::http::Hooks;
 use crate::limiter::adaptive_concurrency::AdaptiveState;
-use crate::ops::{limiters_from_json, patch, persist, AuditLog, PendingRevert};
+use crate::ops::restore::{restore, RestoreReport, Restored};
+use crate::ops::{persist, AuditLog};
 use crate::store::{Keyed, Store};
 use crate::tier::Tier;
 use actix_web::dev::ServiceRequest;
@@ -168,9 +168,10 @@ impl BrownoutBuilder {
         if let Some(path) = &self.config.admin.overrides_file {
             check_writable_dir(path)?;
         }
-        let overrides = load_overrides(&self.config, self.config_path.as_deref());
+        let now_ms = (clock.unix_origin() + clock.now()).as_millis() as u64;
+        let overrides = load_overrides(&self.config, self.config_path.as_deref(), now_ms);
         let settings = Settings::new(
-            overrides.version.max(1),
+            overrides.version,
             overrides.kill_switch,
             overrides.limiters,
             classifier,
@@ -231,11 +232,17 @@ impl BrownoutBuilder {
             actors: Mutex::new(None),
             config_file,
             audit: Arc::new(Mutex::new(AuditLog::default())),
+            restored: overrides.report,
         };
         let brownout = Brownout {
             inner: Arc::new(inner),
         };
         brownout.publish_settings();
+        let restored = &brownout.inner.restored;
+        brownout
+            .engine()
+            .metrics()
+            .publish_overrides_dropped(restored.dropped.len());
         Ok(brownout)
     }
 }
@@ -263,57 +270,52 @@ fn check_writable_dir(path: &std::path::Path) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// What the overrides file contributes at start.
-struct StartOverrides {
-    limiters: LimitersConfig,
-    kill_switch: bool,
-    reverts: Vec<PendingRevert>,
-    /// The version the overrides file was written at (0: none).
-    version: u64,
-}
-
-/// config.yaml's limiters with `admin.overrides_file` applied over them. A file that cannot be
-/// read, parsed or applied is reported and ignored: config.yaml still applies.
-fn load_overrides(config: &Config, file: Option<&std::path::Path>) -> StartOverrides {
-    let plain = StartOverrides {
-        limiters: config.limiters.clone(),
-        kill_switch: false,
-        reverts: Vec::new(),
-        version: 0,
-    };
+/// config.yaml's limiters with `admin.overrides_file` applied over them, key by key: what no
+/// longer holds is dropped, each key logged ([`crate::ops::restore`]).
+fn load_overrides(config: &Config, file: Option<&std::path::Path>, now_ms: u64) -> Restored {
     let Some(path) = &config.admin.overrides_file else {
-        return plain;
+        return Restored {
+            limiters: config.limiters.clone(),
+            kill_switch: false,
+            reverts: Vec::new(),
+            version: 1,
+            report: RestoreReport::default(),
+        };
     };
-    let applied = persist::load(path).and_then(|found| {
-        let Some(o) = found else { return Ok(None) };
-        let mut doc = serde_json::to_value(&config.limiters).map_err(|e| e.to_string())?;
-        if let Some(p) = &o.patch {
-            patch::merge(&mut doc, p);
-        }
-        let limiters = limiters_from_json(doc).map_err(|e| e.to_string())?;
-        limiters.validate().map_err(|e| e.to_string())?;
-        Ok(Some(StartOverrides {
-            limiters,
-            kill_switch: o.kill_switch,
-            reverts: o.reverts,
-            version: o.version,
-        }))
-    });
-    match applied {
-        Ok(Some(o)) => {
-            let over = file.map_or_else(
-                || "the configuration the program built".to_owned(),
-                |f| f.display().to_string(),
-            );
-            tracing::info!(path = %path.display(), "applied admin overrides over {over}");
-            o
-        }
-        Ok(None) => plain,
-        Err(e) => {
-            tracing::error!(path = %path.display(), "ignoring the overrides file: {e}");
-            plain
+    let restored = restore(&config.limiters, path, now_ms);
+    let over = file.map_or_else(
+        || "the configuration the program built".to_owned(),
+        |f| f.display().to_string(),
+    );
+    for d in &restored.report.dropped {
+        tracing::error!(
+            path = %path.display(),
+            key = %d.key,
+            "admin overrides file: a saved change is not in force: {} {}",
+            d.key,
+            d.reason
+        );
+    }
+    if restored.report.dropped.is_empty() {
+        tracing::info!(path = %path.display(), "applied admin overrides over {over}");
+    } else {
+        let aside = restored.report.set_aside.as_ref().map_or_else(
+            || "it could not be copied aside".to_owned(),
+            |p| format!("the file as it was is kept at {}", p.display()),
+        );
+        tracing::error!(
+            path = %path.display(),
+            dropped = restored.report.dropped.len(),
+            version = restored.version,
+            "applied what holds of the admin overrides over {over}; {aside}"
+        );
+        // The version now in force is issued: a restart before the next change goes on
+        // from it, not back to one an ETag may already hold for other settings.
+        if let Err(e) = persist::save_version(path, restored.version) {
+            tracing::error!(path = %path.display(), "cannot record the settings version: {e}");
         }
     }
+    restored
 }
 
 /// 32 random bytes as hex: the admin token when none is configured.

@@ -122,6 +122,8 @@ pub(crate) struct Inner {
     pub(crate) audit: Arc<Mutex<AuditLog>>,
     /// Whether this instance runs the fleet's settings (the operator keeps it up to date).
     pub(crate) fleet_status: Arc<Mutex<crate::ops::FleetStatus>>,
+    /// What the overrides file held at start and is not in force (`/v1/state`).
+    pub(crate) restored: crate::ops::restore::RestoreReport,
 }
 
 impl std::fmt::Debug for Brownout {

@@ -96,6 +96,10 @@ pub(super) fn describe(r: &PrometheusRecorder) {
             "Version of the live settings; bumped by every accepted change (with admin.scope fleet: the fleet's version this instance runs).",
         ),
         (
+            "brownout_overrides_dropped",
+            "Saved admin changes the overrides file held at start that are not in force (a value that no longer validates beside config.yaml, an unreadable file): GET /v1/state names each one. 0 when all were restored.",
+        ),
+        (
             "brownout_fleet_settings_in_sync",
             "With admin.scope fleet: 1 while this instance runs the fleet's settings, 0 while it runs local changes or refused the fleet's latest (always 1 with admin.scope local).",
         ),

@@ -115,6 +115,7 @@ pub(crate) struct Metrics {
     kill_switch: Gauge,
     decision: AtomicHistogram,
     config_version: Gauge,
+    overrides_dropped: Gauge,
     /// Per limiter, in [`LimiterName::ALL`]'s order, for those that keep per-key state.
     tracked_keys: [Option<Gauge>; LimiterName::COUNT],
     admin_changes: [Counter; 5],
@@ -229,6 +230,7 @@ impl Metrics {
             kill_switch: gauge("brownout_kill_switch_engaged", &[]),
             decision: AtomicHistogram::new(&DECISION_BUCKETS),
             config_version: gauge("brownout_config_version", &[]),
+            overrides_dropped: gauge("brownout_overrides_dropped", &[]),
             tracked_keys: LimiterName::ALL.map(|l| {
                 l.tracks_keys()
                     .then(|| gauge("brownout_tracked_keys", &[("limiter", l.as_str())]))
@@ -343,6 +345,12 @@ impl Metrics {
         }
         self.kill_switch.set(if kill_switch { 1.0 } else { 0.0 });
         self.config_version.set(version as f64);
+    }
+
+    /// Publishes how many saved admin changes the overrides file held at start that are not
+    /// in force (`/v1/state` names them).
+    pub(crate) fn publish_overrides_dropped(&self, dropped: usize) {
+        self.overrides_dropped.set(dropped as f64);
     }
 
     /// Publishes the worker-utilization controller's thresholds in force

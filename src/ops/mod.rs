@@ -12,6 +12,7 @@ mod operator;
 pub(crate) mod patch;
 pub(crate) mod persist;
 mod reload;
+pub(crate) mod restore;
 
 pub(crate) use crate::metrics::Action;
 pub use audit::AuditEntry;

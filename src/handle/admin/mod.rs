@@ -285,7 +285,9 @@ fn controller_effect(kill_switch: bool, mode: Mode) -> (bool, Option<&'static st
         (false, Mode::Dark) => {
             "worker_utilization is dark: the controller runs and would-be drops are only counted"
         }
-        (false, Mode::Off) => "worker_utilization is off: the controller runs, but nothing is shed",
+        (false, Mode::Off) => {
+            "worker_utilization is off: the controller is at rest, and starts from rest when turned back on"
+        }
         (false, Mode::Enforce) => return (true, None),
     };
     (false, Some(note))
@@ -357,6 +359,8 @@ fn settings_json(brownout: &Brownout) -> Value {
         "connected": status.connected,
         "local_changes": status.local_changes,
         "refused": status.refused.as_ref().map(|(version, error)| json!({"version": version, "error": error})),
+        "overrides_file": brownout.config().admin.overrides_file,
+        "restored": &brownout.inner.restored,
     })
 }
 
