@@ -1,0 +1,159 @@
+use super::*;
+use crate::limiter::adaptive_concurrency::acquire;
+use crate::limiter::Check;
+use std::task::Waker;
+
+fn config(queue: u32) -> AdaptiveConcurrencyConfig {
+    AdaptiveConcurrencyConfig {
+        queue,
+        get_share: 1.0,
+        test_share: 1.0,
+        tier_hold: crate::schema::HumanDuration::from_secs(0),
+        ..AdaptiveConcurrencyConfig::default()
+    }
+}
+
+fn ms(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+/// A slot of `tier` at `at` ms: `Some(Ok(permit))`, `Some(Err(wait))`, `None` if refused.
+fn take<'a>(
+    c: &AdaptiveConcurrencyConfig,
+    s: &'a Arc<AdaptiveState>,
+    tier: Tier,
+    at: u64,
+) -> Option<Result<AdaptivePermit<'a>, Wait>> {
+    match acquire(c, s, (tier, 0), ms(at), true).unwrap() {
+        Check::Allowed(Slot::Held(p)) => Some(Ok(p)),
+        Check::Allowed(Slot::Waiting(w)) => Some(Err(w)),
+        Check::Rejected(..) => None,
+    }
+}
+
+fn waits(slot: Option<Result<AdaptivePermit<'_>, Wait>>) -> Wait {
+    match slot {
+        Some(Err(w)) => w,
+        other => panic!("expected to wait, got {other:?}"),
+    }
+}
+
+fn poll(w: &mut Wait) -> Poll<Result<Duration, TurnedAway>> {
+    Pin::new(w).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[test]
+fn a_freed_slot_goes_to_the_highest_tier_waiting_then_the_oldest() {
+    let c = config(8);
+    let s = Arc::new(AdaptiveState::new(2.0));
+    let held: Vec<_> = (0..2)
+        .map(|_| take(&c, &s, Tier::Post, 0).unwrap().unwrap().keep())
+        .collect();
+    let mut post = waits(take(&c, &s, Tier::Post, 1));
+    let mut post2 = waits(take(&c, &s, Tier::Post, 2));
+    let mut get = waits(take(&c, &s, Tier::Get, 3));
+    let mut test = waits(take(&c, &s, Tier::Test, 4));
+    assert_eq!((s.waiting(), s.in_flight()), (4, 2));
+    assert!(poll(&mut post).is_pending());
+    let critical = take(&c, &s, Tier::Critical, 5).unwrap().unwrap();
+    assert_eq!(s.in_flight(), 3, "critical passes, counted");
+    drop(critical);
+    assert!(s.take_window(5).binding, "waiting is the limit binding");
+
+    s.release(Tier::Post, Some(ms(10) - held[0]), ms(10));
+    assert_eq!(poll(&mut post), Poll::Ready(Ok(ms(10))), "post first");
+    assert!(poll(&mut post2).is_pending() && poll(&mut get).is_pending());
+    s.release(Tier::Post, None, ms(11));
+    assert_eq!(poll(&mut post2), Poll::Ready(Ok(ms(11))));
+    s.release(Tier::Post, None, ms(12));
+    assert_eq!(poll(&mut get), Poll::Ready(Ok(ms(12))), "then get");
+    assert!(poll(&mut test).is_pending());
+    assert_eq!((s.waiting(), s.in_flight()), (1, 2));
+    // A newcomer does not pass a waiting request of its tier or a higher one.
+    let mut test2 = waits(take(&c, &s, Tier::Test, 13));
+    s.release(Tier::Post, None, ms(14));
+    assert_eq!(poll(&mut test), Poll::Ready(Ok(ms(14))), "oldest first");
+    assert!(poll(&mut test2).is_pending());
+    // A grown limit lets it in at the next dispatch.
+    s.publish(3.0, [None; 4]);
+    s.dispatch(ms(15));
+    assert_eq!(poll(&mut test2), Poll::Ready(Ok(ms(15))));
+    assert_eq!((s.waiting(), s.in_flight()), (0, 3));
+}
+
+#[test]
+fn a_request_that_has_to_wait_turns_lower_tiers_away_and_none_passes_it() {
+    let c = AdaptiveConcurrencyConfig {
+        tier_hold: crate::schema::HumanDuration::from_secs(1),
+        ..config(2)
+    };
+    let s = Arc::new(AdaptiveState::new(1.0));
+    let held = take(&c, &s, Tier::Post, 0).unwrap().unwrap();
+    let mut test = waits(take(&c, &s, Tier::Test, 1));
+    let mut get = waits(take(&c, &s, Tier::Get, 2));
+    assert_eq!(poll(&mut test), Poll::Ready(Err(TurnedAway)));
+    // Waiting holds nothing off: a test request that comes now waits behind the GET.
+    let mut test = waits(take(&c, &s, Tier::Test, 3));
+    let _post = waits(take(&c, &s, Tier::Post, 4));
+    assert_eq!(poll(&mut get), Poll::Ready(Err(TurnedAway)));
+    assert_eq!(poll(&mut test), Poll::Ready(Err(TurnedAway)));
+    let mut get = waits(take(&c, &s, Tier::Get, 5));
+    let _post2 = waits(take(&c, &s, Tier::Post, 6));
+    assert_eq!(poll(&mut get), Poll::Ready(Err(TurnedAway)));
+    // A POST refused (the room is full of POSTs) holds GETs off until 1.007 s.
+    assert!(take(&c, &s, Tier::Post, 7).is_none(), "full of posts");
+    assert!(take(&c, &s, Tier::Get, 1006).is_none(), "held off");
+    assert!(
+        s.wait(&c, Tier::Get, ms(6)).is_none(),
+        "one that looked before the hold finds it at the room's door"
+    );
+    assert!(
+        take(&c, &s, Tier::Get, 1007).is_none(),
+        "the hold is over, but the room is full of a higher tier"
+    );
+    assert_eq!((s.waiting(), s.in_flight()), (2, 1));
+    drop(held);
+    assert_eq!(s.waiting(), 1, "a POST was given the slot");
+    let mut get = waits(take(&c, &s, Tier::Get, 1008));
+    assert!(poll(&mut get).is_pending(), "behind the POST still waiting");
+    assert_eq!(c.max_wait_for(Tier::Post), ms(400));
+    assert_eq!(c.max_wait_for(Tier::Get), ms(100));
+}
+
+#[test]
+fn leaving_the_room_gives_back_what_the_wait_held() {
+    let c = config(4);
+    let s = Arc::new(AdaptiveState::new(1.0));
+    let held = take(&c, &s, Tier::Post, 0).unwrap().unwrap();
+    let gone = waits(take(&c, &s, Tier::Get, 1));
+    let granted = waits(take(&c, &s, Tier::Post, 2));
+    let mut next = waits(take(&c, &s, Tier::Get, 3));
+    drop(gone);
+    assert_eq!(
+        s.waiting(),
+        2,
+        "a request that left (timed out) no longer waits"
+    );
+    drop(held);
+    assert_eq!(
+        (s.waiting(), s.in_flight()),
+        (1, 1),
+        "the POST got the slot"
+    );
+    // It leaves before taking it (its wait timed out just then): the slot passes on.
+    drop(granted);
+    assert_eq!(poll(&mut next), Poll::Ready(Ok(ms(0))));
+    assert_eq!((s.waiting(), s.in_flight()), (0, 1));
+}
+
+#[test]
+fn without_a_queue_or_leave_to_wait_a_request_is_refused_at_once() {
+    let s = Arc::new(AdaptiveState::new(1.0));
+    let c = config(0);
+    let _held = take(&c, &s, Tier::Post, 0).unwrap().unwrap();
+    assert!(take(&c, &s, Tier::Post, 1).is_none());
+    let c = config(4);
+    let refused = acquire(&c, &s, (Tier::Post, 0), ms(2), false).unwrap();
+    assert!(matches!(refused, Check::Rejected(..)));
+    assert_eq!(s.waiting(), 0);
+}
