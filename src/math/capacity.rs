@@ -63,6 +63,20 @@ pub const FORGET: f64 = 2.0;
 /// How long each stretch of windows is.
 pub const STRETCH_US: u64 = 2_000_000;
 
+/// How long the app must go unsaturated, serving under [`IDLE_SHARE`] of the capacity, before
+/// the capacity grows back towards the most it was recently learned at (see [`RECOVER`]).
+pub const RECOVER_AFTER_US: u64 = 10_000_000;
+
+/// The share of the capacity under which an unsaturated app is not being held at its
+/// capacity by the controller (which holds it between `end_of_good` and `start_of_bad`).
+pub const IDLE_SHARE: f64 = 0.7;
+
+/// How far each such stretch moves the capacity back towards the recent peak.
+pub const RECOVER: f64 = 0.1;
+
+/// How long the peak is remembered: it moves towards the capacity with this time constant.
+pub const PEAK_MEMORY_US: f64 = 600_000_000.0;
+
 /// How far a saturated stretch moves the capacity towards its work rate: quickly when it is
 /// above, slowly when below.
 const UP: f64 = 0.5;
@@ -98,6 +112,10 @@ pub struct CapacityEstimate {
     scale: f64,
     /// The scale when the capacity was last learned.
     learned_at: f64,
+    /// The most the capacity was recently learned at, over the scale (it forgets over
+    /// [`PEAK_MEMORY_US`]), and since when the app has not been saturated.
+    peak: f64,
+    calm_since: Option<u64>,
 }
 
 impl CapacityEstimate {
@@ -143,6 +161,7 @@ impl CapacityEstimate {
             // forgotten then would stop the controller shedding it.
             if self.learned.is_some() && scale * FORGET <= self.learned_at {
                 self.learned = None;
+                self.peak = 0.0;
             }
         }
         let start = *self.start.get_or_insert(at);
@@ -187,6 +206,32 @@ impl CapacityEstimate {
             Some(c) if saturated => Some(c + DOWN * (rate - c)),
             Some(c) => Some(c),
         };
+        self.recover(at, span, rate, saturated);
+    }
+
+    /// A capacity learned low while the app was smaller (half its workers gone for a while)
+    /// is not learned back by saturation once the app is whole again: the controller, reading
+    /// demand against it, holds the work at what it believes, and the app never shows more (a
+    /// capacity trap: on the bench, 8 × 50 ms served its ramp's start at 0.3C with the
+    /// controller still shedding, 150 s after the workers came back). So once the app has gone
+    /// [`RECOVER_AFTER_US`] unsaturated, serving under [`IDLE_SHARE`] of the capacity — not
+    /// held there by the controller — the capacity grows back towards the most it was
+    /// recently learned at; the next saturation teaches it again if the app did shrink.
+    fn recover(&mut self, at: u64, span: u64, rate: f64, saturated: bool) {
+        let Some(c) = self.learned else {
+            (self.peak, self.calm_since) = (0.0, None);
+            return;
+        };
+        self.peak = self.peak.max(c);
+        self.peak -= (self.peak - c) * (span as f64 / PEAK_MEMORY_US).min(1.0);
+        if saturated {
+            self.calm_since = None;
+            return;
+        }
+        let since = *self.calm_since.get_or_insert(at);
+        if at.saturating_sub(since) >= RECOVER_AFTER_US && rate < IDLE_SHARE * c {
+            self.learned = Some(c + RECOVER * (self.peak - c));
+        }
     }
 
     /// Starts the stretch afresh at `at` (µs), forgetting what it had counted.
