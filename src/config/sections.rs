@@ -244,7 +244,10 @@ mod tests {
             e,
             "shop is not a known key; the keys here are admin, classifier, limiters, store (line 3, column 1)"
         );
+        // The program's own section is among the keys a typo is matched against.
         let e = Config::from_yaml_str_with_sections("shopp: {}\n", &["shop"]).unwrap_err();
+        assert!(e.to_string().contains("did you mean shop?"), "{e}");
+        let e = Config::from_yaml_str_with_sections("zzz: {}\n", &["shop"]).unwrap_err();
         assert!(
             e.to_string()
                 .contains("admin, classifier, limiters, store, shop"),
