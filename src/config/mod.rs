@@ -126,3 +126,7 @@ impl Config {
 pub(crate) fn refused(yaml: &str) -> String {
     Config::from_yaml_str(yaml).unwrap_err().to_string()
 }
+
+#[cfg(test)]
+#[path = "parse_tests.rs"]
+mod parse_tests;

@@ -354,7 +354,3 @@ fn strip_location(message: &str) -> String {
     }
     m.trim().to_owned()
 }
-
-#[cfg(test)]
-#[path = "parse_tests.rs"]
-mod tests;

@@ -1,5 +1,7 @@
-use super::*;
+//! The parser's messages (`crate::schema::parse`), read through config.yaml's own parsing.
+
 use crate::config::sections::yaml;
+use crate::schema::parse::{describe_json, line_of};
 
 fn refused(yaml_text: &str) -> String {
     yaml(yaml_text, &[]).unwrap_err().to_string()
