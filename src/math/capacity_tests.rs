@@ -170,47 +170,26 @@ fn a_capacity_learned_while_the_app_was_smaller_grows_back_once_it_is_calm() {
     // again at a third of its capacity: nothing saturates, and the controller reading demand
     // against 4 would hold the app there. The capacity grows back towards 8.
     let mut e = CapacityEstimate::default();
-    let mut at = 0;
-    let stretch = |e: &mut CapacityEstimate, at: &mut u64, served: f64, saturated: bool| {
-        for _ in 0..20 {
-            *at += 100_000;
-            e.observe(*at, served * 100_000.0, Evidence::from(saturated), 1.0);
-        }
-    };
-    for _ in 0..10 {
-        stretch(&mut e, &mut at, 8.0, true);
-    }
+    let at = run(&mut e, 0, 20, 8.0, true);
     assert!(
         (e.learned().unwrap() - 8.0).abs() < 0.1,
         "{:?}",
         e.learned()
     );
-    for _ in 0..30 {
-        stretch(&mut e, &mut at, 4.0, true);
-    }
+    let at = run(&mut e, at, 60, 4.0, true);
     let low = e.learned().unwrap();
     assert!(low < 4.5, "learned down while smaller: {low}");
     // Calm at 2.7 (a third of 8): nothing for the first 10 s, then back towards the peak.
-    stretch(&mut e, &mut at, 2.7, false);
-    stretch(&mut e, &mut at, 2.7, false);
+    let at = run(&mut e, at, 4, 2.7, false);
     assert!(e.learned().unwrap() <= low, "not grown before 10 s of calm");
-    for _ in 0..25 {
-        stretch(&mut e, &mut at, 2.7, false);
-    }
+    run(&mut e, at, 50, 2.7, false);
     let back = e.learned().unwrap();
     assert!(back > 7.0, "grown back: {back}");
     // Held by the controller near the capacity (not under 0.7 of it): no growth.
     let mut held = CapacityEstimate::default();
-    let mut t = 0;
-    for _ in 0..10 {
-        stretch(&mut held, &mut t, 8.0, true);
-    }
-    for _ in 0..30 {
-        stretch(&mut held, &mut t, 4.0, true);
-    }
+    let at = run(&mut held, 0, 20, 8.0, true);
+    let at = run(&mut held, at, 60, 4.0, true);
     let c = held.learned().unwrap();
-    for _ in 0..30 {
-        stretch(&mut held, &mut t, 0.9 * c, false);
-    }
+    run(&mut held, at, 60, 0.9 * c, false);
     assert!(held.learned().unwrap() <= c + 1e-9, "not grown towards 8");
 }

@@ -395,14 +395,15 @@ impl Operator {
         }
         let version = settings.version;
         let engine = &self.engine;
+        // worker_utilization turned off: its shedding is over, and back on it starts from
+        // rest (the amount at rest under its new settings).
         let wu = &settings.limiters.worker_utilization;
-        let turned_off = wu.mode == Mode::Off
-            && engine.settings().load().limiters.worker_utilization.mode != Mode::Off;
-        let rest = Controller::new(wu.controller(), engine.clock().now()).rest();
+        let rest = (wu.mode == Mode::Off
+            && engine.settings().load().limiters.worker_utilization.mode != Mode::Off)
+            .then(|| Controller::new(wu.controller(), engine.clock().now()).rest());
         // In force, its gauges published, and the actors whose timers follow it re-armed.
         engine.settings().replace(settings, engine.metrics());
-        if turned_off {
-            // Off means its shedding is over: back on, it starts from rest.
+        if let Some(rest) = rest {
             engine.plan().rest(rest, engine.clock().now());
         }
         self.reverts = reverts;
