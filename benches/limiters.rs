@@ -56,8 +56,7 @@ fn ours_check(store: &MemoryStore, bucket: &Bucket, clock: &SystemClock, key: u6
         LimiterName::RequestRate.table(0),
         key,
         now,
-        bucket.increment(COST),
-        bucket.tolerance(),
+        bucket.charging(COST),
     );
     assert!(
         matches!(charge, Ok(brownout::limiter::gcra::Charge::Allowed { .. })),

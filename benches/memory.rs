@@ -69,9 +69,7 @@ fn fill(store: &MemoryStore, n: u64) {
     for i in 0..n {
         let now = clock.now().as_micros() as u64;
         let key = brownout::rng::mix(i);
-        store
-            .gcra(BUCKETS, key, now, bucket.increment(1), bucket.tolerance())
-            .unwrap();
+        store.gcra(BUCKETS, key, now, bucket.charging(1)).unwrap();
     }
 }
 
@@ -122,7 +120,7 @@ fn flood() {
     let elapsed = start.elapsed();
     let peak = PEAK.load(Ordering::Relaxed) - base;
     println!(
-        "flood      10M distinct keys, max_keys 1M: tracked {} at the end, peak heap {peak} B ({:.1} MiB; the cap's budget is 16 B x 2^20 = 16 MiB), {:.0} ns/key",
+        "flood      10M distinct keys, max_keys 1M: tracked {} at the end, peak heap {peak} B ({:.1} MiB; the cap's budget is 24 B x 2^20 = 24 MiB), {:.0} ns/key",
         store.tracked_keys(BUCKETS).unwrap_or(0),
         peak as f64 / (1 << 20) as f64,
         elapsed.as_nanos() as f64 / (10 * MILLION) as f64

@@ -953,3 +953,66 @@ async fn the_state_says_when_the_store_and_the_settings_link_are_down() {
         actix_web::rt::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A client spends its whole bucket at 0.001 a second; the rate is raised to 1,000 through the
+/// admin API (fleet-wide settings, in Redis). Its debt (10 credits: 10,000 s at the old rate)
+/// is read at the new one (10 ms): the first request after the change is refused and carries
+/// it, and a few ms later the client passes, on this server and on another.
+async fn a_raised_rate_frees_a_client_within_the_new_refill(sync: StoreSync) {
+    let redis = RedisServer::start();
+    let mut config = fleet(common::slow_bucket(10), &redis);
+    config.store.sync = sync;
+    let (a, b) = (Rig::new(config.clone()), Rig::new(config));
+    shared(&a).await;
+    shared(&b).await;
+    let (app_a, app_b) = (app!(a, gate()), app!(b, gate()));
+    let what = format!("{sync:?}");
+    let key = "sk_live_raised";
+    for i in 0..10 {
+        let res = test::call_service(&*app_a, get(key).to_request()).await;
+        assert_eq!(res.status(), StatusCode::OK, "request {i} ({what})");
+    }
+    let res = test::call_service(&*app_a, get(key).to_request()).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS, "{what}");
+    assert_eq!(res.headers().get("retry-after").unwrap(), "1000", "{what}");
+    let admin = common::AdminClient::new(&a).await;
+    let patch = serde_json::json!({"limiters": {"request_rate": {"rate": 1000.0}}});
+    let (status, body, _) = admin.send("PATCH", "/v1/config", Some(patch), &[]).await;
+    assert_eq!(status, 200, "{body}");
+    until("the other server has the new rate", || {
+        b.brownout.settings().limiters.request_rate.rate == 1000.0
+    })
+    .await;
+    // Local first decides on each server's own (manual) clock, per request on Redis's.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for (app, rig) in [(&app_a, &a), (&app_b, &b)] {
+        let first = Instant::now();
+        loop {
+            let res = test::call_service(&**app, get(key).to_request()).await;
+            if res.status() == StatusCode::OK {
+                break;
+            }
+            assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS, "{what}");
+            assert_eq!(
+                res.headers().get("retry-after").unwrap(),
+                "1",
+                "a few ms at the new rate ({what})"
+            );
+            assert!(Instant::now() < deadline, "still refused ({what})");
+            rig.clock.advance(Duration::from_millis(5));
+            actix_web::rt::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            first.elapsed() < Duration::from_secs(1),
+            "freed {:?} after the change ({what})",
+            first.elapsed()
+        );
+    }
+}
+
+#[actix_web::test]
+async fn a_raised_rate_frees_a_client_on_redis_per_request_and_local_first() {
+    for sync in [StoreSync::PerRequest, StoreSync::LocalFirst] {
+        a_raised_rate_frees_a_client_within_the_new_refill(sync).await;
+    }
+}

@@ -7,7 +7,7 @@
 mod redis_server;
 
 use brownout::config::{QuotaAlgorithm, StoreConfig, StoreKind};
-use brownout::limiter::gcra::{self, Bucket, Charge};
+use brownout::limiter::gcra::{self, Bucket, BucketCharge, Charge};
 use brownout::limiter::window::{WindowCheck, WindowRule};
 use brownout::limiter::LimiterName;
 use brownout::rng::SplitMix64;
@@ -49,8 +49,7 @@ fn bucket_op(key: u64, b: &Bucket, cost: u32) -> Op {
         table: RATE.table(0),
         key,
         tag: key,
-        increment: b.increment(cost),
-        tolerance: b.tolerance(),
+        charge: b.charging(cost),
     }
 }
 
@@ -97,18 +96,13 @@ impl Oracle {
         let mut quotas = Vec::new();
         for op in ask.ops() {
             match *op {
-                Op::Gcra {
-                    key,
-                    increment,
-                    tolerance,
-                    ..
-                } => {
+                Op::Gcra { key, charge: b, .. } => {
                     if refused {
                         buckets.push(None);
                         continue;
                     }
                     let tat = self.tats.get(&key).copied().unwrap_or(0);
-                    let charge = gcra::charge(tat, now, increment, tolerance);
+                    let charge = gcra::charge(tat, now, b.increment, b.tolerance);
                     match charge {
                         Charge::Allowed { tat } => tats.push((key, tat)),
                         Charge::Denied { .. } => refused = true,
@@ -340,8 +334,7 @@ async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_h
         table: RATE.table(0),
         key,
         tag: key,
-        increment: 100_000_000,
-        tolerance: 200_000_000,
+        charge: BucketCharge::new(100_000_000, 200_000_000),
     }]);
     charge.begin(permits as u8, true, 0);
     charge.push(slot);
@@ -350,8 +343,9 @@ async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_h
     assert!(second.reply.charge(0).is_some());
     let held = fields(&mut c);
     assert_eq!(held.len(), 3, "the bucket and two permits: {held:?}");
-    let tat: u64 = held["t"].parse().unwrap();
-    assert_eq!(tat, second.reply.now + 100_000_000);
+    // 'tat:step:tolerance': the bucket that wrote it (no step here) beside its TAT.
+    let tat = held["t"].strip_suffix(":0:200000000").unwrap();
+    assert_eq!(tat, (second.reply.now + 100_000_000).to_string());
     let ttl = pttl(&mut c);
     assert!(ttl > 99_000 && ttl <= 100_001, "the bucket's TTL: {ttl} ms");
     // Another permit alone does not cut the hash's life short.
@@ -381,7 +375,7 @@ async fn a_clients_bucket_and_permits_share_one_hash_that_expires_with_what_it_h
         key,
         increment: 100_000_000,
     });
-    while fields(&mut c)["t"] != second.reply.now.to_string() {
+    while fields(&mut c)["t"] != format!("{}:0:200000000", second.reply.now) {
         assert!(Instant::now() < deadline, "refund not made");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

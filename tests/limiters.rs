@@ -12,7 +12,7 @@ use brownout::config::{
 use brownout::limiter::LimiterName;
 use brownout::store::{StoreError, Table};
 use brownout::{Config, Mode};
-use common::Rig;
+use common::{header, Rig};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,13 +82,6 @@ fn get(key: &str) -> test::TestRequest {
     test::TestRequest::get()
         .uri("/v1/items")
         .insert_header(("Authorization", format!("Bearer {key}")))
-}
-
-fn header<B>(res: &actix_web::dev::ServiceResponse<B>, name: &str) -> String {
-    res.headers()
-        .get(name)
-        .map(|v| v.to_str().unwrap().to_owned())
-        .unwrap_or_default()
 }
 
 #[actix_web::test]
@@ -809,10 +802,9 @@ impl brownout::store::Store for Faulty {
         table: Table,
         key: u64,
         now: u64,
-        inc: u64,
-        tol: u64,
+        charge: brownout::limiter::gcra::BucketCharge,
     ) -> Result<brownout::limiter::gcra::Charge, brownout::store::StoreError> {
-        self.inner.gcra(table, key, now, inc, tol)
+        self.inner.gcra(table, key, now, charge)
     }
     fn gcra_refund(&self, table: Table, key: u64, inc: u64) -> Result<(), StoreError> {
         self.inner.gcra_refund(table, key, inc)

@@ -66,8 +66,7 @@ fn ask(client: u64) -> Ask {
         table: BUCKETS.table(0),
         key: client,
         tag: client,
-        increment: bucket.increment(1),
-        tolerance: bucket.tolerance(),
+        charge: bucket.charging(1),
     });
     ask.begin(PERMITS as u8, true, 0);
     ask.push(Op::Slot {
@@ -367,7 +366,7 @@ async fn measure(args: RedisArgs) -> Result<(), String> {
         let bucket = Bucket::new(1_000.0, 1_000.0, 0.0);
         let local = ns_per_call(n, |key| {
             let (buckets, permits) = (BUCKETS.table(0), PERMITS.table(0));
-            let _ = memory.gcra(buckets, key, 0, bucket.increment(1), bucket.tolerance());
+            let _ = memory.gcra(buckets, key, 0, bucket.charging(1));
             if memory.slot_take(permits, key, 100) == Ok(true) {
                 memory.slot_give(permits, key);
             }

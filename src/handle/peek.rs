@@ -81,8 +81,11 @@ impl Brownout {
         let settings = engine.settings().load();
         let key = settings.classifier.classify(facts).key;
         let store = engine.keyed().local();
+        let bucket = store.peek(crate::limiter::request_rate::BUCKETS, key)?;
+        let (tat, stamp) = bucket.map_or((0, 0), crate::math::gcra::unpack);
         let reading = ClientReading {
-            tat: store.peek(crate::limiter::request_rate::BUCKETS, key)?,
+            tat: (tat != 0).then_some(tat),
+            step: crate::math::gcra::step_of(stamp).filter(|_| stamp != 0),
             in_flight: (store.peek(crate::limiter::concurrent_requests::PERMITS, key)?)
                 .unwrap_or(0),
         };
@@ -126,7 +129,10 @@ fn state(
     let request_rate = (l.request_rate.mode != Mode::Off).then(|| {
         let index = settings.rules.plan(plan);
         let bucket = settings.rules.bucket(index, elastic);
-        let tat = reading.tat.unwrap_or(0);
+        // As the next request would read it: carried if a bucket of another rate wrote it.
+        let tat = reading.tat.map_or(0, |t| {
+            bucket.carry(t, now, reading.step.unwrap_or(bucket.step()))
+        });
         BucketState {
             plan: settings.rules.plan_at(index).name.clone(),
             burst: bucket.burst as u32,

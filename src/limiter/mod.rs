@@ -184,6 +184,7 @@ macro_rules! limiters {
             ///
             /// # Panics
             /// When it keeps fewer than `i + 1` tables.
+            #[inline]
             pub const fn table(self, i: u8) -> Table {
                 let counts = [$(<$unit as Limiter>::TABLES),*];
                 assert!(i < counts[self as usize], "a limiter's table beyond its TABLES");

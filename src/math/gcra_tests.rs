@@ -171,3 +171,73 @@ proptest! {
         }
     }
 }
+
+/// The state of a client who took `taken` credits at one instant from a full `b`.
+fn after_taking(b: &Bucket, now: u64, taken: u32) -> u64 {
+    match charge(0, now, b.increment(taken), b.tolerance()) {
+        Charge::Allowed { tat } => tat,
+        Charge::Denied { .. } => unreachable!("a full bucket holds its burst"),
+    }
+}
+
+#[test]
+fn a_raise_keeps_what_the_client_owes_in_credits() {
+    // The case: 50 of 150 credits spent at 0.5 a second, then the rate raised to
+    // 1000: the client owes 50 credits (50 ms at the new rate), not 100 s of them.
+    let now = 10 * MINUTE;
+    let old = Bucket::new(0.5, 150.0, 0.0);
+    let tat = after_taking(&old, now, 50);
+    let new = Bucket::new(1000.0, 150.0, 0.0);
+    let carried = new.carry(tat, now, old.step());
+    assert_eq!(carried - now, 50 * new.step());
+    assert_eq!(new.remaining(carried, now), 100);
+    // per_ip at 0.01 a second, one request, then back at 100: 499 left, not 93 s of refusal.
+    let slow = Bucket::new(0.01, 500.0, 0.0);
+    let tat = after_taking(&slow, now, 1);
+    let fast = Bucket::new(100.0, 500.0, 0.0);
+    assert_eq!(fast.remaining(fast.carry(tat, now, slow.step()), now), 499);
+    // A full bucket stays full; a lowered burst caps what is owed at a full bucket's worth.
+    assert_eq!(fast.carry(now - 5, now, slow.step()), now - 5);
+    let small = Bucket::new(0.5, 10.0, 0.0);
+    let owes_all = small.carry(after_taking(&old, now, 150), now, old.step());
+    assert_eq!(owes_all - now, small.tolerance());
+}
+
+proptest! {
+    #[test]
+    fn a_change_that_only_raises_admits_what_the_old_settings_admitted_and_any_change_waits_at_most_a_full_refill(
+        old_exp in -2.0f64..4.0,
+        new_exp in -2.0f64..4.0,
+        old_burst in 1u32..=10_000,
+        new_burst in 1u32..=10_000,
+        taken_share in 0.0f64..=1.0,
+        cost_share in 0.0f64..=1.0,
+        later in 0u64..5_000_000,
+    ) {
+        let (old_rate, new_rate) = (10f64.powf(old_exp), 10f64.powf(new_exp));
+        prop_assume!(f64::from(old_burst) / old_rate <= 365.0 * 86_400.0);
+        prop_assume!(f64::from(new_burst) / new_rate <= 365.0 * 86_400.0);
+        let old = Bucket::new(old_rate, f64::from(old_burst), 0.0);
+        let new = Bucket::new(new_rate, f64::from(new_burst), 0.0);
+        let start = 400 * 86_400 * 1_000_000;
+        let tat = after_taking(&old, start, (taken_share * f64::from(old_burst)) as u32);
+        // The change, some time after the state was written.
+        let now = start + later;
+        let carried = new.carry(tat, now, old.step());
+        let cost = 1 + (cost_share * f64::from(old_burst.min(new_burst) - 1)) as u32;
+        let before = charge(tat, now, old.increment(cost), old.tolerance());
+        let after = charge(carried, now, new.increment(cost), new.tolerance());
+        if new_rate >= old_rate && new_burst >= old_burst && matches!(before, Charge::Allowed { .. }) {
+            let admitted = matches!(after, Charge::Allowed { .. });
+            prop_assert!(admitted, "{:?} then {:?}", before, after);
+        }
+        // Whatever the change: the next request of a cost the new bucket holds waits at most
+        // its full refill.
+        if let Charge::Denied { wait, .. } = after {
+            prop_assert!(wait <= new.tolerance(), "{} µs > {} µs", wait, new.tolerance());
+            let retry = new.retry_after(wait);
+            let then = charge(carried, now + retry, new.increment(cost), new.tolerance());
+            prop_assert!(matches!(then, Charge::Allowed { .. }), "{:?} after {} µs", then, retry);
+        }
+    }
+}

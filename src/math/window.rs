@@ -101,10 +101,16 @@ impl WindowRule {
 
     /// Checks one request at `now` against the packed state `v`; with `add`, counts it if it
     /// fits. Returns the new state to store (only when a request was counted) and the answer.
+    ///
+    /// A state counted under other settings (a `limit` or `window` changed live) is read as
+    /// these settings would: a window of another length has other ids, so its counts no longer
+    /// count (1 time in 32,768 an id matches: the counts are then read as they are); counts
+    /// above this limit read as this limit. So a raised limit admits what the old one did,
+    /// and after any change a client waits at most what a full quota waits.
     pub fn hit(&self, v: u64, now: u64, add: bool) -> (Option<u64>, WindowCheck) {
         let id = now / self.window;
         let elapsed = now % self.window;
-        let mut c = roll(v, id);
+        let mut c = self.capped(roll(v, id));
         let estimate = self.estimate(c, elapsed);
         let allowed = estimate + 1.0 <= f64::from(self.limit) + 1e-9;
         let counted = allowed && add;
@@ -119,6 +125,17 @@ impl WindowRule {
             retry: if allowed { 0 } else { self.retry(c, elapsed) },
         };
         (counted.then(|| pack(c)), check)
+    }
+
+    /// `c` with no count above the limit: a no-op under the settings that counted it (only
+    /// a request that fits is counted), a cap after a limit was lowered.
+    fn capped(&self, c: Counts) -> Counts {
+        let limit = u16::try_from(self.limit).unwrap_or(u16::MAX);
+        Counts {
+            current: c.current.min(limit),
+            previous: c.previous.min(limit),
+            ..c
+        }
     }
 
     /// Takes back one request counted in the window of `now`.

@@ -134,3 +134,72 @@ proptest! {
         }
     }
 }
+
+/// The state of a client that sent `earlier` requests one window before `at` and `spent` at
+/// `at`, under `r` (only those that fit are counted).
+fn spent_state(r: &WindowRule, at: u64, earlier: u32, spent: u32) -> u64 {
+    let mut v = 0;
+    for (t, n) in [(at - r.window, earlier), (at, spent)] {
+        for _ in 0..n {
+            if let (Some(next), _) = r.hit(v, t, true) {
+                v = next;
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn a_lowered_limit_caps_the_counts_at_it() {
+    // 50 of 100 counted in this window, then the limit cut to 10: the client waits the
+    // window out as a client that spent 10 would, not the 40 more it is over.
+    let old = rule(QuotaAlgorithm::SlidingWindow, 100, 60);
+    let at = 1_000 * 60 * SEC;
+    let v = spent_state(&old, at, 0, 50);
+    let new = rule(QuotaAlgorithm::SlidingWindow, 10, 60);
+    let (_, check) = new.hit(v, at, true);
+    assert!(!check.allowed);
+    let full = spent_state(&new, at, 0, 10);
+    assert_eq!(check.retry, new.hit(full, at, true).1.retry);
+    // A raised limit admits at once.
+    let raised = rule(QuotaAlgorithm::SlidingWindow, 200, 60);
+    assert!(raised.hit(v, at, true).1.allowed);
+}
+
+proptest! {
+    #[test]
+    fn a_quota_change_that_only_raises_admits_what_the_old_one_did_and_any_change_waits_at_most_a_full_quota(
+        sliding in any::<bool>(),
+        old_limit in 1u32..=200,
+        new_limit in 1u32..=200,
+        old_window in 1u64..=3_600,
+        new_window in 1u64..=3_600,
+        earlier_share in 0.0f64..=1.5,
+        spent_share in 0.0f64..=1.5,
+        offset in 0.0f64..1.0,
+        later in 0.0f64..1.0,
+    ) {
+        let algorithm = if sliding { QuotaAlgorithm::SlidingWindow } else { QuotaAlgorithm::FixedWindow };
+        let old = rule(algorithm, old_limit, old_window);
+        let new = rule(algorithm, new_limit, new_window);
+        // Some way into a window, far from the epoch; the change a little later.
+        let at = 500_000 * old.window + (offset * old.window as f64) as u64;
+        let share = |s: f64| (s * f64::from(old_limit)) as u32;
+        let v = spent_state(&old, at, share(earlier_share), share(spent_share));
+        let now = at + (later * old.window as f64) as u64;
+        let before = old.hit(v, now, false).1;
+        let after = new.hit(v, now, true).1;
+        if new_limit >= old_limit && new_window <= old_window && before.allowed {
+            prop_assert!(after.allowed, "{:?} then {:?}", before, after);
+        }
+        // Whatever the change: no longer than a client that spent the whole new quota at
+        // this instant waits, and then it passes.
+        if !after.allowed {
+            let full = spent_state(&new, now, new_limit, new_limit);
+            let most = new.hit(full, now, true).1.retry;
+            prop_assert!(after.retry <= most, "{} µs > {} µs", after.retry, most);
+            let then = new.hit(v, now + after.retry, true).1;
+            prop_assert!(then.allowed, "{:?} after {} µs", then, after.retry);
+        }
+    }
+}

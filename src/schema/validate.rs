@@ -165,7 +165,8 @@ pub(crate) fn seconds(value: f64, key: &str, (min, max): (f64, f64)) -> Valid {
     )
 }
 
-/// Most keys a table may be sized for (16 bytes each, allocated at start).
+/// Most keys a table may be sized for (16 bytes each, 24 in a token bucket's table, allocated
+/// at start).
 const MAX_KEYS: usize = 100_000_000;
 
 /// A key table's size: `key` names it.
@@ -173,6 +174,6 @@ pub(crate) fn max_keys(n: usize, key: &str) -> Valid {
     ensure(
         (8..=MAX_KEYS).contains(&n),
         key,
-        format!("must be between 8 and 100000000 (got {n}; each key takes 16 bytes, allocated at start)"),
+        format!("must be between 8 and 100000000 (got {n}; each key takes 16 bytes, 24 in a token bucket's table, allocated at start)"),
     )
 }

@@ -201,12 +201,8 @@ impl<'k> Answer<'k> {
                 // slot taken is held at once.
                 let refused = match op {
                     Op::Gcra {
-                        table,
-                        key,
-                        increment,
-                        tolerance,
-                        ..
-                    } => match store.gcra(*table, *key, now, *increment, *tolerance) {
+                        table, key, charge, ..
+                    } => match store.gcra(*table, *key, now, *charge) {
                         Ok(charge) => {
                             self.replies.push(Some(Reply::Charge(charge)));
                             matches!(charge, Charge::Denied { .. })

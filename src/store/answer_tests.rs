@@ -2,7 +2,7 @@
 //! refusal gives back, and what goes back when the decision does not take it over.
 
 use super::*;
-use crate::math::gcra::Bucket;
+use crate::math::gcra::{Bucket, BucketCharge};
 use crate::store::{MemoryStore, Store, Table, TableKind, TableSpec};
 use std::sync::Arc;
 
@@ -44,8 +44,7 @@ fn bucket(key: u64, burst: f64) -> Op {
         table: BUCKETS,
         key,
         tag: key,
-        increment: b.increment(1),
-        tolerance: b.tolerance(),
+        charge: b.charging(1),
     }
 }
 
@@ -83,8 +82,12 @@ fn answer<'k>(keyed: &'k Keyed, ask: &Ask) -> Answer<'k> {
     answer
 }
 
+/// The TAT of `key`'s bucket (its state without the stamp beside it).
 fn tat(store: &MemoryStore, key: u64) -> Option<u64> {
-    store.peek(BUCKETS, key).unwrap()
+    store
+        .peek(BUCKETS, key)
+        .unwrap()
+        .map(|v| crate::math::gcra::unpack(v).0)
 }
 
 #[test]
@@ -148,17 +151,10 @@ fn a_refused_bucket_stops_the_answer_with_nothing_charged() {
     // A per-IP ceiling with room in front of a client bucket of one, spent below.
     let own = bucket(CLIENT, 1.0);
     let ask = ask_of(&[bucket(IP, 5.0), own], 10, &[]);
-    let Op::Gcra {
-        increment,
-        tolerance,
-        ..
-    } = own
-    else {
+    let Op::Gcra { charge, .. } = own else {
         unreachable!()
     };
-    let spent = store
-        .gcra(BUCKETS, CLIENT, 0, increment, tolerance)
-        .unwrap();
+    let spent = store.gcra(BUCKETS, CLIENT, 0, charge).unwrap();
     assert!(matches!(spent, Charge::Allowed { .. }));
     let mut answer = answer(&keyed, &ask);
     let rate = answer.replies(&ask, RATE).unwrap();
@@ -201,8 +197,8 @@ fn a_refusal_inside_a_group_gives_back_what_the_group_took_before_it() {
 struct NoPermits(MemoryStore);
 
 impl Store for NoPermits {
-    fn gcra(&self, t: Table, key: u64, now: u64, inc: u64, tol: u64) -> Result<Charge, StoreError> {
-        self.0.gcra(t, key, now, inc, tol)
+    fn gcra(&self, t: Table, key: u64, now: u64, b: BucketCharge) -> Result<Charge, StoreError> {
+        self.0.gcra(t, key, now, b)
     }
     fn gcra_refund(&self, t: Table, key: u64, inc: u64) -> Result<(), StoreError> {
         self.0.gcra_refund(t, key, inc)

@@ -6,6 +6,7 @@
 //! allocation).
 
 use super::Table;
+use crate::math::gcra::BucketCharge;
 use crate::math::window::WindowRule;
 use arrayvec::ArrayVec;
 
@@ -31,7 +32,8 @@ pub const MAX_SLOTS: usize = 4;
 /// it lives in (its client's or its IP's), so that a client's keys live together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
-    /// A GCRA bucket: charge `increment` µs against `tolerance` µs.
+    /// A GCRA bucket: charge `charge.increment` µs against `charge.tolerance` µs, in a
+    /// state carried first if a bucket of other settings wrote it.
     Gcra {
         /// Its table.
         table: Table,
@@ -39,10 +41,8 @@ pub enum Op {
         key: u64,
         /// The hash tag.
         tag: u64,
-        /// µs the request moves the TAT.
-        increment: u64,
-        /// µs the TAT may run ahead of now.
-        tolerance: u64,
+        /// The charge, and the bucket's step and stamp.
+        charge: BucketCharge,
     },
     /// A window counter: check one request against `rule`, and count it if it fits and
     /// `count`.

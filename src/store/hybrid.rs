@@ -15,7 +15,7 @@ use super::redis::RedisStore;
 use super::{Store, StoreError, Table};
 use crate::clock::Clock;
 use crate::logging::LogGate;
-use crate::math::gcra::Charge;
+use crate::math::gcra::{BucketCharge, Charge};
 use crate::math::window::{WindowCheck, WindowRule};
 use crate::shard::{my_shard, shard_count, CachePadded};
 use std::collections::HashMap;
@@ -23,7 +23,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-type Activity = HashMap<u64, i64, foldhash::fast::RandomState>;
+type Activity = HashMap<u64, Credit, foldhash::fast::RandomState>;
+
+/// What a bucket was charged on this instance since the last round (µs of bucket time, less
+/// refunds), and the bucket it was last charged in (its step and tolerance, which the fleet's
+/// state is carried to first, and its stamp, which the state settled here gets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Credit {
+    /// µs of bucket time.
+    pub credit: i64,
+    /// The bucket (its increment aside).
+    pub bucket: BucketCharge,
+}
 
 /// Local state, and what its buckets were charged since the last round.
 pub struct HybridStore {
@@ -70,7 +81,7 @@ impl HybridStore {
         tokio::spawn(rounds(hybrid, redis, clock, interval, on_error));
     }
 
-    fn record(&self, key: u64, credit: i64) {
+    fn record(&self, key: u64, credit: i64, bucket: Option<BucketCharge>) {
         // Before the rounds start (or without them: `Brownout::start` never called) nothing
         // would drain what is recorded: the buckets are simply local.
         if !self.started.load(Ordering::Relaxed) {
@@ -80,41 +91,49 @@ impl HybridStore {
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        *row.entry(key).or_insert(0) += credit;
+        let entry = row.entry(key).or_default();
+        entry.credit += credit;
+        if let Some(bucket) = bucket {
+            entry.bucket = bucket;
+        }
     }
 
     /// Takes the buckets charged (or asked for, with 0) since the last call.
-    pub fn drain(&self) -> Vec<(u64, i64)> {
+    pub fn drain(&self) -> Vec<(u64, Credit)> {
         let mut all = Activity::default();
         for row in self.charged.iter() {
             let taken = std::mem::take(&mut *row.0.lock().unwrap_or_else(PoisonError::into_inner));
-            for (key, credit) in taken {
-                *all.entry(key).or_insert(0) += credit;
+            for (key, c) in taken {
+                let entry = all.entry(key).or_default();
+                entry.credit += c.credit;
+                if c.bucket.step != 0 {
+                    entry.bucket = c.bucket;
+                }
             }
         }
         all.into_iter().collect()
     }
 
     /// Sets each bucket of a round to the fleet's: (key, TAT on this process's clock, 0:
-    /// full), plus what was charged here while the round was out; `now` is this process's
-    /// time.
-    pub fn settle(&self, now: u64, round: &[(u64, u64)]) {
+    /// full, and the stamp of the bucket the fleet's state was carried to), plus what was
+    /// charged here while the round was out; `now` is this process's time.
+    pub fn settle(&self, now: u64, round: &[(u64, u64, u16)]) {
         // What was charged since the round was sent: each row locked once.
         let mut since = Activity::default();
         for row in self.charged.iter() {
             let row = row.0.lock().unwrap_or_else(PoisonError::into_inner);
-            for (key, _) in round {
-                if let Some(credit) = row.get(key) {
-                    *since.entry(*key).or_insert(0) += credit;
+            for (key, _, _) in round {
+                if let Some(c) = row.get(key) {
+                    since.entry(*key).or_default().credit += c.credit;
                 }
             }
         }
-        for &(key, tat) in round {
+        for &(key, tat, stamp) in round {
             let since = since
                 .get(&key)
-                .map_or(0, |c| u64::try_from(*c).unwrap_or(0));
+                .map_or(0, |c| u64::try_from(c.credit).unwrap_or(0));
             let fleet = if since > 0 { tat.max(now) + since } else { tat };
-            self.local.gcra_set(self.reconciled, key, fleet);
+            self.local.gcra_set(self.reconciled, key, fleet, stamp);
         }
     }
 }
@@ -144,12 +163,20 @@ async fn rounds(
         match redis.reconcile(&credits).await {
             Ok(round) => {
                 let now = clock.now().as_micros() as u64;
-                // The fleet's TATs, moved to this process's clock (0: a full bucket).
+                // The fleet's TATs, moved to this process's clock (0: a full bucket), in the
+                // bucket each was carried to.
                 let fleet = |tat: u64| tat.checked_sub(round.now).filter(|&a| a > 0);
-                let local: Vec<(u64, u64)> = round
+                let local: Vec<(u64, u64, u16)> = round
                     .tats
                     .iter()
-                    .map(|&(key, tat)| (key, fleet(tat).map_or(0, |ahead| now + ahead)))
+                    .zip(&credits)
+                    .map(|(&(key, tat), (_, c))| {
+                        (
+                            key,
+                            fleet(tat).map_or(0, |ahead| now + ahead),
+                            c.bucket.stamp,
+                        )
+                    })
                     .collect();
                 hybrid.settle(now, &local);
             }
@@ -174,18 +201,17 @@ impl Store for HybridStore {
         table: Table,
         key: u64,
         now: u64,
-        increment: u64,
-        tolerance: u64,
+        b: BucketCharge,
     ) -> Result<Charge, StoreError> {
-        let charge = self.local.gcra(table, key, now, increment, tolerance)?;
+        let charge = self.local.gcra(table, key, now, b)?;
         if table == self.reconciled {
             // A refused request charges nothing, but its bucket is reconciled all the same:
             // this instance must see what the others charge while it refuses.
             let credit = match charge {
-                Charge::Allowed { .. } => i64::try_from(increment).unwrap_or(i64::MAX),
+                Charge::Allowed { .. } => i64::try_from(b.increment).unwrap_or(i64::MAX),
                 Charge::Denied { .. } => 0,
             };
-            self.record(key, credit);
+            self.record(key, credit, Some(b));
         }
         Ok(charge)
     }
@@ -193,7 +219,7 @@ impl Store for HybridStore {
     fn gcra_refund(&self, table: Table, key: u64, increment: u64) -> Result<(), StoreError> {
         self.local.gcra_refund(table, key, increment)?;
         if table == self.reconciled {
-            self.record(key, -i64::try_from(increment).unwrap_or(i64::MAX));
+            self.record(key, -i64::try_from(increment).unwrap_or(i64::MAX), None);
         }
         Ok(())
     }
@@ -249,7 +275,9 @@ mod tests {
             MemoryStore::with_tables(&[TableSpec::new(BUCKETS, TableKind::Gcra, 64)]),
             BUCKETS,
         );
-        store.gcra(BUCKETS, 9, 0, 1_000, 10_000).unwrap();
+        store
+            .gcra(BUCKETS, 9, 0, BucketCharge::new(1_000, 10_000))
+            .unwrap();
         assert!(
             store.drain().is_empty(),
             "nothing is recorded before the rounds start"
@@ -257,33 +285,50 @@ mod tests {
         store.started.store(true, Ordering::Relaxed);
         // 10 credits of 1 ms each within a tolerance of 10 ms: the 11th is refused.
         for _ in 0..10 {
-            let c = store.gcra(BUCKETS, 7, 0, 1_000, 10_000).unwrap();
+            let c = store
+                .gcra(BUCKETS, 7, 0, BucketCharge::new(1_000, 10_000))
+                .unwrap();
             assert!(matches!(c, Charge::Allowed { .. }));
         }
         assert!(matches!(
-            store.gcra(BUCKETS, 7, 0, 1_000, 10_000).unwrap(),
+            store
+                .gcra(BUCKETS, 7, 0, BucketCharge::new(1_000, 10_000))
+                .unwrap(),
             Charge::Denied { .. }
         ));
         store.gcra_refund(BUCKETS, 7, 1_000).unwrap();
-        assert_eq!(store.drain(), vec![(7, 9_000)]);
+        assert_eq!(
+            store
+                .drain()
+                .iter()
+                .map(|(k, c)| (*k, c.credit))
+                .collect::<Vec<_>>(),
+            vec![(7, 9_000)]
+        );
         assert!(store.drain().is_empty(), "a round takes it all");
         // The fleet's bucket is 5 ms further on than this one: another instance charged it.
-        store.settle(0, &[(7, 14_000)]);
+        store.settle(0, &[(7, 14_000, 0)]);
         assert!(matches!(
-            store.gcra(BUCKETS, 7, 5_000, 1_000, 10_000).unwrap(),
+            store
+                .gcra(BUCKETS, 7, 5_000, BucketCharge::new(1_000, 10_000))
+                .unwrap(),
             Charge::Allowed { tat: 15_000 }
         ));
         // Charged while a round is out: kept on top of the fleet's answer.
-        store.settle(5_000, &[(7, 12_000)]);
+        store.settle(5_000, &[(7, 12_000, 0)]);
         assert!(matches!(
-            store.gcra(BUCKETS, 7, 5_000, 1_000, 10_000).unwrap(),
+            store
+                .gcra(BUCKETS, 7, 5_000, BucketCharge::new(1_000, 10_000))
+                .unwrap(),
             Charge::Allowed { tat: 14_000 }
         ));
         // A fleet bucket that is full (0) leaves only this round's charges.
         store.drain();
-        store.settle(5_000, &[(7, 0)]);
+        store.settle(5_000, &[(7, 0, 0)]);
         assert!(matches!(
-            store.gcra(BUCKETS, 7, 5_000, 1_000, 10_000).unwrap(),
+            store
+                .gcra(BUCKETS, 7, 5_000, BucketCharge::new(1_000, 10_000))
+                .unwrap(),
             Charge::Allowed { tat: 6_000 }
         ));
     }

@@ -236,12 +236,9 @@ impl Keyed {
         let _ = held;
         match *op {
             Op::Gcra {
-                table,
-                key,
-                increment,
-                ..
+                table, key, charge, ..
             } => {
-                let _ = self.local.gcra_refund(table, key, increment);
+                let _ = self.local.gcra_refund(table, key, charge.increment);
             }
             Op::Window {
                 table, key, rule, ..

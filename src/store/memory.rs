@@ -2,9 +2,9 @@
 //! limiter keeps, and an atomic counter for a pool of slots (the fleet's). "Fleet" here is
 //! this process; a shared store makes it fleet-wide.
 
-use super::table::{KeyTable, Update};
+use super::table::{KeyTable, Update, WideTable};
 use super::{Store, StoreError, Table, TableKind, TableSpec};
-use crate::math::gcra::{self, Charge};
+use crate::math::gcra::{self, BucketCharge, Charge};
 use crate::math::window::{WindowCheck, WindowRule};
 use crate::shard::{CachePadded, Sharded};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,8 +20,9 @@ pub struct MemoryStore {
 enum Kept {
     /// No table of this id (its limiter keeps none under these settings).
     None,
-    /// GCRA buckets: a TAT per key.
-    Gcra(KeyTable),
+    /// GCRA buckets: a TAT per key and the stamp of the settings that wrote it
+    /// ([`gcra::pack`]), whole in a wide table (24 bytes a key).
+    Gcra(WideTable),
     /// Windows: a packed window per key.
     Window(KeyTable),
     /// Slots taken per key. While the table is small, a key whose last slot comes back
@@ -52,7 +53,7 @@ impl MemoryStore {
         let mut tables: Vec<Kept> = (0..n).map(|_| Kept::None).collect();
         for spec in specs {
             tables[spec.table.id()] = match spec.kind {
-                TableKind::Gcra => Kept::Gcra(KeyTable::new(spec.keys)),
+                TableKind::Gcra => Kept::Gcra(WideTable::new(spec.keys)),
                 TableKind::Window => Kept::Window(KeyTable::new(spec.keys)),
                 TableKind::Slots => Kept::Slots {
                     table: KeyTable::new(spec.keys),
@@ -71,12 +72,15 @@ impl MemoryStore {
         self.tables.get(table.id()).unwrap_or(&Kept::None)
     }
 
-    /// Sets the bucket of `key` in `table` to `tat` (a hybrid store's reconciliation with the
-    /// fleet); if no slot could be had it stays as it was until the next round.
+    /// Sets the bucket of `key` in `table` to `tat`, written by the bucket of `stamp` (a
+    /// hybrid store's reconciliation with the fleet); if no slot could be had it stays as it
+    /// was until the next round.
     #[cfg(feature = "redis")]
-    pub(crate) fn gcra_set(&self, table: Table, key: u64, tat: u64) {
+    pub(crate) fn gcra_set(&self, table: Table, key: u64, tat: u64, stamp: u16) {
         if let Kept::Gcra(t) = self.kept(table) {
-            t.update(key, gcra_victim, |_| Update::Write(tat, ()));
+            t.update(key, gcra_victim, |_| {
+                Update::Write(gcra::pack(tat, stamp), ())
+            });
         }
     }
 
@@ -99,8 +103,8 @@ fn no_table(table: Table, operation: &str) -> StoreError {
 }
 
 /// Under a key flood the most idle bucket (smallest TAT) gives up its slot first.
-fn gcra_victim(tat: u64) -> Option<u64> {
-    Some(tat)
+fn gcra_victim(v: u64) -> Option<u64> {
+    Some(gcra::unpack(v).0)
 }
 
 /// Keys of a slots table below which a key with nothing taken keeps its entry (at zero): a
@@ -118,7 +122,8 @@ fn slots_victim(count: u64) -> Option<u64> {
 impl Store for MemoryStore {
     fn peek(&self, table: Table, key: u64) -> Result<Option<u64>, StoreError> {
         match self.kept(table) {
-            Kept::Gcra(t) | Kept::Window(t) | Kept::Slots { table: t, .. } => Ok(t.peek(key)),
+            Kept::Gcra(t) => Ok(t.peek(key)),
+            Kept::Window(t) | Kept::Slots { table: t, .. } => Ok(t.peek(key)),
             Kept::Pool(count) => Ok(Some(count.0.load(Ordering::Relaxed))),
             Kept::None => Err(no_table(table, "peek")),
         }
@@ -130,15 +135,17 @@ impl Store for MemoryStore {
         table: Table,
         key: u64,
         now: u64,
-        increment: u64,
-        tolerance: u64,
+        b: BucketCharge,
     ) -> Result<Charge, StoreError> {
         let Kept::Gcra(t) = self.kept(table) else {
             return Err(no_table(table, "gcra"));
         };
-        t.update(key, gcra_victim, |tat| {
-            match gcra::charge(tat, now, increment, tolerance) {
-                c @ Charge::Allowed { tat } => Update::Write(tat, c),
+        t.update(key, gcra_victim, |v| {
+            let (tat, carried) = gcra::read(v, now, &b);
+            match gcra::charge(tat, now, b.increment, b.tolerance) {
+                c @ Charge::Allowed { tat } => Update::Write(gcra::pack(tat, b.stamp), c),
+                // Refused, but what it owes is kept as the new bucket reads it.
+                c @ Charge::Denied { .. } if carried => Update::Write(gcra::pack(tat, b.stamp), c),
                 c @ Charge::Denied { .. } => Update::Keep(c),
             }
         })
@@ -149,8 +156,10 @@ impl Store for MemoryStore {
         let Kept::Gcra(t) = self.kept(table) else {
             return Err(no_table(table, "gcra_refund"));
         };
-        t.update(key, gcra_victim, |tat| {
-            Update::Write(gcra::refund(tat, increment), ())
+        // Given back in the state as it stands, whatever bucket wrote it last.
+        t.update(key, gcra_victim, |v| {
+            let (tat, stamp) = gcra::unpack(v);
+            Update::Write(gcra::pack(gcra::refund(tat, increment), stamp), ())
         })
         .ok_or(StoreError::Full("bucket"))
     }
@@ -268,7 +277,7 @@ impl Store for MemoryStore {
         for kept in self.tables.iter() {
             match kept {
                 Kept::Gcra(t) => {
-                    t.sweep(|tat| tat <= now);
+                    t.sweep(|v| gcra::unpack(v).0 <= now);
                 }
                 Kept::Slots { table, .. } => {
                     table.sweep(|count| count == 0);
@@ -285,7 +294,8 @@ impl Store for MemoryStore {
 
     fn tracked_keys(&self, table: Table) -> Option<usize> {
         match self.kept(table) {
-            Kept::Gcra(t) | Kept::Window(t) => Some(t.live()),
+            Kept::Gcra(t) => Some(t.live()),
+            Kept::Window(t) => Some(t.live()),
             Kept::Slots { holders, .. } => Some(holders.sum(0).max(0) as usize),
             Kept::Pool(_) | Kept::None => None,
         }
@@ -322,8 +332,10 @@ mod tests {
     #[test]
     fn full_buckets_are_evicted_and_counted() {
         let s = sized(64, 64);
-        s.gcra(BUCKETS, 1, 0, 100, 1_000).unwrap();
-        s.gcra(BUCKETS, 2, 0, 900, 1_000).unwrap();
+        s.gcra(BUCKETS, 1, 0, BucketCharge::new(100, 1_000))
+            .unwrap();
+        s.gcra(BUCKETS, 2, 0, BucketCharge::new(900, 1_000))
+            .unwrap();
         assert_eq!(s.tracked_keys(BUCKETS).unwrap(), 2);
         // At 500 µs key 1 is full again (TAT 100), key 2 is not (TAT 900).
         s.evict_idle(500, 0, &[]);

@@ -39,7 +39,7 @@ pub use unanswered::Unanswered;
 #[cfg(all(feature = "redis", not(feature = "redis-internals")))]
 pub(crate) use unanswered::Unanswered;
 
-use crate::math::gcra::Charge;
+use crate::math::gcra::{BucketCharge, Charge};
 use crate::math::window::{WindowCheck, WindowRule};
 use std::borrow::Cow;
 
@@ -116,6 +116,9 @@ pub(crate) trait KeyedHandle: Clone {
 pub struct ClientReading {
     /// The request_rate bucket's theoretical arrival time, when one is kept.
     pub tat: Option<u64>,
+    /// The step (µs per credit) of the bucket that wrote it, when known: a bucket of another
+    /// step reads it carried ([`crate::math::gcra::carry`]).
+    pub step: Option<u64>,
     /// concurrent_requests' permits out.
     pub in_flight: u64,
 }
@@ -203,16 +206,17 @@ pub trait Store: Send + Sync {
         Err(not_provided("peek"))
     }
 
-    /// GCRA charge of `increment` µs against `tolerance` µs for `key` at `now` µs.
+    /// GCRA charge of `charge.increment` µs against `charge.tolerance` µs for `key` at `now`
+    /// µs, its state carried first if a bucket of other settings (another `charge.stamp`)
+    /// wrote it ([`crate::math::gcra::read`]).
     fn gcra(
         &self,
         table: Table,
         key: u64,
         now: u64,
-        increment: u64,
-        tolerance: u64,
+        charge: BucketCharge,
     ) -> Result<Charge, StoreError> {
-        let _ = (table, key, now, increment, tolerance);
+        let _ = (table, key, now, charge);
         Err(not_provided("gcra"))
     }
 

@@ -1,5 +1,5 @@
-//! A bounded, lock-free table of per-key state: 16 bytes a slot, allocated once for
-//! `max_keys`, of which only an active prefix is used, grown with the keys (`grow.rs`), so a
+//! A bounded, lock-free table of per-key state: 16 bytes a slot (24 in a wide table, below),
+//! allocated once for `max_keys`, of which only an active prefix is used, grown with the keys (`grow.rs`), so a
 //! hundred thousand keys sit in a few MiB of cache-friendly buckets whatever the cap.
 //!
 //! Keys are 64-bit hashes. A key lives in one of two buckets of [`WAYS`] slots, chosen by its
@@ -16,6 +16,15 @@
 //!
 //! Two threads claiming a brand-new key in the same instant may, rarely, each take a slot; the
 //! spare copy is idle and is swept away. The worst case is one extra burst for that key.
+//!
+//! A *wide* table (`KeyTable<2>`) keeps a 64-bit value per key whose top 16 bits are
+//! advisory: the state word holds the tag and the value's low 48 bits, as above, and is the
+//! state's authority; a second word, the mark, holds the whole value (for a token bucket: its
+//! TAT and the stamp of the settings that wrote it). A write commits with one
+//! compare-and-swap of the state word, as in any table (no lock: a writer that loses its core
+//! holds nobody up), then stores the mark. A read takes the mark's top bits only when its low
+//! bits agree with the state word's; else (a writer between its two stores, or a late mark)
+//! the value reads with its top bits at 0. Both words of a slot share a cache line.
 //!
 //! The tag is what keeps a stale update out of a slot that was given to another key meanwhile
 //! (the model check in this file explores those races). Two keys with the same tag (1 in
@@ -51,6 +60,22 @@ fn wait_turn(attempt: usize) {
     backoff();
 }
 
+/// Waits after losing a compare-and-swap to another update of the same key (which means that
+/// update went through: no one is stuck), twice as long each time, up to 256 spins: without
+/// it, the thread that just won keeps the cache line and wins again, and the other can lose
+/// every round (two threads hammering one key lost 64 in a row).
+fn after_lost_race(lost: u32) {
+    #[cfg(all(test, brownout_loom))]
+    {
+        let _ = lost;
+        loom::thread::yield_now();
+    }
+    #[cfg(not(all(test, brownout_loom)))]
+    for _ in 0..1u32 << lost.min(8) {
+        std::hint::spin_loop();
+    }
+}
+
 /// Slots per bucket (two cache lines).
 pub const WAYS: usize = 8;
 /// Largest value a slot can hold (48 bits, less one so no word equals `BUSY`).
@@ -58,31 +83,118 @@ pub const MAX_VALUE: u64 = (1 << 48) - 2;
 
 const VALUE_MASK: u64 = (1 << 48) - 1;
 const BUSY: u64 = u64::MAX;
-/// Retries of one update before giving up (the caller fails open).
+/// Retries of one update that found its slot busy or missing before giving up (the caller
+/// fails open).
 const ATTEMPTS: usize = 64;
+/// Compare-and-swaps one update may lose to other updates of its key before giving up
+/// (each loss is another request's progress; with the backoff, a few at most in practice).
+const LOST_RACES: u32 = 1_024;
 
-/// One bucket: its keys in one cache line, their state words in the next, so looking a key up
-/// reads a single line before touching its state.
-#[derive(Debug, Default)]
+/// One bucket: its keys in one cache line, their states (`S` words a slot) in the next, so
+/// looking a key up reads a single line before touching its state.
+#[derive(Debug)]
 #[repr(align(64))]
-struct Bucket {
+struct Bucket<const S: usize> {
     keys: [AtomicU64; WAYS],
-    words: [AtomicU64; WAYS],
+    states: [[AtomicU64; S]; WAYS],
 }
 
-/// A slot: a key word and its state word.
+impl<const S: usize> Default for Bucket<S> {
+    fn default() -> Self {
+        let zero = |_| AtomicU64::new(0);
+        Self {
+            keys: std::array::from_fn(zero),
+            states: std::array::from_fn(|_| std::array::from_fn(zero)),
+        }
+    }
+}
+
+/// A slot: a key word, its state word and, in a wide table, its mark.
 #[derive(Debug, Clone, Copy)]
 struct Slot<'a> {
     key: &'a AtomicU64,
     word: &'a AtomicU64,
+    mark: Option<&'a AtomicU64>,
 }
 
-impl Bucket {
+impl<const S: usize> Bucket<S> {
     fn slots(&self) -> impl Iterator<Item = Slot<'_>> + Clone {
-        self.keys
-            .iter()
-            .zip(&self.words)
-            .map(|(key, word)| Slot { key, word })
+        self.keys.iter().zip(&self.states).map(|(key, state)| Slot {
+            key,
+            word: &state[0],
+            mark: state.get(1),
+        })
+    }
+}
+
+impl Slot<'_> {
+    /// The value behind `word` (a state word of this slot's key). In a wide slot, the mark
+    /// if it goes with `word` (same low 48 bits); else a writer has swapped `word` and not
+    /// yet stored its mark (or lost its core between the two), and the value reads as
+    /// `word`'s low 48 bits with its top 16 at 0. Never the top bits of one write beside the
+    /// low bits of another (but for two writes of the same low bits).
+    #[inline]
+    fn value(&self, word: u64) -> u64 {
+        let low = word & VALUE_MASK;
+        match self.mark {
+            None => low,
+            Some(mark) => match mark.load(Ordering::Acquire) {
+                whole if whole & VALUE_MASK == low => whole,
+                _ => low,
+            },
+        }
+    }
+
+    /// `value` as this slot stores it: in a wide slot, its low 48 bits capped as the state
+    /// word caps them, so that the mark and the word agree.
+    #[inline]
+    fn stored(&self, value: u64) -> u64 {
+        match self.mark {
+            None => value,
+            Some(_) => (value & !VALUE_MASK) | (value & VALUE_MASK).min(MAX_VALUE),
+        }
+    }
+
+    /// The state word of `key` holding `value` (as [`stored`](Self::stored)): in a wide
+    /// slot, its low 48 bits.
+    #[inline]
+    fn word_of(&self, key: u64, value: u64) -> u64 {
+        match self.mark {
+            None => pack(key, value),
+            Some(_) => pack(key, value & VALUE_MASK),
+        }
+    }
+
+    /// Publishes `value` as `key`'s state: the slot is this thread's (its state word `BUSY`,
+    /// or its key just claimed), so the mark goes first and the state word releases both.
+    #[inline]
+    fn publish(&self, key: u64, value: u64) {
+        let value = self.stored(value);
+        if let Some(mark) = self.mark {
+            mark.store(value, Ordering::Release);
+        }
+        self.word.store(self.word_of(key, value), Ordering::Release);
+    }
+
+    /// Replaces the state `word` of `key` by `value`; false if another thread changed it.
+    /// One compare-and-swap commits it (no lock: a writer that loses its core holds nobody
+    /// up); a wide slot's mark follows, and until it does the value reads as its low bits.
+    #[inline]
+    fn replace(&self, key: u64, word: u64, value: u64) -> bool {
+        let value = self.stored(value);
+        let swapped = self
+            .word
+            .compare_exchange(
+                word,
+                self.word_of(key, value),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok();
+        if let (true, Some(mark)) = (swapped, self.mark) {
+            mark.store(value, Ordering::Release);
+        }
+        swapped
     }
 }
 
@@ -99,10 +211,11 @@ pub enum Update<R> {
 
 mod grow;
 
-/// The table. See the module docs for the protocol.
+/// The table, of `S` state words a slot: 1, or 2 for a wide table. See the module docs for
+/// the protocol.
 #[derive(Debug)]
-pub struct KeyTable {
-    buckets: Box<[Bucket]>,
+pub struct KeyTable<const S: usize = 1> {
+    buckets: Box<[Bucket<S>]>,
     /// The mask of every bucket: the table's cap.
     max_mask: usize,
     /// The active bucket mask (low half) and, while the keys placed under the previous one are
@@ -148,7 +261,10 @@ struct Claimed<'a> {
 /// Buckets a table starts with (or all of them, if fewer): 512 slots, 8 KiB.
 const INITIAL_BUCKETS: usize = 64;
 
-impl KeyTable {
+/// A table that keeps a whole 64-bit value per key (see the module docs).
+pub type WideTable = KeyTable<2>;
+
+impl<const S: usize> KeyTable<S> {
     /// A table with room for at least `max_keys` keys (rounded up to a power of two).
     pub fn new(max_keys: usize) -> Self {
         Self::with_initial(max_keys, INITIAL_BUCKETS)
@@ -156,6 +272,7 @@ impl KeyTable {
 
     /// A table for `max_keys` keys that starts with `initial` buckets (a power of two) in use.
     fn with_initial(max_keys: usize, initial: usize) -> Self {
+        const { assert!(S == 1 || S == 2, "a slot holds one state word, or two") };
         let slots = max_keys.max(2 * WAYS).next_power_of_two();
         let buckets = slots / WAYS;
         let active = initial.clamp(1, buckets) as u64 - 1;
@@ -225,8 +342,10 @@ impl KeyTable {
         let key = stored(key);
         let slot = self.find_anywhere(key, self.masks())?;
         let word = slot.word.load(Ordering::Acquire);
-        (slot.key.load(Ordering::Acquire) == key && word != BUSY && word >> 48 == tag(key))
-            .then_some(word & VALUE_MASK)
+        if slot.key.load(Ordering::Acquire) != key || word == BUSY || word >> 48 != tag(key) {
+            return None;
+        }
+        Some(slot.value(word))
     }
 
     /// Reads and maybe rewrites the value of `key` (0 for a key not tracked yet).
@@ -242,34 +361,33 @@ impl KeyTable {
     ) -> Option<R> {
         let key = stored(key);
         self.help_grow(&victim);
-        for attempt in 0..ATTEMPTS {
+        // `waits`: turns in a row that found the slot busy or missing (a holder that may
+        // have lost its core); `lost`: updates of this key by others that came first (each
+        // one progress, so no reason to give up soon, but a bound all the same).
+        let (mut waits, mut lost) = (0, 0);
+        while waits < ATTEMPTS && lost <= LOST_RACES {
             let Some(slot) = self.locate(key, &victim) else {
                 backoff();
+                waits += 1;
                 continue;
             };
             let word = slot.word.load(Ordering::Acquire);
             if word == BUSY || word >> 48 != tag(key) {
-                wait_turn(attempt);
+                wait_turn(waits);
+                waits += 1;
                 continue;
             }
-            match f(word & VALUE_MASK) {
+            waits = 0;
+            let done = match f(slot.value(word)) {
                 Update::Keep(r) => return Some(r),
-                Update::Remove(r) => {
-                    if self.release(slot, word) {
-                        return Some(r);
-                    }
-                }
-                Update::Write(value, r) => {
-                    let next = pack(key, value);
-                    if slot
-                        .word
-                        .compare_exchange(word, next, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok()
-                    {
-                        return Some(r);
-                    }
-                }
+                Update::Remove(r) => self.release(slot, word).then_some(r),
+                Update::Write(value, r) => slot.replace(key, word, value).then_some(r),
+            };
+            if done.is_some() {
+                return done;
             }
+            lost += 1;
+            after_lost_race(lost);
         }
         None
     }
@@ -336,7 +454,7 @@ impl KeyTable {
                 .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
-                    slot.word.store(pack(key, value), Ordering::Release);
+                    slot.publish(key, value);
                     self.live.fetch_add(1, Ordering::Relaxed);
                     return Some(Claimed { slot, bucket });
                 }
@@ -351,7 +469,7 @@ impl KeyTable {
                 if word == BUSY || owner == 0 || word >> 48 != tag(owner) {
                     return None;
                 }
-                victim(word & VALUE_MASK).map(|rank| (rank, b, s, word))
+                victim(s.value(word)).map(|rank| (rank, b, s, word))
             })
             .min_by_key(|&(rank, ..)| rank)
             .map(|(_, b, s, w)| (b, s, w))?;
@@ -359,7 +477,7 @@ impl KeyTable {
             .compare_exchange(word, BUSY, Ordering::AcqRel, Ordering::Acquire)
             .ok()?;
         slot.key.store(key, Ordering::Release);
-        slot.word.store(pack(key, value), Ordering::Release);
+        slot.publish(key, value);
         Some(Claimed { slot, bucket })
     }
 
@@ -386,7 +504,7 @@ impl KeyTable {
                 continue;
             }
             let word = slot.word.load(Ordering::Acquire);
-            if word == BUSY || word >> 48 != tag(owner) || !idle(word & VALUE_MASK) {
+            if word == BUSY || word >> 48 != tag(owner) || !idle(slot.value(word)) {
                 continue;
             }
             if self.release(slot, word) {

@@ -131,6 +131,14 @@ impl Rig {
     }
 }
 
+/// A response header's value as text (empty when absent).
+pub fn header<B>(res: &actix_web::dev::ServiceResponse<B>, name: &str) -> String {
+    res.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
 /// The value of one series in a Prometheus text exposition (0 when absent).
 pub fn metric(text: &str, series: &str) -> f64 {
     text.lines()

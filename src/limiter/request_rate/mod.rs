@@ -15,6 +15,7 @@ pub use settings::{
 
 use super::Problem;
 use super::{LimiterName, RatePolicy, Rejection, Request};
+use crate::math::gcra::BucketCharge;
 use crate::store::{Ask, Held, Keyed, Op, Store};
 use crate::store::{Table, TableKind, TableSpec, MAX_QUOTAS};
 
@@ -138,7 +139,7 @@ fn unmemo(memo: u32) -> (u16, bool) {
 /// The increment of a bucket operation.
 fn increment(op: &Op) -> u64 {
     match op {
-        Op::Gcra { increment, .. } => *increment,
+        Op::Gcra { charge, .. } => charge.increment,
         _ => 0,
     }
 }
@@ -189,8 +190,7 @@ impl RateRules {
             key: ceiling_key(req.ip),
             tag: req.ip,
             // An expensive route costs at most the whole ceiling, so it can always pass.
-            increment: ceiling.increment(cost.min(ceiling.burst as u32)),
-            tolerance: ceiling.tolerance(),
+            charge: ceiling.charging(cost.min(ceiling.burst as u32)),
         });
         Charges {
             plan,
@@ -198,8 +198,7 @@ impl RateRules {
                 table: BUCKETS,
                 key: req.key,
                 tag: req.key,
-                increment: bucket.increment(cost),
-                tolerance: bucket.tolerance(),
+                charge: bucket.charging(cost),
             },
             ceiling,
         }
@@ -273,8 +272,10 @@ impl RateRules {
             table: BUCKETS,
             key,
             tag,
-            increment,
-            tolerance: 0,
+            charge: BucketCharge {
+                increment,
+                ..BucketCharge::default()
+            },
         };
         if ticket.increment > 0 {
             let own = bucket(ticket.key, ticket.key, ticket.increment);

@@ -6,8 +6,15 @@
 -- takes nothing); a refusal in dark mode goes on to the next group. Writes wait until every
 -- group is decided. Times are whole µs, written with '%d'.
 --
+-- A bucket's state is 'tat:step:tolerance' (µs; a bare TAT is a state from before the step
+-- was kept): a bucket of another step or tolerance (a live change, another plan, the elastic
+-- bucket) carries it first, keeping what the client owes in credits, capped at a full bucket
+-- (carry in src/math/gcra.rs; the scaling is a double's, within a µs). A carried state is
+-- written back even when the request is refused (it charges nothing, it restates the debt),
+-- so that from the first request after a change the debt runs down at the new rate.
+--
 -- A client's own bucket and its slots share one hash (`{client}:client`): field `t` is the
--- bucket's TAT (0: full; present whenever the hash is), every other field a slot, valued
+-- bucket's state (0: full; present whenever the hash is), every other field a slot, valued
 -- when it was taken. So a request reads the pair with HGET and HLEN and writes both with one
 -- HSET. Slots older than the TTL (their server died) are swept when the client looks full;
 -- the hash expires once both its bucket would be full again and its newest slot is past the
@@ -20,7 +27,8 @@
 --       member, ttl_us, groups;
 --       per group: enforced (0|1), operations;
 --       per operation a letter and its arguments:
---         'h' | 'b', increment_us, tolerance_us   a bucket (in the client's hash | its own key)
+--         'h' | 'b', increment_us, tolerance_us, step_us
+--                                                 a bucket (in the client's hash | its own key)
 --         'w', sliding, limit, window_us, count   a window (counted if count is 1)
 --         'p' | 'z' | 's', max                    a slot (client's hash | pool | own set)
 -- Reply: now_us, written (1 if the script wrote what passed, 0 if an enforced refusal
@@ -39,6 +47,18 @@ local function window_retry(sliding, limit, w, elapsed, cur, prev)
   end
   local needed = w * (1 - room / math.max(cur, 1))
   return to_end + math.ceil(math.max(needed, 0))
+end
+
+-- A bucket's TAT as a bucket of `step` and `tol` reads it, and whether it was carried.
+local function read_bucket(v, now, step, tol)
+  if not v then return 0, false end
+  local tat, s, o = string.match(v, '^(%d+):(%d+):(%d+)$')
+  if not tat then return tonumber(v) or 0, false end
+  tat, s, o = tonumber(tat), tonumber(s), tonumber(o)
+  if (s == step and o == tol) or tat <= now then return tat, false end
+  local owed = tat - now
+  if s ~= step and s > 0 and step > 0 then owed = math.floor(owed * (step / s)) end
+  return now + math.min(owed, tol), true
 end
 
 local now = tonumber(ARGV[1])
@@ -119,31 +139,44 @@ for g = 1, ngroups do
       out[n] = -1
     end
     if kind == 'h' or kind == 'b' then
-      local inc, tol = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-      a = a + 3
+      local inc, tol, step = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+      a = a + 4
       if passed then
-        local tat
+        local tat, carried
         if kind == 'h' then
           local t = redis.call('HGET', key, 't')
           hash(key).exists = t ~= false
-          tat = tonumber(t or '0') or 0
+          tat, carried = read_bucket(t or nil, now, step, tol)
         else
-          tat = tonumber(redis.call('GET', key) or '0') or 0
+          tat, carried = read_bucket(redis.call('GET', key) or nil, now, step, tol)
         end
         local nxt = math.max(tat, now) + inc
         local ahead = nxt - now
         if ahead <= tol then
           out[n + 1], out[n + 2], out[n + 3] = 1, nxt, 0
           n = n + 3
+          local state = string.format('%d:%d:%d', nxt, step, tol)
           if kind == 'h' then
-            writes[#writes + 1] = {'tat', key, nxt}
+            writes[#writes + 1] = {'tat', key, nxt, state}
           else
-            writes[#writes + 1] = {'set', key, string.format('%d', nxt), string.format('%d', math.floor((nxt - now) / 1000) + 1)}
+            writes[#writes + 1] = {'set', key, state, string.format('%d', math.floor((nxt - now) / 1000) + 1)}
           end
         else
           out[n + 1], out[n + 2], out[n + 3] = 0, tat, ahead - tol
           n = n + 3
           passed = false
+          if carried then
+            -- Refused, but what it owes is kept as this bucket reads it: from here on it runs
+            -- down at this bucket's rate (the key exists: its state was read).
+            local state = string.format('%d:%d:%d', tat, step, tol)
+            local keep = string.format('%d', math.floor((tat - now) / 1000) + 1)
+            if kind == 'h' then
+              redis.call('HSET', key, 't', state)
+              redis.call('PEXPIRE', key, keep, 'GT')
+            else
+              redis.call('SET', key, state, 'PX', keep)
+            end
+          end
         end
       end
     elseif kind == 'w' then
@@ -163,6 +196,8 @@ for g = 1, ngroups do
             prev = tonumber(y)
           end
         end
+        -- Counts above the limit (it was lowered live) read as the limit (WindowRule::hit).
+        cur, prev = math.min(cur, limit), math.min(prev, limit)
         local estimate = cur
         if sliding then estimate = prev * (1 - elapsed / window) + cur end
         local allowed = estimate + 1 <= limit + 1e-9
@@ -212,7 +247,7 @@ for _, w in ipairs(writes) do
   if what == 'set' then
     redis.call('SET', key, w[3], 'PX', w[4])
   elseif what == 'tat' then
-    hash(key).tat = w[3]
+    hash(key).tat, hash(key).state = w[3], w[4]
   elseif what == 'p' then
     hash(key).slot = true
   elseif what == 'z' then
@@ -232,9 +267,9 @@ for key, h in pairs(hashes) do
     if tat then
       keep = math.floor((tat - now) / 1000) + 1
       if h.slot then
-        redis.call('HSET', key, 't', string.format('%d', tat), member, at)
+        redis.call('HSET', key, 't', h.state, member, at)
       else
-        redis.call('HSET', key, 't', string.format('%d', tat))
+        redis.call('HSET', key, 't', h.state)
       end
     elseif h.exists then
       redis.call('HSET', key, member, at)

@@ -393,10 +393,16 @@ impl RedisStore {
         // it no longer counts.
         let mut reading = super::ClientReading::default();
         for (field, value) in &fields {
-            let value: u64 = value.parse().unwrap_or(0);
             if field == "t" {
-                reading.tat = (value != 0).then_some(value);
-            } else if now.saturating_sub(value) < self.ttl_us {
+                // 'tat:step:tolerance', or a bare TAT (decide.lua).
+                let mut parts = value.split(':').map(|p| p.parse::<u64>().unwrap_or(0));
+                let tat = parts.next().unwrap_or(0);
+                reading.tat = (tat != 0).then_some(tat);
+                reading.step = parts.next().filter(|&s| s != 0);
+                continue;
+            }
+            let value: u64 = value.parse().unwrap_or(0);
+            if now.saturating_sub(value) < self.ttl_us {
                 reading.in_flight += 1;
             }
         }

@@ -3,6 +3,7 @@
 
 use super::conn::Conn;
 use super::RedisStore;
+use crate::store::hybrid::Credit;
 use futures_util::future::try_join_all;
 use std::sync::LazyLock;
 
@@ -24,8 +25,9 @@ pub struct Round {
 }
 
 impl RedisStore {
-    /// Adds `credits` (bucket key, credit µs) to the fleet's buckets and reads them back.
-    pub async fn reconcile(&self, credits: &[(u64, i64)]) -> redis::RedisResult<Round> {
+    /// Adds `credits` (bucket key, credit µs and the bucket it was charged in) to the fleet's
+    /// buckets, each carried to that bucket first, and reads them back.
+    pub async fn reconcile(&self, credits: &[(u64, Credit)]) -> redis::RedisResult<Round> {
         let conn = self.conn.load_full().ok_or_else(|| {
             redis::RedisError::from((redis::ErrorKind::Io, "not connected to Redis yet"))
         })?;
@@ -54,11 +56,14 @@ impl RedisStore {
     async fn reconcile_call(
         &self,
         conn: &Conn,
-        chunk: &[(u64, i64)],
+        chunk: &[(u64, Credit)],
     ) -> redis::RedisResult<(u64, Vec<u64>)> {
         let mut call = RECONCILE.prepare_invoke();
-        for (key, credit) in chunk {
-            call.key(self.keys().client(*key)).arg(*credit);
+        for (key, c) in chunk {
+            call.key(self.keys().client(*key))
+                .arg(c.credit)
+                .arg(c.bucket.step)
+                .arg(c.bucket.tolerance);
         }
         let mut c = conn.clone();
         let reply = tokio::time::timeout(

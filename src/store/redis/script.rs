@@ -234,11 +234,10 @@ pub(super) fn decide_cmd(
     for (op, shape) in ask.ops().iter().zip(shapes) {
         cmd.arg(shape.letter());
         match *op {
-            Op::Gcra {
-                increment,
-                tolerance,
-                ..
-            } => cmd.arg(increment).arg(tolerance),
+            Op::Gcra { charge, .. } => cmd
+                .arg(charge.increment)
+                .arg(charge.tolerance)
+                .arg(charge.step),
             Op::Window { rule, count, .. } => cmd
                 .arg(flag(sliding(&rule)))
                 .arg(rule.limit)

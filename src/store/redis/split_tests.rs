@@ -1,4 +1,5 @@
 use super::*;
+use crate::math::gcra::BucketCharge;
 use crate::math::window::{WindowCheck, WindowRule};
 use crate::schema::QuotaAlgorithm;
 use crate::store::{Op, Table, TableKind, TableSpec};
@@ -42,15 +43,13 @@ fn ask(client: u64) -> Ask {
         table: BUCKETS,
         key: 1234,
         tag: IP,
-        increment: 10,
-        tolerance: 100,
+        charge: BucketCharge::new(10, 100),
     });
     ask.push(Op::Gcra {
         table: BUCKETS,
         key: client,
         tag: client,
-        increment: 20,
-        tolerance: 100,
+        charge: BucketCharge::new(20, 100),
     });
     for (table, key) in [(1, client), (2, IP)] {
         ask.push(Op::Window {
@@ -89,8 +88,8 @@ fn passed(part: &SlotAsk, now: u64) -> ClientReply {
         replies: (part.ask.ops().iter())
             .map(|op| {
                 Some(match *op {
-                    Op::Gcra { increment, .. } => Reply::Charge(Charge::Allowed {
-                        tat: now + increment,
+                    Op::Gcra { charge, .. } => Reply::Charge(Charge::Allowed {
+                        tat: now + charge.increment,
                     }),
                     Op::Window { .. } => Reply::Window(quota),
                     Op::Slot { .. } => Reply::Slot(true),

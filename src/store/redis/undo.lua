@@ -11,16 +11,27 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function fmt(x) return string.format('%.0f', x) end
+-- A bucket's state ('tat:step:tolerance', or a bare TAT) with `inc` µs given back, in the
+-- bucket that wrote it last (decide.lua); nil when there is none.
+local function given_back(v, inc)
+  if not v then return nil end
+  local tat, rest = string.match(v, '^(%d+)(:%d+:%d+)$')
+  if not tat then
+    tat, rest = tonumber(v), ''
+    if not tat then return nil end
+  end
+  return fmt(math.max(tonumber(tat) - inc, 0)) .. rest
+end
 local a = 1
 for i = 1, #KEYS do
   local kind, key = ARGV[a], KEYS[i]
   if kind == 'b' then
-    local tat = tonumber(redis.call('GET', key) or '')
-    if tat then redis.call('SET', key, fmt(math.max(tat - tonumber(ARGV[a + 1]), 0)), 'KEEPTTL') end
+    local v = given_back(redis.call('GET', key), tonumber(ARGV[a + 1]))
+    if v then redis.call('SET', key, v, 'KEEPTTL') end
     a = a + 2
   elseif kind == 'h' then
-    local tat = tonumber(redis.call('HGET', key, 't') or '')
-    if tat then redis.call('HSET', key, 't', fmt(math.max(tat - tonumber(ARGV[a + 1]), 0))) end
+    local v = given_back(redis.call('HGET', key, 't'), tonumber(ARGV[a + 1]))
+    if v then redis.call('HSET', key, 't', v) end
     a = a + 2
   elseif kind == 'q' then
     local window = tonumber(ARGV[a + 1])

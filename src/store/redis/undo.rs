@@ -55,13 +55,12 @@ impl RedisStore {
                 table,
                 key,
                 tag,
-                increment,
-                ..
+                charge,
             } => self.undo(Undo::Gcra {
                 table,
                 tag,
                 key,
-                increment,
+                increment: charge.increment,
             }),
             Op::Window {
                 table, key, rule, ..

@@ -21,7 +21,7 @@
 //! drops it when it is idle. With the mask doubled at half load, that takes 16 slots around
 //! one key full of unevictable keys.
 
-use super::{backoff, tag, KeyTable, Ordering, Slot, ATTEMPTS, BUSY, VALUE_MASK};
+use super::{backoff, tag, KeyTable, Ordering, Slot, ATTEMPTS, BUSY};
 
 const LOW: u64 = u32::MAX as u64;
 
@@ -30,7 +30,7 @@ pub(super) fn masks(active: u64, previous: u64) -> u64 {
     (previous << 32) | active
 }
 
-impl KeyTable {
+impl<const S: usize> KeyTable<S> {
     /// The active mask and, while keys move, the previous one (else the active one again).
     #[inline]
     pub(super) fn masks(&self) -> (usize, usize) {
@@ -139,7 +139,7 @@ impl KeyTable {
             // The key is ours to move; its updates retry until it is in its new place.
             // Into a slot of its own, even if the key also has one there (a rare duplicate
             // claim): its value is kept, as it would have been without the move.
-            match self.claim(owner, word & VALUE_MASK, mask, victim, false) {
+            match self.claim(owner, slot.value(word), mask, victim, false) {
                 Some(_) => {
                     slot.key.store(0, Ordering::Release);
                     self.live.fetch_sub(1, Ordering::Relaxed);

@@ -7,7 +7,7 @@ use super::*;
 use loom::sync::Arc;
 use loom::thread;
 
-fn add(table: &KeyTable, key: u64, n: u64) {
+fn add<const S: usize>(table: &KeyTable<S>, key: u64, n: u64) {
     table
         .update(key, |_| None, |v| Update::Write(v + n, ()))
         .expect("a slot");
@@ -24,7 +24,7 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 #[test]
 fn two_threads_adding_to_a_new_key_lose_nothing() {
     model(|| {
-        let t = Arc::new(KeyTable::new(16));
+        let t = Arc::new(KeyTable::<1>::new(16));
         let other = t.clone();
         let h = thread::spawn(move || add(&other, 7, 1));
         add(&t, 7, 1);
@@ -37,7 +37,7 @@ fn two_threads_adding_to_a_new_key_lose_nothing() {
 #[test]
 fn a_sweep_racing_an_update_loses_nothing() {
     model(|| {
-        let t = Arc::new(KeyTable::new(16));
+        let t = Arc::new(KeyTable::<1>::new(16));
         add(&t, 7, 0);
         let other = t.clone();
         let h = thread::spawn(move || {
@@ -52,7 +52,7 @@ fn a_sweep_racing_an_update_loses_nothing() {
 #[test]
 fn the_last_release_racing_an_acquire_keeps_the_count() {
     model(|| {
-        let t = Arc::new(KeyTable::new(16));
+        let t = Arc::new(KeyTable::<1>::new(16));
         add(&t, 7, 1);
         let other = t.clone();
         let h = thread::spawn(move || {
@@ -82,7 +82,7 @@ fn an_update_never_lands_in_a_slot_given_to_another_key() {
     // slot: see the module docs.)
     let (seven, nine) = (7 | 2 << 48, 9 | 5 << 48);
     model(move || {
-        let t = Arc::new(KeyTable::new(16));
+        let t = Arc::new(KeyTable::<1>::new(16));
         add(&t, seven, 0);
         let other = t.clone();
         let h = thread::spawn(move || {
@@ -107,7 +107,7 @@ fn a_move_racing_updates_loses_nothing_and_completes() {
         .map(|i| i * 4 | 1 << 32 | (10 + i) << 48)
         .collect();
     model(move || {
-        let t = Arc::new(KeyTable::with_initial(32, 2));
+        let t = Arc::new(KeyTable::<1>::with_initial(32, 2));
         add(&t, moving, 5);
         for &f in &fillers {
             add(&t, f, 1);
@@ -129,7 +129,57 @@ fn a_move_racing_updates_loses_nothing_and_completes() {
     });
 }
 
-impl KeyTable {
+/// A wide value whose top bits repeat its low ones: a read of one write's low bits beside
+/// another's top bits shows.
+fn whole(n: u64) -> u64 {
+    (n << 48) | n
+}
+
+#[test]
+fn wide_writes_racing_a_read_and_a_move_are_never_mixed() {
+    // As in the move model: `moving` belongs elsewhere once the ninth key grows the prefix.
+    let moving = 2 | 3 << 32 | 9 << 48;
+    let fillers: Vec<u64> = (1..=8u64)
+        .map(|i| i * 4 | 1 << 32 | (10 + i) << 48)
+        .collect();
+    model(move || {
+        let t = Arc::new(WideTable::with_initial(32, 2));
+        t.update(moving, |_| None, |_| Update::Write(whole(1), ()));
+        for &f in &fillers {
+            add(&t, f, 1);
+        }
+        let other = t.clone();
+        let h = thread::spawn(move || {
+            // Reads (and helps move) while the other thread writes: a value whole, or its low
+            // bits alone when the mark read is not the state word's (a writer between its two
+            // stores, or a mark newer than the word read).
+            other.update(
+                moving,
+                |_| None,
+                |v| {
+                    assert!([whole(1), whole(2), 1, 2].contains(&v), "mixed: {v:#x}");
+                    Update::Keep(())
+                },
+            );
+        });
+        t.update(
+            moving,
+            |_| None,
+            |v| {
+                assert_eq!(v, whole(1));
+                Update::Write(whole(2), ())
+            },
+        );
+        h.join().unwrap();
+        // The low bits are the write's; the top ones too, unless a move took the value
+        // between the write's two stores (advisory bits, lost then, never mixed).
+        let left = t.values_of(moving);
+        assert!(left == [whole(2)] || left == [2], "{left:x?}");
+        assert_eq!(t.peek(moving), left.first().copied());
+    });
+}
+
+impl<const S: usize> KeyTable<S> {
     /// Every value stored for `key`, in any slot (a duplicate claim shows as two).
     fn values_of(&self, key: u64) -> Vec<u64> {
         let key = stored(key);
@@ -137,9 +187,10 @@ impl KeyTable {
             .iter()
             .flat_map(Bucket::slots)
             .filter(|s| s.key.load(Ordering::Acquire) == key)
-            .map(|s| s.word.load(Ordering::Acquire))
-            .filter(|&w| w != BUSY && w >> 48 == tag(key))
-            .map(|w| w & VALUE_MASK)
+            .filter_map(|s| {
+                let w = s.word.load(Ordering::Acquire);
+                (w != BUSY && w >> 48 == tag(key)).then(|| s.value(w))
+            })
             .collect()
     }
 }

@@ -3,13 +3,13 @@
 use super::*;
 use std::sync::Arc;
 
-fn add(table: &KeyTable, key: u64, n: u64) -> Option<u64> {
+fn add<const S: usize>(table: &KeyTable<S>, key: u64, n: u64) -> Option<u64> {
     table.update(key, Some, |v| Update::Write(v + n, v + n))
 }
 
 #[test]
 fn keys_start_at_zero_and_keep_their_values() {
-    let t = KeyTable::new(64);
+    let t = KeyTable::<1>::new(64);
     assert_eq!(t.peek(5), None);
     assert_eq!(add(&t, 5, 3), Some(3));
     assert_eq!(add(&t, 5, 4), Some(7));
@@ -23,7 +23,7 @@ fn keys_start_at_zero_and_keep_their_values() {
 
 #[test]
 fn sweep_drops_idle_keys_only() {
-    let t = KeyTable::new(64);
+    let t = KeyTable::<1>::new(64);
     add(&t, 1, 0);
     add(&t, 2, 5);
     assert_eq!(t.sweep(|v| v == 0), 1);
@@ -37,7 +37,7 @@ fn sweep_drops_idle_keys_only() {
 
 #[test]
 fn a_full_table_evicts_the_best_victim_and_never_an_unrankable_one() {
-    let t = KeyTable::new(2 * WAYS); // two buckets: every key may use both
+    let t = KeyTable::<1>::new(2 * WAYS); // two buckets: every key may use both
     for k in 1..=2 * WAYS as u64 {
         add(&t, k << 20, k * 10);
     }
@@ -58,7 +58,7 @@ fn a_full_table_evicts_the_best_victim_and_never_an_unrankable_one() {
 
 #[test]
 fn a_removed_key_gives_its_slot_up_at_once() {
-    let t = KeyTable::new(64);
+    let t = KeyTable::<1>::new(64);
     add(&t, 3, 1);
     assert_eq!(t.live(), 1);
     assert_eq!(t.update(3, Some, |_| Update::Remove(())), Some(()));
@@ -69,20 +69,21 @@ fn a_removed_key_gives_its_slot_up_at_once() {
 }
 
 /// Sum of the values of every slot (a key in two slots counts twice).
-fn total(t: &KeyTable) -> u64 {
+fn total<const S: usize>(t: &KeyTable<S>) -> u64 {
     t.buckets
         .iter()
         .flat_map(Bucket::slots)
         .filter(|s| s.key.load(Ordering::Acquire) != 0)
-        .map(|s| s.word.load(Ordering::Acquire))
-        .filter(|&w| w != BUSY)
-        .map(|w| w & VALUE_MASK)
+        .filter_map(|s| {
+            let w = s.word.load(Ordering::Acquire);
+            (w != BUSY).then(|| s.value(w))
+        })
         .sum()
 }
 
 #[test]
 fn the_active_prefix_grows_with_the_keys_and_keeps_every_value() {
-    let t = KeyTable::new(1 << 20);
+    let t = KeyTable::<1>::new(1 << 20);
     assert_eq!(t.active_capacity(), INITIAL_BUCKETS * WAYS);
     let keys: Vec<u64> = (1..=50_000u64).map(crate::rng::mix).collect();
     for (i, &k) in keys.iter().enumerate() {
@@ -110,7 +111,7 @@ fn the_active_prefix_grows_with_the_keys_and_keeps_every_value() {
 #[test]
 fn concurrent_updates_across_growths_lose_nothing() {
     // Room for the 43,000 keys at any load: what is tested is the growth, not eviction.
-    let t = Arc::new(KeyTable::new(1 << 18));
+    let t = Arc::new(KeyTable::<1>::new(1 << 18));
     let threads: Vec<_> = (0..4)
         .map(|n| {
             let t = t.clone();
@@ -147,7 +148,7 @@ fn concurrent_updates_across_growths_lose_nothing() {
 
 #[test]
 fn memory_is_sixteen_bytes_a_slot() {
-    let t = KeyTable::new(1 << 16);
+    let t = KeyTable::<1>::new(1 << 16);
     assert_eq!(t.capacity(), 1 << 16);
     // Plus the table's own fields: two cache lines, its claim counter padded onto its own.
     assert!(t.bytes() <= 16 * (1 << 16) + 256);
@@ -155,7 +156,7 @@ fn memory_is_sixteen_bytes_a_slot() {
 
 #[test]
 fn concurrent_updates_lose_nothing() {
-    let t = Arc::new(KeyTable::new(1024));
+    let t = Arc::new(KeyTable::<1>::new(1024));
     let threads: Vec<_> = (0..4)
         .map(|_| {
             let t = t.clone();
@@ -171,4 +172,114 @@ fn concurrent_updates_lose_nothing() {
     }
     let total: u64 = (1..=16).map(|k| t.peek(k).unwrap()).sum();
     assert_eq!(total, 80_000);
+}
+
+#[test]
+fn memory_is_twenty_four_bytes_a_slot_in_a_wide_table() {
+    let t = WideTable::new(1 << 16);
+    assert_eq!(t.capacity(), 1 << 16);
+    assert!(t.bytes() <= 24 * (1 << 16) + 256);
+}
+
+/// A wide value whose top 16 bits are a function of its low 48: a torn read (the low bits of
+/// one write beside the top bits of another) shows.
+fn checked(low: u64) -> u64 {
+    let low = low & VALUE_MASK;
+    ((crate::rng::mix(low) >> 48).max(1) << 48) | low
+}
+
+#[test]
+fn a_wide_table_keeps_whole_values_through_growth_eviction_and_sweep() {
+    let t = WideTable::new(1 << 16);
+    let keys: Vec<u64> = (1..=5_000u64).map(crate::rng::mix).collect();
+    for (i, &k) in keys.iter().enumerate() {
+        let v = checked(i as u64 + 1);
+        assert_eq!(t.update(k, Some, |_| Update::Write(v, v)), Some(v));
+    }
+    assert!(t.active_capacity() > INITIAL_BUCKETS * WAYS, "it grew");
+    for &k in &keys {
+        // Finishes any move under way.
+        t.update(k, Some, Update::Keep);
+    }
+    for (i, &k) in keys.iter().enumerate() {
+        assert_eq!(t.peek(k), Some(checked(i as u64 + 1)), "key {i}");
+    }
+    // Values above 48 bits are ranked and swept whole.
+    let swept = t.sweep(|v| v & VALUE_MASK <= 1_000);
+    assert_eq!(swept, 1_000);
+    assert_eq!(t.peek(keys[0]), None);
+    assert_eq!(t.peek(keys[1_000]), Some(checked(1_001)));
+    // A wide table evicts by the whole value too: the victim with the lowest one goes.
+    let small = WideTable::new(2 * WAYS);
+    for k in 1..=2 * WAYS as u64 {
+        let v = (k << 48) | 7;
+        small.update(k << 20, Some, |_| Update::Write(v, ()));
+    }
+    small.update(99 << 20, Some, |_| Update::Write(5, ()));
+    assert_eq!(small.peek(1 << 20), None);
+    assert_eq!(small.peek(2 << 20), Some((2 << 48) | 7));
+    assert_eq!(small.peek(99 << 20), Some(5));
+}
+
+#[test]
+fn concurrent_wide_writes_are_never_read_torn() {
+    let t = Arc::new(WideTable::new(1024));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let mut written = 0u64;
+                for i in 0..20_000u64 {
+                    let got = t.update(1 + i % 8, Some, |v| {
+                        // Whole, or its low bits alone while a writer is between its stores.
+                        assert!(v == checked(v) || v >> 48 == 0, "torn: {v:#x}");
+                        let next = checked((v & VALUE_MASK) + 1);
+                        Update::Write(next, ())
+                    });
+                    written += u64::from(got.is_some());
+                    if let Some(v) = t.peek(1 + (i + 3) % 8) {
+                        assert!(v == checked(v) || v >> 48 == 0, "torn peek: {v:#x}");
+                    }
+                }
+                written
+            })
+        })
+        .collect();
+    let written: u64 = threads.into_iter().map(|th| th.join().unwrap()).sum();
+    let counted: u64 = (1..=8).map(|k| t.peek(k).unwrap() & VALUE_MASK).sum();
+    assert_eq!(counted, written);
+}
+
+#[test]
+fn two_threads_hammering_one_key_never_fail_open() {
+    // Each loss of a compare-and-swap is the other thread's progress: the loser backs off
+    // and retries instead of giving up (it once lost 64 in a row and failed open).
+    for wide in [false, true] {
+        let plain = Arc::new(KeyTable::<1>::new(64));
+        let wide_t = Arc::new(WideTable::new(64));
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let (plain, wide_t) = (plain.clone(), wide_t.clone());
+                std::thread::spawn(move || {
+                    (0..100_000)
+                        .filter(|_| {
+                            if wide {
+                                add(&wide_t, 42, 1).is_none()
+                            } else {
+                                add(&plain, 42, 1).is_none()
+                            }
+                        })
+                        .count()
+                })
+            })
+            .collect();
+        let failed: usize = threads.into_iter().map(|th| th.join().unwrap()).sum();
+        assert_eq!(failed, 0, "wide: {wide}");
+        let kept = if wide {
+            wide_t.peek(42)
+        } else {
+            plain.peek(42)
+        };
+        assert_eq!(kept, Some(200_000), "wide: {wide}");
+    }
 }
