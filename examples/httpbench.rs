@@ -103,6 +103,8 @@ fn config(mode: Bench) -> Config {
         l.request_rate.rate = 1e6;
         l.request_rate.burst = 1_000_000;
         l.request_rate.headers = mode != Bench::BrownoutNoHeaders;
+        // Like for like with governor (a bucket per key, nothing per address).
+        l.request_rate.per_ip = brownout::config::PerIp::Off;
         l.concurrent_requests.mode = Mode::Enforce;
         l.concurrent_requests.max_in_flight = 1_000_000;
         l.fleet_usage.mode = Mode::Enforce;

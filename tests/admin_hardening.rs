@@ -417,7 +417,7 @@ async fn huge_headers_etag_lists_and_lists_for_sections() {
         answer["detail"]
             .as_str()
             .unwrap()
-            .contains("must be a section of keys, not a list"),
+            .contains("must be a section of keys (rate, burst), or auto, or off, not a list"),
         "{answer}"
     );
     // And where a body belongs.

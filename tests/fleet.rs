@@ -545,7 +545,7 @@ fn from_ip(key: &str, ip: &str) -> test::TestRequest {
 async fn a_cluster_shards_clients_and_shares_their_limits() {
     let cluster = Cluster::start();
     let mut config = common::slow_bucket(3);
-    config.limiters.request_rate.per_ip = Some(PerIpConfig::new(0.001, 10));
+    config.limiters.request_rate.per_ip = PerIpConfig::new(0.001, 10).into();
     let config = on_cluster(config, &cluster);
     let (a, b) = (Rig::new(config.clone()), Rig::new(config));
     shared(&a).await;
@@ -642,7 +642,7 @@ async fn five_at_one_and_a_half_per_second(sync: StoreSync, per_ip: bool) {
     let rr = &mut config.limiters.request_rate;
     if per_ip {
         (rr.rate, rr.burst) = (1000.0, 1000);
-        rr.per_ip = Some(PerIpConfig::new(1.5, 5));
+        rr.per_ip = PerIpConfig::new(1.5, 5).into();
     } else {
         rr.rate = 1.5;
     }

@@ -40,7 +40,7 @@ fn cases() -> Vec<Case> {
             limiter: "request_rate",
             config: || {
                 let mut c = common::slow_bucket(1_000);
-                c.limiters.request_rate.per_ip = Some(PerIpConfig::new(0.001, 2));
+                c.limiters.request_rate.per_ip = PerIpConfig::new(0.001, 2).into();
                 c
             },
             held: &[],

@@ -352,7 +352,7 @@ async fn quota_windows_follow_the_calendar_and_the_answer_agrees_with_retry_afte
         )
         .with_key(QuotaKey::Ip),
     );
-    rr.per_ip = Some(PerIpConfig::new(100.0, 1000));
+    rr.per_ip = PerIpConfig::new(100.0, 1000).into();
     let rig = Rig::new(c);
     // The process started at 23:59:50 UTC: the day's window ends in 10 s, not in 24 h.
     let day = 20_000 * 86_400;

@@ -7,7 +7,7 @@ use actix_web::http::StatusCode;
 use actix_web::{test, web, App, HttpRequest, HttpResponse};
 use brownout::classify::RequestFacts;
 use brownout::config::{
-    HumanDuration, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey,
+    HumanDuration, PerIp, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey,
 };
 use brownout::limiter::LimiterName;
 use brownout::store::{StoreError, Table};
@@ -32,6 +32,8 @@ fn rated(rate: f64, burst: u32) -> Config {
     rr.mode = Mode::Enforce;
     rr.rate = rate;
     rr.burst = burst;
+    // Per key only (every test request comes from one address): the ceiling's tests set it.
+    rr.per_ip = PerIp::Off;
     c
 }
 
@@ -135,7 +137,7 @@ async fn burst_of_five_at_one_instant(rate: f64, per_ip: bool) {
         if per_ip { 1000 } else { 5 },
     );
     if per_ip {
-        c.limiters.request_rate.per_ip = Some(PerIpConfig::new(rate, 5));
+        c.limiters.request_rate.per_ip = PerIpConfig::new(rate, 5).into();
     }
     let rig = Rig::new(c);
     let app = app!(rig, gate());
@@ -425,7 +427,7 @@ fn card_failures() -> QuotaConfig {
 async fn the_policy_lists_what_applies_to_the_request_and_each_has_its_remaining() {
     // A bucket, a per-IP ceiling and a quota on charges only.
     let mut c = rated(0.001, 10);
-    c.limiters.request_rate.per_ip = Some(PerIpConfig::new(0.001, 20));
+    c.limiters.request_rate.per_ip = PerIpConfig::new(0.001, 20).into();
     c.limiters.request_rate.quotas.push(card_failures());
     let rig = Rig::new(c);
     let app = app!(rig, gate());

@@ -9,7 +9,7 @@ mod common;
 
 use actix_web::http::StatusCode;
 use actix_web::{test, web, App, HttpResponse};
-use brownout::config::PerIpConfig;
+use brownout::config::{PerIp, PerIpConfig};
 use brownout::{Config, Mode};
 use common::{header, AdminClient, Rig};
 use serde_json::{json, Value};
@@ -23,6 +23,8 @@ fn rated(rate: f64, burst: u32) -> Config {
     rr.mode = Mode::Enforce;
     rr.rate = rate;
     rr.burst = burst;
+    // Per key only (every test request comes from one address): the ceiling's test sets it.
+    rr.per_ip = PerIp::Off;
     c
 }
 
@@ -51,7 +53,7 @@ async fn patch(admin: &AdminClient, body: Value) {
 #[actix_web::test]
 async fn a_per_ip_ceiling_lowered_then_raised_back_refuses_nobody() {
     let mut c = rated(1_000.0, 1_000);
-    c.limiters.request_rate.per_ip = Some(PerIpConfig::new(100.0, 500));
+    c.limiters.request_rate.per_ip = PerIpConfig::new(100.0, 500).into();
     let rig = Rig::new(c);
     let admin = AdminClient::new(&rig).await;
     let app = app!(rig);
@@ -214,4 +216,30 @@ async fn a_client_moving_to_another_plan_keeps_what_it_owes_capped_at_its_burst(
     rig.clock.advance(Duration::from_secs(1));
     let res = test::call_service(&app, on("default").to_request()).await;
     assert_eq!(res.status(), StatusCode::OK);
+}
+
+#[actix_web::test]
+async fn the_per_ip_ceiling_reads_auto_off_or_a_limit_over_the_admin_api() {
+    let rig = Rig::new(rated(20.0, 100));
+    let admin = AdminClient::new(&rig).await;
+    let ceiling = |rig: &Rig| rig.brownout.settings().limiters.request_rate.ceiling();
+    // `rated` turns it off; null in a merge patch puts the default back: auto.
+    let per_ip = |v: Value| json!({"limiters": {"request_rate": {"per_ip": v}}});
+    patch(&admin, per_ip(Value::Null)).await;
+    let (_, doc, _) = admin.send("GET", "/v1/config", None, &[]).await;
+    assert_eq!(doc["limiters"]["request_rate"]["per_ip"], "auto");
+    assert_eq!(ceiling(&rig), Some(PerIpConfig::new(200.0, 1_000)));
+    patch(&admin, per_ip(json!({"rate": 5, "burst": 10}))).await;
+    assert_eq!(ceiling(&rig), Some(PerIpConfig::new(5.0, 10)));
+    patch(&admin, per_ip(json!("off"))).await;
+    assert_eq!(ceiling(&rig), None);
+    // Anything else is refused by name and changes nothing.
+    for bad in [json!("sometimes"), json!([1, 2]), json!({"rate": 5})] {
+        let (status, answer, _) = admin
+            .send("PATCH", "/v1/config", Some(per_ip(bad.clone())), &[])
+            .await;
+        assert_eq!(status, 400, "{bad}: {answer}");
+        assert_eq!(answer["field"], "limiters.request_rate.per_ip", "{answer}");
+        assert_eq!(ceiling(&rig), None);
+    }
 }

@@ -99,7 +99,10 @@ fn the_embed_programs_build_in_a_new_project_and_answer_as_written() {
         if with_file {
             args.insert(0, "config.yaml".into());
         }
-        let (answer, admin_answered) = run_until_it_answers(root, &dir, &args);
+        // The quick start, abused as an attacker would: one address inventing a key per
+        // request meets the per-IP ceiling that comes with the rate limit by default.
+        let abuse = (!with_file).then_some(invent_keys as fn(SocketAddr));
+        let (answer, admin_answered) = run_until_it_answers(root, &dir, &args, abuse);
         assert!(answer.ends_with("hi"), "{answer}");
         if with_file {
             assert!(admin_answered, "the admin API of config.yaml answers");
@@ -108,10 +111,52 @@ fn the_embed_programs_build_in_a_new_project_and_answer_as_written() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The README's quick start (`.rate_limit(20.0, 100)`, nothing else) at `app`, sent a fresh
+/// API key with every request from one address: each key has a full bucket of its own, but
+/// the address is refused past its ceiling (ten clients' worth: a burst of 1,000 and 200 a
+/// second), by name.
+fn invent_keys(app: SocketAddr) {
+    let start = Instant::now();
+    let (mut admitted, mut refusal) = (0u32, None);
+    for i in 0..6_000 {
+        if start.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+        let Some(answer) = request(app, &format!("GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk_live_invented_{i}\r\nConnection: close\r\n\r\n")) else {
+            continue;
+        };
+        if answer.starts_with("HTTP/1.1 200") {
+            admitted += 1;
+        } else {
+            refusal = Some(answer);
+            break;
+        }
+    }
+    let refusal = refusal.expect("one address inventing keys is refused");
+    assert!(refusal.starts_with("HTTP/1.1 429"), "{refusal}");
+    let lower = refusal.to_ascii_lowercase();
+    assert!(lower.contains("ratelimit: \"per_ip\";r=0"), "{refusal}");
+    let most = 1_000.0 + 200.0 * start.elapsed().as_secs_f64() + 1.0;
+    println!(
+        "one address inventing keys: {admitted} admitted in {:?}, then {}",
+        start.elapsed(),
+        refusal.lines().next().unwrap_or_default()
+    );
+    assert!(
+        (1_000..=most as u32).contains(&admitted),
+        "{admitted} admitted before the ceiling (at most {most:.0})"
+    );
+}
+
 /// Runs the program built in `dir` with `args` (the app's address last) until `GET /`
-/// answers 200 (at most 30 s): its answer, and whether the admin API of its config.yaml
-/// answered `/healthz` meanwhile.
-fn run_until_it_answers(root: &Path, dir: &Path, args: &[String]) -> (String, bool) {
+/// answers 200 (at most 30 s), then `then` on its address while it runs: its answer, and
+/// whether the admin API of its config.yaml answered `/healthz` meanwhile.
+fn run_until_it_answers(
+    root: &Path,
+    dir: &Path,
+    args: &[String],
+    then: Option<fn(SocketAddr)>,
+) -> (String, bool) {
     let app: SocketAddr = args.last().unwrap().parse().unwrap();
     let config = std::fs::read_to_string(dir.join("config.yaml")).unwrap();
     let admin: SocketAddr = config
@@ -140,6 +185,9 @@ fn run_until_it_answers(root: &Path, dir: &Path, args: &[String]) -> (String, bo
         std::thread::sleep(Duration::from_millis(50));
     }
     let health = get(admin, "/healthz").is_some_and(|a| a.ends_with("ok"));
+    if let (Some(then), Some(_)) = (then, &answer) {
+        then(app);
+    }
     let _ = child.kill();
     let _ = child.wait();
     (answer.expect("the program answers within 30 s"), health)
@@ -154,13 +202,17 @@ fn free_port() -> SocketAddr {
 
 /// `GET path` over a plain connection: the whole answer, or `None` when nothing answers.
 fn get(addr: SocketAddr, path: &str) -> Option<String> {
+    request(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+/// `raw` sent over a plain connection: the whole answer, or `None` when nothing answers.
+fn request(addr: SocketAddr, raw: &str) -> Option<String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
+    s.write_all(raw.as_bytes()).ok()?;
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     Some(out)

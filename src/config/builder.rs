@@ -51,6 +51,23 @@ impl ConfigBuilder {
         self
     }
 
+    /// The ceiling per client address (IPv6 by /64) that request_rate's clients also spend
+    /// from, whatever key they send: `per_second` credits a second, at most `burst` held.
+    /// Without it, the ceiling is [`PerIp::Auto`](super::PerIp::Auto): ten times the largest
+    /// plan's. It takes effect with request_rate on ([`rate_limit`](Self::rate_limit)).
+    pub fn per_ip(mut self, per_second: f64, burst: u32) -> Self {
+        let limit = super::PerIpConfig::new(per_second, burst);
+        self.config.limiters.request_rate.per_ip = limit.into();
+        self
+    }
+
+    /// No ceiling per client address: each key is limited on its own, however many one
+    /// address sends (for a network whose clients cannot invent keys, or a benchmark).
+    pub fn no_per_ip(mut self) -> Self {
+        self.config.limiters.request_rate.per_ip = super::PerIp::Off;
+        self
+    }
+
     /// What a route costs request_rate: `route` is `"METHOD /path"` (`{param}` matches one
     /// segment; the most specific pattern wins), as in the file's `costs`.
     pub fn route_cost(mut self, route: impl Into<String>, cost: u32) -> Self {
@@ -114,13 +131,20 @@ impl ConfigBuilder {
     ///
     /// # Errors
     /// [`ConfigError`] naming the key of the first problem, with the file's message.
-    /// Also refused: what would have no effect, such as route costs with request_rate off.
+    /// Also refused: what would have no effect, such as route costs or a per-IP ceiling with
+    /// request_rate off.
     pub fn build(self) -> Result<Config, ConfigError> {
         let rate = &self.config.limiters.request_rate;
         if rate.mode == Mode::Off && !rate.costs.is_empty() {
             return Err(ConfigError::invalid(
                 "limiters.request_rate.costs",
                 "would have no effect: request_rate is off; call rate_limit(per_second, burst) too",
+            ));
+        }
+        if rate.mode == Mode::Off && matches!(rate.per_ip, super::PerIp::Limit(_)) {
+            return Err(ConfigError::invalid(
+                "limiters.request_rate.per_ip",
+                "would have no effect: the ceiling is part of request_rate, which is off; call rate_limit(per_second, burst) too",
             ));
         }
         self.config.validate()?;
@@ -147,6 +171,33 @@ mod tests {
             .route_cost("POST /v1/charges", 5)
             .rate_limit(1.0, 10);
         assert!(both.build().is_ok(), "in either order");
+    }
+
+    #[test]
+    fn a_per_ip_ceiling_without_a_rate_limit_is_refused_and_with_one_it_replaces_the_auto_one() {
+        let e = Config::builder()
+            .per_ip(2.0, 5)
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("limiters.request_rate.per_ip would have no effect"),
+            "{e}"
+        );
+        let rr = |b: ConfigBuilder| b.build().unwrap().limiters.request_rate;
+        let auto = rr(Config::builder().rate_limit(20.0, 100));
+        assert_eq!(
+            auto.ceiling(),
+            Some(super::super::PerIpConfig::new(200.0, 1_000))
+        );
+        let set = rr(Config::builder().per_ip(2.0, 5).rate_limit(20.0, 100));
+        assert_eq!(set.ceiling(), Some(super::super::PerIpConfig::new(2.0, 5)));
+        let off = rr(Config::builder().rate_limit(20.0, 100).no_per_ip());
+        assert_eq!(off.ceiling(), None);
+        assert!(
+            Config::builder().no_per_ip().build().is_ok(),
+            "off is never in the way"
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ fn limiters() -> LimitersConfig {
         limiter.set_mode(&mut l, Mode::Enforce);
     }
     let rr = &mut l.request_rate;
-    rr.per_ip = Some(PerIpConfig::new(10.0, 20));
+    rr.per_ip = PerIpConfig::new(10.0, 20).into();
     for (name, algorithm) in [
         ("fixed", QuotaAlgorithm::FixedWindow),
         ("sliding", QuotaAlgorithm::SlidingWindow),

@@ -157,7 +157,8 @@ fn items_into(rules: &RateRules, status: &RateStatus, max_t: u32, items: &mut It
     if reset <= max_t {
         items.push((0, remaining, reset));
     }
-    if let Some(ceiling) = &rules.per_ip {
+    // The ceiling the config sets (the automatic one is not advertised).
+    if let (Some(ceiling), Some(_)) = (&rules.per_ip, rules.per_ip_limits) {
         let reset = secs_up(status.ip_tat.saturating_sub(status.at));
         if reset <= max_t {
             let remaining = saturate(ceiling.remaining(status.ip_tat, status.at));

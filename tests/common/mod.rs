@@ -55,7 +55,8 @@ pub fn config() -> Config {
 }
 
 /// [`config`] with only request_rate on, enforcing a bucket of `burst` credits that
-/// practically never refills (0.001 a second).
+/// practically never refills (0.001 a second), per key only: no per-IP ceiling (every test
+/// request comes from one address; the tests of the ceiling set it).
 pub fn slow_bucket(burst: u32) -> Config {
     let mut c = config();
     c.limiters.worker_utilization.mode = brownout::Mode::Off;
@@ -63,6 +64,7 @@ pub fn slow_bucket(burst: u32) -> Config {
     rr.mode = brownout::Mode::Enforce;
     rr.rate = 0.001;
     rr.burst = burst;
+    rr.per_ip = brownout::config::PerIp::Off;
     c
 }
 

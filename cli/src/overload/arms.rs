@@ -16,7 +16,7 @@ pub(super) fn arm_config(base: &CliConfig, arm: &str, cap: u32) -> Option<CliCon
     c.demo.bind = "127.0.0.1:0".into();
     c.brownout.admin.bind = "127.0.0.1:0".into();
     c.brownout.admin.overrides_file = None;
-    c.brownout.limiters.request_rate.per_ip = None;
+    c.brownout.limiters.request_rate.per_ip = brownout::config::PerIp::Off;
     let l = &mut c.brownout.limiters;
     let all_off = |l: &mut brownout::config::LimitersConfig| {
         l.request_rate.mode = Mode::Off;

@@ -10,7 +10,8 @@ mod validate;
 
 pub use rules::{Quota, RateRules};
 pub use settings::{
-    PerIpConfig, PlanConfig, QuotaConfig, QuotaCount, QuotaKey, RequestRateConfig,
+    PerIp, PerIpConfig, PlanConfig, QuotaConfig, QuotaCount, QuotaKey, RequestRateConfig,
+    AUTO_PER_IP_CLIENTS,
 };
 
 use super::Problem;

@@ -2,7 +2,7 @@
 //! the `RateLimit-Policy` field of each plan.
 
 use crate::schema::RoutePattern;
-use super::{QuotaCount, QuotaKey, RequestRateConfig};
+use super::{PerIp, QuotaCount, QuotaKey, RequestRateConfig};
 use crate::math::gcra::Bucket;
 use crate::math::window::WindowRule;
 use std::collections::BTreeMap;
@@ -75,7 +75,11 @@ pub struct RateRules {
     pub quotas: Vec<Quota>,
     /// The per-IP ceiling, if any.
     pub per_ip: Option<Bucket>,
-    /// (burst, rate) of the per-IP ceiling, if any.
+    /// (burst, rate) of the per-IP ceiling when the config sets it, which the RateLimit
+    /// fields advertise. The automatic ceiling (`per_ip: auto`) is a backstop sized never to
+    /// meet a normal client: it is not advertised (an item whose remaining changes with every
+    /// request of an address would also make the field new on every response), and only a
+    /// refusal of it names it.
     pub per_ip_limits: Option<(f64, f64)>,
 }
 
@@ -103,10 +107,12 @@ impl RateRules {
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
-        let per_ip = c
-            .per_ip
-            .map(|p| Bucket::new(p.rate, f64::from(p.burst), 0.0));
-        let per_ip_limits = c.per_ip.map(|p| (f64::from(p.burst), p.rate));
+        let ceiling = c.ceiling();
+        let per_ip = ceiling.map(|p| Bucket::new(p.rate, f64::from(p.burst), 0.0));
+        let per_ip_limits = match c.per_ip {
+            PerIp::Limit(p) => Some((f64::from(p.burst), p.rate)),
+            PerIp::Auto | PerIp::Off => None,
+        };
         let plan = |name: &str,
                     rate: f64,
                     burst: u32,

@@ -67,8 +67,116 @@ pub struct RequestRateConfig {
     pub quotas: Vec<QuotaConfig>,
     /// A ceiling per client IP (IPv6 by /64) that every request also spends from, whatever
     /// API key it carries: bearer keys are unverified, so without it one client can invent
-    /// a fresh key per request. `None`: no ceiling.
-    pub per_ip: Option<PerIpConfig>,
+    /// a fresh key per request. On by default ([`PerIp::Auto`]: ten times the largest
+    /// plan's rate and burst).
+    pub per_ip: PerIp,
+}
+
+/// `limiters.request_rate.per_ip:` — `auto` (the default), `off`, or `{rate, burst}`.
+///
+/// # Examples
+/// ```
+/// use brownout::config::{PerIp, PerIpConfig};
+/// use brownout::Config;
+///
+/// // Left out: ten times the largest plan's rate and burst.
+/// let config = Config::from_yaml_str("limiters:\n  request_rate:\n    rate: 20\n")?;
+/// let rr = &config.limiters.request_rate;
+/// assert_eq!(rr.per_ip, PerIp::Auto);
+/// assert_eq!(rr.ceiling(), Some(PerIpConfig::new(200.0, 5_000)));
+/// // Turned off (a trusted network whose clients cannot invent keys).
+/// let config = Config::from_yaml_str("limiters:\n  request_rate:\n    per_ip: off\n")?;
+/// assert_eq!(config.limiters.request_rate.ceiling(), None);
+/// # Ok::<(), brownout::Report>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum PerIp {
+    /// Ten times the largest plan's rate and ten times its burst (the default plan included;
+    /// times `elastic_factor` too, so that a client's elastic bucket stays below it):
+    /// ten busy clients behind one address (a NAT, an office) never meet it, and one address
+    /// inventing a key per request gets ten clients' worth, not unlimited.
+    #[default]
+    Auto,
+    /// No ceiling: each API key is limited on its own, however many one address sends.
+    Off,
+    /// This rate and burst per address.
+    Limit(PerIpConfig),
+}
+
+impl From<PerIpConfig> for PerIp {
+    fn from(limit: PerIpConfig) -> Self {
+        Self::Limit(limit)
+    }
+}
+
+/// How many clients' worth [`PerIp::Auto`] allows one address.
+pub const AUTO_PER_IP_CLIENTS: u32 = 10;
+
+impl RequestRateConfig {
+    /// The per-IP ceiling in force: [`PerIp::Auto`] resolved against the plans, `None` when
+    /// off.
+    pub fn ceiling(&self) -> Option<PerIpConfig> {
+        match self.per_ip {
+            PerIp::Off => None,
+            PerIp::Limit(limit) => Some(limit),
+            PerIp::Auto => {
+                let plans = self.plans.values().map(|p| (p.rate, p.burst));
+                let (rate, burst) = std::iter::once((self.rate, self.burst))
+                    .chain(plans)
+                    .fold((0.0f64, 0u32), |(r, b), (rate, burst)| {
+                        (r.max(rate), b.max(burst))
+                    });
+                // The elastic bucket is a client's too: the ceiling stays above it.
+                let clients = f64::from(AUTO_PER_IP_CLIENTS) * self.elastic_factor.max(1.0);
+                Some(PerIpConfig::new(
+                    rate * clients,
+                    (f64::from(burst) * clients).min(f64::from(u32::MAX)) as u32,
+                ))
+            }
+        }
+    }
+}
+
+impl Serialize for PerIp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Auto => s.serialize_str("auto"),
+            Self::Off => s.serialize_str("off"),
+            Self::Limit(limit) => limit.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PerIp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = PerIp;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("section of keys (rate, burst), or auto, or off")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PerIp, E> {
+                match v {
+                    "auto" => Ok(PerIp::Auto),
+                    "off" => Ok(PerIp::Off),
+                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
+                }
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<PerIp, E> {
+                // YAML 1.1 reads a bare `off` as false.
+                if v {
+                    Err(E::invalid_value(serde::de::Unexpected::Bool(v), &self))
+                } else {
+                    Ok(PerIp::Off)
+                }
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(self, map: M) -> Result<PerIp, M::Error> {
+                PerIpConfig::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(PerIp::Limit)
+            }
+        }
+        d.deserialize_any(Either)
+    }
 }
 
 /// `limiters.request_rate.per_ip:` — a token bucket per client IP.
@@ -81,7 +189,7 @@ pub struct RequestRateConfig {
 /// let config = Config::from_yaml_str(
 ///     "limiters:\n  request_rate:\n    per_ip:\n      rate: 50\n      burst: 200\n",
 /// )?;
-/// assert_eq!(config.limiters.request_rate.per_ip, Some(PerIpConfig::new(50.0, 200)));
+/// assert_eq!(config.limiters.request_rate.per_ip, PerIpConfig::new(50.0, 200).into());
 /// # Ok::<(), brownout::Report>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -116,7 +224,7 @@ impl Default for RequestRateConfig {
             max_keys: 1_000_000,
             eviction_interval: HumanDuration::from_secs(10),
             quotas: Vec::new(),
-            per_ip: None,
+            per_ip: PerIp::Auto,
         }
     }
 }

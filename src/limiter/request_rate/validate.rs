@@ -1,6 +1,6 @@
 //! Validation of `limiters.request_rate:`: every refusal names its key.
 
-use super::RequestRateConfig;
+use super::{PerIp, RequestRateConfig};
 use crate::schema::validate::{duration, ensure, max_keys, Valid, Num, MIN_SHARE};
 use std::time::Duration;
 use crate::schema::{ConfigError, RoutePattern};
@@ -95,8 +95,11 @@ impl RequestRateConfig {
             &format!("{RR}.elastic_factor"),
             format!("must be between 1 and 100 (got {})", self.elastic_factor),
         )?;
-        if let Some(ceiling) = &self.per_ip {
-            rate_and_burst(ceiling.rate, ceiling.burst, &format!("{RR}.per_ip"))?;
+        match self.per_ip {
+            PerIp::Limit(ceiling) => {
+                rate_and_burst(ceiling.rate, ceiling.burst, &format!("{RR}.per_ip"))?;
+            }
+            PerIp::Auto | PerIp::Off => {}
         }
         max_keys(self.max_keys, &format!("{RR}.max_keys"))?;
         duration(
