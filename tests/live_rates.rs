@@ -243,3 +243,36 @@ async fn the_per_ip_ceiling_reads_auto_off_or_a_limit_over_the_admin_api() {
         assert_eq!(ceiling(&rig), None);
     }
 }
+
+#[actix_web::test]
+async fn the_elastic_bucket_keeps_what_a_client_holds_as_it_widens_and_narrows() {
+    // Rate 1 and burst 10, both doubled while the server is idle (below end_of_good).
+    let mut c = rated(1.0, 10);
+    c.limiters.request_rate.elastic_factor = 2.0;
+    let rig = Rig::new(c);
+    let app = app!(rig);
+    let count = |n: u32| {
+        let app = &app;
+        async move {
+            let mut admitted = 0;
+            for _ in 0..n {
+                let req = get("sk_live_elastic").to_request();
+                admitted += u32::from(test::call_service(app, req).await.status().is_success());
+            }
+            admitted
+        }
+    };
+    // Busy: the normal bucket. The client spends 5 of its 10.
+    rig.step(0.95, Duration::from_millis(1)).await;
+    assert_eq!(count(5).await, 5);
+    // Idle: the bucket widens to 20 and the client still owes its 5: 15 left (read as the
+    // elastic bucket's own, its 5 s of debt would be 10 of the elastic credits: 10 left).
+    rig.step(0.1, Duration::from_millis(1)).await;
+    assert_eq!(count(30).await, 15);
+    // Busy again: it owed 20 elastic credits, a normal bucket holds 10: it owes 10, and
+    // its next credit comes one second later.
+    rig.step(0.95, Duration::from_millis(1)).await;
+    assert_eq!(count(1).await, 0);
+    rig.clock.advance(Duration::from_secs(1));
+    assert_eq!(count(2).await, 1);
+}
