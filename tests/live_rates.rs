@@ -44,6 +44,16 @@ macro_rules! app {
     };
 }
 
+/// Sends `$n` requests (`$req` makes the i-th) and checks that every one passes.
+macro_rules! all_pass {
+    ($app:expr, $n:expr, $req:expr, $what:expr) => {
+        for i in 0..$n {
+            let res = test::call_service(&$app, ($req)(i).to_request()).await;
+            assert_eq!(res.status(), StatusCode::OK, "request {i} {}", $what);
+        }
+    };
+}
+
 /// PATCHes `/v1/config` and checks it was applied.
 async fn patch(admin: &AdminClient, body: Value) {
     let (status, answer, _) = admin.send("PATCH", "/v1/config", Some(body), &[]).await;
@@ -66,10 +76,12 @@ async fn a_per_ip_ceiling_lowered_then_raised_back_refuses_nobody() {
     patch(&admin, ceiling(100.0)).await;
     // The address owes one credit (read at 100 a second: 10 ms, not 100 s): 499 more pass
     // at once, whatever key they carry.
-    for i in 0..499 {
-        let res = test::call_service(&app, get(&format!("sk_live_{i}")).to_request()).await;
-        assert_eq!(res.status(), StatusCode::OK, "request {i} after the raise");
-    }
+    all_pass!(
+        app,
+        499,
+        |i: u32| get(&format!("sk_live_{i}")),
+        "after the raise"
+    );
     let res = test::call_service(&app, get("sk_live_last").to_request()).await;
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(
@@ -84,32 +96,19 @@ async fn raising_the_rate_keeps_the_credits_a_client_holds() {
     let rig = Rig::new(rated(1.0, 150));
     let admin = AdminClient::new(&rig).await;
     let app = app!(rig);
-    for _ in 0..50 {
-        let res = test::call_service(&app, get("sk_live_spender").to_request()).await;
-        assert_eq!(res.status(), StatusCode::OK);
-    }
+    all_pass!(app, 50, |_| get("sk_live_spender"), "");
     patch(
         &admin,
         json!({"limiters": {"request_rate": {"rate": 1000.0}}}),
     )
     .await;
     // 100 credits held before the raise are held after it.
-    for i in 0..100 {
-        let res = test::call_service(&app, get("sk_live_spender").to_request()).await;
-        assert_eq!(res.status(), StatusCode::OK, "request {i} after the raise");
-    }
+    all_pass!(app, 100, |_| get("sk_live_spender"), "after the raise");
     let res = test::call_service(&app, get("sk_live_spender").to_request()).await;
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
     // What it owes now refills at the new rate: 150 credits in 150 ms.
     rig.clock.advance(Duration::from_millis(150));
-    for i in 0..150 {
-        let res = test::call_service(&app, get("sk_live_spender").to_request()).await;
-        assert_eq!(
-            res.status(),
-            StatusCode::OK,
-            "request {i} after a full refill"
-        );
-    }
+    all_pass!(app, 150, |_| get("sk_live_spender"), "after a full refill");
 }
 
 #[actix_web::test]
@@ -117,10 +116,7 @@ async fn a_client_that_spent_everything_at_a_slow_rate_is_free_soon_after_a_rais
     let rig = Rig::new(rated(0.5, 2));
     let admin = AdminClient::new(&rig).await;
     let app = app!(rig);
-    for _ in 0..2 {
-        let res = test::call_service(&app, get("sk_live_slow").to_request()).await;
-        assert_eq!(res.status(), StatusCode::OK);
-    }
+    all_pass!(app, 2, |_| get("sk_live_slow"), "");
     let res = test::call_service(&app, get("sk_live_slow").to_request()).await;
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(header(&res, "retry-after"), "2");
@@ -140,10 +136,7 @@ async fn a_client_that_spent_everything_at_a_slow_rate_is_free_soon_after_a_rais
         "a millisecond, rounded up"
     );
     rig.clock.advance(Duration::from_millis(2));
-    for _ in 0..2 {
-        let res = test::call_service(&app, get("sk_live_slow").to_request()).await;
-        assert_eq!(res.status(), StatusCode::OK);
-    }
+    all_pass!(app, 2, |_| get("sk_live_slow"), "");
 }
 
 #[actix_web::test]
@@ -151,10 +144,7 @@ async fn after_a_cut_a_client_waits_at_most_the_new_full_refill() {
     let rig = Rig::new(rated(100.0, 100));
     let admin = AdminClient::new(&rig).await;
     let app = app!(rig);
-    for _ in 0..100 {
-        let res = test::call_service(&app, get("sk_live_heavy").to_request()).await;
-        assert_eq!(res.status(), StatusCode::OK);
-    }
+    all_pass!(app, 100, |_| get("sk_live_heavy"), "");
     // Rate and burst cut tenfold: the client owed 100 credits, a bucket holds 10 now.
     patch(
         &admin,
@@ -170,14 +160,7 @@ async fn after_a_cut_a_client_waits_at_most_the_new_full_refill() {
     let res = test::call_service(&app, get("sk_live_heavy").to_request()).await;
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
     rig.clock.advance(Duration::from_secs(1));
-    for i in 0..10 {
-        let res = test::call_service(&app, get("sk_live_heavy").to_request()).await;
-        assert_eq!(
-            res.status(),
-            StatusCode::OK,
-            "request {i} after a full refill"
-        );
-    }
+    all_pass!(app, 10, |_| get("sk_live_heavy"), "after a full refill");
 }
 
 #[actix_web::test]
@@ -191,21 +174,11 @@ async fn a_client_moving_to_another_plan_keeps_what_it_owes_capped_at_its_burst(
     let rig = Rig::new(c);
     let app = app!(rig);
     let on = |plan: &'static str| get("sk_live_mover").insert_header(("Brownout-Plan", plan));
-    for _ in 0..10 {
-        let res = test::call_service(&app, on("default").to_request()).await;
-        assert_eq!(res.status(), StatusCode::OK);
-    }
+    all_pass!(app, 10, |_| on("default"), "");
     let res = test::call_service(&app, on("default").to_request()).await;
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
     // Upgraded: it owes the 10 credits it spent, of a bucket of 1,000.
-    for i in 0..990 {
-        let res = test::call_service(&app, on("enterprise").to_request()).await;
-        assert_eq!(
-            res.status(),
-            StatusCode::OK,
-            "request {i} after the upgrade"
-        );
-    }
+    all_pass!(app, 990, |_| on("enterprise"), "after the upgrade");
     let res = test::call_service(&app, on("enterprise").to_request()).await;
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
     // Back on the small plan it owes a full bucket of it (10 credits), not 1,000: one credit

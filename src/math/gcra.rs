@@ -105,11 +105,6 @@ impl Bucket {
         carry(tat, now, from, self.step, self.tolerance)
     }
 
-    /// The stamp of this bucket's state ([`stamp`]).
-    pub fn stamp(&self) -> u16 {
-        self.stamp
-    }
-
     /// What charging a request of `cost` credits asks of the store.
     #[inline]
     pub fn charging(&self, cost: u32) -> BucketCharge {
