@@ -17,6 +17,7 @@ async fn main() -> Result<(), brownout::Report> {
     let config = Config::builder()
         .rate_limit(20.0, 100) // 20 credits a second per API key, bursts of 100
         .route_cost("POST /v1/charges", 5) // a charge costs 5
+        .critical_route("POST /v1/charges") // never shed under overload
         .build()?; // validated as config.yaml would be
     let brownout = Brownout::builder(config).build()?;
     brownout.start()?;

@@ -88,9 +88,9 @@ async fn sighup_reloads_a_valid_file_and_keeps_running_on_an_invalid_one() {
     assert_eq!(
         (
             classifier.forwarded_for_hops,
-            classifier.test_key_prefix.as_str()
+            classifier.test_key_prefix.as_deref()
         ),
-        (2, "tk_")
+        (2, Some("tk_"))
     );
     assert!(s.metrics_auth);
     assert_eq!(s.version, 3);

@@ -85,7 +85,20 @@ impl CliConfig {
             })?;
         Ok(Self { brownout, demo })
     }
+
+    /// What the demo runs with no file: the library's defaults and the demo's own classifier
+    /// (config.yaml's `# demo` lines): `POST /v1/charges` is critical, `sk_test_` keys are
+    /// test-mode. The library names neither.
+    pub fn demo() -> Self {
+        let mut c = Self::default();
+        c.brownout.classifier.critical = vec![format!("POST {}", Route::Charges.request().1)];
+        c.brownout.classifier.test_key_prefix = Some(DEMO_TEST_KEY_PREFIX.into());
+        c
+    }
 }
+
+/// The demo's test-mode API keys start with this (as Stripe's do).
+pub const DEMO_TEST_KEY_PREFIX: &str = "sk_test_";
 
 /// `demo:` — the demo app.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -94,14 +94,14 @@ fn main() -> ExitCode {
         .init();
     let command = cli.command.unwrap_or(Command::Run);
     // A file named with --config must be there; without it, ./config.yaml if there is one,
-    // else the defaults (every key has one).
+    // else the defaults (every key has one) with the demo's critical route and test keys.
     let path = cli.config.or_else(|| {
         let here = PathBuf::from("config.yaml");
         here.exists().then_some(here)
     });
     let loaded = path
         .as_ref()
-        .map_or_else(|| Ok(CliConfig::default()), |p| CliConfig::load(p));
+        .map_or_else(|| Ok(CliConfig::demo()), |p| CliConfig::load(p));
     let config = match loaded {
         Ok(config) => config,
         Err(e) => {

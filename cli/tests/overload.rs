@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 fn compressed_config() -> CliConfig {
-    let mut c = CliConfig::default();
+    let mut c = CliConfig::demo();
     c.brownout.admin.bind = "127.0.0.1:0".into();
     c.demo.bind = "127.0.0.1:0".into();
     // 4 workers × 20 ms: capacity 200 requests/s.

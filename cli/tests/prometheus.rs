@@ -184,7 +184,7 @@ async fn every_dashboard_and_alert_query_returns_series_from_a_real_prometheus()
         );
     }
 
-    let mut config = CliConfig::default();
+    let mut config = CliConfig::demo();
     config.brownout.admin.bind = "127.0.0.1:0".into();
     // /metrics behind the token, as the README's scrape config expects it may be.
     let token = "prometheus-test-token-0123456789";

@@ -179,7 +179,7 @@ pub struct Classified {
 #[derive(Debug, Clone)]
 pub struct Classifier {
     critical: Vec<RoutePattern>,
-    test_key_prefix: String,
+    test_key_prefix: Option<String>,
     trust_forwarded_for: bool,
     /// Which `X-Forwarded-For` entry, counted from the end, is the client (1: the last).
     forwarded_for_hops: usize,
@@ -250,7 +250,10 @@ impl Classifier {
 
     /// The tier alone. Test mode wins over every other rule.
     pub fn tier(&self, facts: &RequestFacts<'_>, api_key: Option<&[u8]>) -> Tier {
-        let test_key = api_key.is_some_and(|k| k.starts_with(self.test_key_prefix.as_bytes()));
+        let test_key = match (api_key, &self.test_key_prefix) {
+            (Some(k), Some(prefix)) => !prefix.is_empty() && k.starts_with(prefix.as_bytes()),
+            (None, _) | (_, None) => false,
+        };
         let test_header = facts
             .test_mode
             .is_some_and(|v| v.eq_ignore_ascii_case(b"true") || v == b"1");

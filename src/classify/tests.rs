@@ -1,9 +1,12 @@
 //! The classifier: tiers, keys, forwarded addresses.
 use super::*;
 
+/// The demo's rules: `POST /v1/charges` critical, `sk_test_` keys test-mode.
 fn classifier(trust_xff: bool) -> Classifier {
     let cfg = ClassifierConfig {
         trust_forwarded_for: trust_xff,
+        critical: vec!["POST /v1/charges".into()],
+        test_key_prefix: Some("sk_test_".into()),
         ..ClassifierConfig::default()
     };
     Classifier::new(&cfg, 1).unwrap()
@@ -19,7 +22,17 @@ fn facts<'a>(method: &'a str, path: &'a str) -> RequestFacts<'a> {
 }
 
 #[test]
-fn default_tier_rules() {
+fn the_library_names_no_critical_route_and_no_test_key() {
+    let c = Classifier::new(&ClassifierConfig::default(), 1).unwrap();
+    let mut f = facts("POST", "/v1/charges");
+    f.authorization = Some(b"Bearer sk_test_abc");
+    assert_eq!(c.classify(&f).tier, Tier::Post);
+    f.test_mode = Some(b"true");
+    assert_eq!(c.classify(&f).tier, Tier::Test);
+}
+
+#[test]
+fn tier_rules() {
     let c = classifier(false);
     let tier = |m, p| c.classify(&facts(m, p)).tier;
     assert_eq!(tier("POST", "/v1/charges"), Tier::Critical);

@@ -93,13 +93,20 @@ impl ConfigBuilder {
     }
 
     /// Marks requests matching `route` (`"METHOD /path"`) critical, besides those already
-    /// (`POST /v1/charges` by default): never shed by the load limiters (the file's
+    /// marked (none by default): never shed by the load limiters (the file's
     /// `classifier.critical`).
     pub fn critical_route(mut self, route: impl Into<String>) -> Self {
         let (route, critical) = (route.into(), &mut self.config.classifier.critical);
         if !critical.contains(&route) {
             critical.push(route);
         }
+        self
+    }
+
+    /// API keys (`Authorization: Bearer <key>`) starting with `prefix` are test-mode traffic,
+    /// the first shed (the file's `classifier.test_key_prefix`; none by default).
+    pub fn test_key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.config.classifier.test_key_prefix = Some(prefix.into());
         self
     }
 
@@ -234,7 +241,7 @@ mod tests {
             ),
             (
                 Config::builder().critical_route("nope"),
-                "classifier:\n  critical: [\"POST /v1/charges\", nope]\n",
+                "classifier:\n  critical: [nope]\n",
             ),
         ];
         for (builder, yaml) in cases {

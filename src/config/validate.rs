@@ -43,9 +43,12 @@ impl Config {
             ),
         )?;
         ensure(
-            !self.classifier.test_key_prefix.is_empty(),
+            self.classifier
+                .test_key_prefix
+                .as_ref()
+                .is_none_or(|p| !p.is_empty()),
             "classifier.test_key_prefix",
-            "must not be empty (every key would be a test key)",
+            "must not be empty (every key would be a test key); leave it out for no test keys",
         )?;
         self.limiters.validate()?;
         self.validate_store()

@@ -145,8 +145,9 @@ impl Default for AdminConfig {
 pub struct ClassifierConfig {
     /// Route patterns (`"METHOD /path/{param}"`, method `*` for any) of the critical tier.
     pub critical: Vec<String>,
-    /// API keys starting with this are test-mode traffic.
-    pub test_key_prefix: String,
+    /// API keys starting with this are test-mode traffic (none by default: only the
+    /// `Brownout-Test-Mode: true` header marks a request as test traffic).
+    pub test_key_prefix: Option<String>,
     /// Take the client address from `X-Forwarded-For` (only behind a proxy you trust).
     pub trust_forwarded_for: bool,
     /// How many trusted proxies append to `X-Forwarded-For`: the client is this entry from the
@@ -162,8 +163,8 @@ pub struct ClassifierConfig {
 impl Default for ClassifierConfig {
     fn default() -> Self {
         Self {
-            critical: vec!["POST /v1/charges".into()],
-            test_key_prefix: "sk_test_".into(),
+            critical: Vec::new(),
+            test_key_prefix: None,
             trust_forwarded_for: false,
             forwarded_for_hops: 1,
             trust_plan_header: false,

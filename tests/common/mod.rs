@@ -19,7 +19,7 @@ pub fn post() -> actix_web::test::TestRequest {
     actix_web::test::TestRequest::post().uri("/v1/items")
 }
 
-/// `POST /v1/charges` (critical with the default classifier).
+/// `POST /v1/charges` (critical with [`config`]'s classifier, as in the demo).
 pub fn charge() -> actix_web::test::TestRequest {
     actix_web::test::TestRequest::post().uri("/v1/charges")
 }
@@ -44,9 +44,12 @@ impl UtilizationSource for Gauge {
 }
 
 /// A config driven only by `sample_now` (the regular interval, 5 minutes, the longest allowed, never comes within a test), with a custom
-/// source and a fixed Retry-After.
+/// source and a fixed Retry-After; the demo's classifier (`POST /v1/charges` critical, keys
+/// starting with `sk_test_` test-mode: the library has neither by default).
 pub fn config() -> Config {
     let mut c = Config::default();
+    c.classifier.critical = vec!["POST /v1/charges".into()];
+    c.classifier.test_key_prefix = Some("sk_test_".into());
     let wu = &mut c.limiters.worker_utilization;
     wu.source = SourceKind::Custom;
     wu.sample_interval = HumanDuration::from_secs(300);

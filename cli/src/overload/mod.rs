@@ -128,7 +128,7 @@ pub fn run(mut config: CliConfig, mut args: OverloadArgs) -> ExitCode {
         // and its clients' test-key prefix itself.
         let c = &mut config.brownout.classifier;
         c.critical = load::CRITICAL_ROUTES.map(String::from).to_vec();
-        c.test_key_prefix = load::TEST_KEY_PREFIX.into();
+        c.test_key_prefix = Some(load::TEST_KEY_PREFIX.into());
     }
     for arm in &args.arms {
         if arm_config(&config, arm, args.cap).is_none() {
