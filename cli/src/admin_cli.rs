@@ -64,8 +64,16 @@ pub fn run(config: &Config, url: Option<String>, command: AdminCommand) -> ExitC
         }
         Ok((status, body)) => {
             let detail = body["detail"].as_str().unwrap_or("(no detail)");
-            // The HTTP API's advice, in this tool's words.
-            let detail = detail.replace("Fetch GET /v1/config", "Run `brownout admin config`");
+            // The HTTP API's advice, in this tool's words: the token was sent, and the
+            // command is named as it is run from a checkout too.
+            let detail = if status == 401 {
+                format!("the admin API at {base} did not accept the token in {env} (or admin.token_file): is it this server's?")
+            } else {
+                detail.replace(
+                    "Fetch GET /v1/config",
+                    "Run `brownout admin config` (from a checkout: `cargo run --release -- admin config`)",
+                )
+            };
             eprintln!("error: {status}: {detail}");
             ExitCode::FAILURE
         }

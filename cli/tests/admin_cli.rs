@@ -139,7 +139,9 @@ async fn the_cli_drives_the_admin_api() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("412"), "{stderr}");
     assert!(
-        stderr.contains("Run `brownout admin config`") && !stderr.contains("GET /v1/config"),
+        stderr.contains(
+            "Run `brownout admin config` (from a checkout: `cargo run --release -- admin config`)"
+        ) && !stderr.contains("GET /v1/config"),
         "the advice is this tool's: {stderr}"
     );
     // A PATCH of the wrong type names its key once, in the file's words.
@@ -162,7 +164,12 @@ async fn the_cli_drives_the_admin_api() {
         "{stderr}"
     );
     let out = cli(args(&url, &["state"]), Some("wrong")).await;
-    assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("401: the admin API at ")
+            && stderr.contains("did not accept the token in BROWNOUT_ADMIN_TOKEN"),
+        "a token was sent: {stderr}"
+    );
     let out = cli(args(&url, &["state"]), None).await;
     assert!(String::from_utf8_lossy(&out.stderr).contains("BROWNOUT_ADMIN_TOKEN"));
     assert_eq!(rig.brownout.settings().version, 4);

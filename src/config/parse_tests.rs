@@ -28,6 +28,15 @@ fn type_errors_name_the_key_what_was_expected_and_where() {
 }
 
 #[test]
+fn a_key_indented_too_deep_is_named_as_the_rest_of_the_value_above() {
+    let e = refused("limiters:\n  request_rate:\n    rate: 5\n     burst: 10\n");
+    assert_eq!(
+        e,
+        "limiters.request_rate.rate must be a number, not \"5\" followed by line 4: that line is indented deeper than this key, so YAML read it as the rest of this value; indent burst as this key is (line 3, column 11)"
+    );
+}
+
+#[test]
 fn duplicate_and_unknown_keys_are_named_without_library_hints() {
     let e = refused("limiters:\n  fleet_usage:\n    capacity: 8\n    capacity: 9\n");
     assert_eq!(

@@ -71,6 +71,12 @@ fn describe(text: &str, e: &serde_saphyr::Error, path: &str) -> ConfigError {
                 "has no value; write {}, or leave the key out for its default",
                 expected(kind)
             )
+        } else if let Some((next, name)) = location.and_then(|l| run_on(text, l.line() as usize)) {
+            // `rate: 5` then `burst: 10` one space deeper: YAML reads `5 burst: 10`.
+            format!(
+                "must be {}, not {found} followed by line {next}: that line is indented deeper than this key, so YAML read it as the rest of this value; indent {name} as this key is",
+                expected(kind)
+            )
         } else {
             format!("must be {}, not {found}", expected(kind))
         }
@@ -110,6 +116,20 @@ fn quoting(raw: &str) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// The next written line after `line` (1-based) and the key it names, when that line is
+/// indented deeper than `line`: YAML then reads it as the rest of `line`'s value.
+fn run_on(text: &str, line: usize) -> Option<(usize, String)> {
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let here = indent(text.lines().nth(line.checked_sub(1)?)?);
+    let (n, next) = text
+        .lines()
+        .enumerate()
+        .skip(line)
+        .find(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))?;
+    (indent(next) > here).then_some(())?;
+    Some((n + 1, key_on_line(text, n + 1)?))
 }
 
 /// The key written at the start of `line` (1-based) of `text`, as in `mode: "x"`.

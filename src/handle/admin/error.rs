@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
     /// No token, or the wrong one.
-    #[error("Send the admin token as Authorization: Bearer <token>.")]
+    #[error("Send this server's admin token as Authorization: Bearer <token>; none was sent, or not that one.")]
     Unauthorized,
     /// No such route.
     #[error("No such admin endpoint.")]
