@@ -130,7 +130,7 @@ fn test_mode() -> test::TestRequest {
     get().insert_header(("brownout-test-mode", "true"))
 }
 
-/// Ends held requests (their bodies read: the guards go, with their latency).
+/// Ends held requests (their bodies read: their holds go, with their latency).
 async fn finish<B: actix_web::body::MessageBody>(held: Vec<ServiceResponse<B>>) {
     for res in held {
         assert_eq!(test::read_body(res).await, "ok");

@@ -6,7 +6,7 @@ use crate::overload::AppSpec;
 use brownout::clock::{Clock, SystemClock};
 use brownout::config::HumanDuration;
 use brownout::simulate::profile::{self, BUILT_IN};
-use brownout::simulate::queue::Deadline;
+use brownout::simulate::queue::ClientDeadline;
 use brownout::simulate::{self, Load, RunReport, Scenario};
 use brownout::tier::Tier;
 use brownout::Config;
@@ -186,7 +186,7 @@ pub fn run(config: CliConfig, args: SimulateArgs) -> ExitCode {
         cheap: traffic.map_or(0.0, |t| t.cheap),
         fewer_workers: demo.capacity_drop == CapacityDrop::Fewer,
         load,
-        deadline: Some(Deadline {
+        deadline: Some(ClientDeadline {
             seconds: args.deadline.get().as_secs_f64(),
             keep_abandoned: args.keep_abandoned,
         }),

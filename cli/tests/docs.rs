@@ -383,8 +383,10 @@ fn every_relative_link_and_anchor_leads_somewhere() {
         }
     }
     assert!(broken.is_empty(), "broken links: {broken:#?}");
-    // A section named in words (`see "Title"`, `"Title" below`) is one of the page's own.
+    // A section named in words (`see "Title"`, `"Title" below`) is one of the page's own;
+    // `the README's "Title"` one of the README's.
     let mut astray = Vec::new();
+    let readme = anchors(&read(&root().join("README.md")));
     for page in pages() {
         let text = read(&page).split_whitespace().collect::<Vec<_>>().join(" ");
         let own: BTreeSet<String> = anchors(&read(&page));
@@ -395,6 +397,12 @@ fn every_relative_link_and_anchor_leads_somewhere() {
             let names_a_section =
                 before.ends_with("see") || after.starts_with("below") || after.starts_with("above");
             let is_heading = title.chars().next().is_some_and(char::is_uppercase);
+            if before.ends_with("README's") && is_heading && !readme.contains(&anchor(title)) {
+                astray.push(format!(
+                    "{}: \"{title}\" is not a section of the README",
+                    page.display()
+                ));
+            }
             if names_a_section && is_heading && !own.contains(&anchor(title)) {
                 astray.push(format!(
                     "{}: \"{title}\" is not a section of it",

@@ -1,7 +1,7 @@
-//! The first of the three steps a request's per-key limiters go through (plan, answer,
-//! decide; docs/ARCHITECTURE.md): what the request asks of the keyed store, planned from the
+//! The first of the three steps a request's per-key limiters go through (ask, answer,
+//! decide; docs/ARCHITECTURE.md): what the request asks of the keyed store, written from the
 //! settings and the request under the modes the chain decides under
-//! ([`Settings::modes_for`]). Every store answers the same plan, and the chain
+//! ([`Settings::modes_for`]). Every store answers the same ask, and the chain
 //! ([`super::chain`]) decides on the answer the same way.
 
 use super::{RequestModes, Settings};
@@ -15,7 +15,7 @@ use crate::store::Ask;
 /// chain's order; `false` when they have nothing to ask (kill switch, all off, a critical
 /// request with only fleet_usage on).
 #[inline]
-pub(crate) fn plan_ask(
+pub(crate) fn add_to_ask(
     settings: &Settings,
     req: &Request<'_>,
     modes: &RequestModes<'_>,
@@ -28,16 +28,16 @@ pub(crate) fn plan_ask(
     if rate != Mode::Off {
         settings
             .rules
-            .plan_ask(req, elastic, rate == Mode::Enforce, ask);
+            .add_to_ask(req, elastic, rate == Mode::Enforce, ask);
     }
     let in_flight = mode(LimiterName::ConcurrentRequests);
     if in_flight != Mode::Off {
         let enforced = in_flight == Mode::Enforce;
-        concurrent_requests::plan_ask(&l.concurrent_requests, req.key, enforced, ask);
+        concurrent_requests::add_to_ask(&l.concurrent_requests, req.key, enforced, ask);
     }
     let fleet = mode(LimiterName::FleetUsage);
     if fleet != Mode::Off {
-        fleet_usage::plan_ask(&l.fleet_usage, fleet == Mode::Enforce, ask);
+        fleet_usage::add_to_ask(&l.fleet_usage, fleet == Mode::Enforce, ask);
     }
     !ask.is_empty()
 }
@@ -57,7 +57,7 @@ pub(crate) fn asks(
 ) -> Option<Ask> {
     let mut ask = Ask::default();
     let elastic = elastic(settings, plan);
-    plan_ask(settings, req, &settings.modes_for(req), elastic, &mut ask).then_some(ask)
+    add_to_ask(settings, req, &settings.modes_for(req), elastic, &mut ask).then_some(ask)
 }
 
 #[cfg(all(test, feature = "redis"))]

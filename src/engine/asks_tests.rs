@@ -1,4 +1,4 @@
-//! Every limiter with per-key state is planned, and its every operation answered, by Redis as
+//! Every limiter with per-key state is asked for, and its every operation answered, by Redis as
 //! by the in-memory store: a limiter added with tables of its own is covered here without a
 //! line of its own (its plan must ask something, and the script must answer all of it).
 
@@ -62,7 +62,7 @@ async fn every_limiters_operations_are_answered_by_redis_as_in_memory() {
         preflight: false,
     };
     let mut ask = Ask::default();
-    assert!(plan_ask(
+    assert!(add_to_ask(
         &settings,
         &req,
         &settings.modes_for(&req),
@@ -78,9 +78,9 @@ async fn every_limiters_operations_are_answered_by_redis_as_in_memory() {
         }
         let (_, group) = ask
             .group(limiter as u8)
-            .unwrap_or_else(|| panic!("{limiter:?} planned nothing"));
+            .unwrap_or_else(|| panic!("{limiter:?} asked for nothing"));
         let ops = ask.ops_of(group);
-        assert!(!ops.is_empty(), "{limiter:?} planned nothing");
+        assert!(!ops.is_empty(), "{limiter:?} asked for nothing");
         assert!(
             ops.iter().all(|op| tables.contains(&op.table())),
             "{limiter:?} asked another's table"

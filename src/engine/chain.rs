@@ -3,15 +3,15 @@
 //! gets back what earlier ones took.
 //!
 //! The per-key limiters (request_rate, concurrent_requests, fleet_usage) go through three
-//! steps, whichever store keeps their state: what the request asks of the store is planned
-//! ([`plan_ask`]), the store answers ([`Answer`]: the local store at once, here; Redis in a
+//! steps, whichever store keeps their state: what the request asks of the store is written
+//! ([`add_to_ask`]), the store answers ([`Answer`]: the local store at once, here; Redis in a
 //! round trip, before the chain runs), and each limiter decides on its part of the answer.
 
-use super::asks::{elastic, plan_ask};
+use super::asks::{add_to_ask, elastic};
 use super::{EngineRef, Settings};
 use crate::config::Mode;
 use crate::limiter::adaptive_concurrency::{self, AdaptivePermit};
-use crate::limiter::adaptive_concurrency::{Slot, Wait};
+use crate::limiter::adaptive_concurrency::{Place, Wait};
 use crate::limiter::concurrent_requests::{self, ConcurrencyPermit};
 use crate::limiter::fleet_usage::{self, FleetPermit};
 use crate::limiter::request_rate::{CheckTime, FailureTicket, RateStatus, RateTicket};
@@ -25,7 +25,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 /// What the chain admitted a request with: its permits go back to the store if it is dropped
-/// (a later step refused the request), or pass to the request's guard (`P` is how they reach
+/// (a later step refused the request), or pass to the request's hold (`P` is how they reach
 /// the store).
 #[derive(Debug)]
 pub(crate) struct Admission<'a, P: EngineRef> {
@@ -164,7 +164,7 @@ fn run<'a: 'k, 'k, P: EngineRef>(
     let mut local: Answer<'k> = Answer::new(engine.keyed());
     let mut answer = match answered {
         Some(answered) => Some(answered),
-        None if plan_ask(settings, req, &modes, elastic(settings, &plan), &mut ask) => {
+        None if add_to_ask(settings, req, &modes, elastic(settings, &plan), &mut ask) => {
             local.answer_here(&ask, (at.mono, at.unix), part);
             Some((&ask, &mut local))
         }
@@ -248,8 +248,8 @@ fn run<'a: 'k, 'k, P: EngineRef>(
         let state = &engine.adaptive;
         adaptive_concurrency::acquire(ac, state, (req.tier, req.key), now, may_wait)
     }) {
-        ControlFlow::Continue(Some(Slot::Held(permit))) => (Some(permit), None),
-        ControlFlow::Continue(Some(Slot::Waiting(wait))) => (None, Some(wait)),
+        ControlFlow::Continue(Some(Place::Held(permit))) => (Some(permit), None),
+        ControlFlow::Continue(Some(Place::Waiting(wait))) => (None, Some(wait)),
         ControlFlow::Continue(None) => (None, None),
         ControlFlow::Break((rejection, ())) => return reject(rejection),
     };

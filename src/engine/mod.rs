@@ -7,14 +7,14 @@
 mod asks;
 mod cell;
 mod chain;
-mod guard;
+mod hold;
 
 #[cfg(feature = "redis")]
 pub(crate) use asks::asks;
 pub(crate) use asks::elastic;
 pub(crate) use cell::SettingsCell;
 pub(crate) use chain::{run_chain, Admission, Queued, Verdict};
-pub(crate) use guard::{EngineRef, RequestGuard, WorkerEngine};
+pub(crate) use hold::{EngineRef, RequestHold, WorkerEngine};
 
 use crate::classify::Classifier;
 use crate::clock::Clock;
@@ -143,7 +143,7 @@ impl RequestModes<'_> {
 }
 
 /// The per-request decision's state: read by every middleware instance without locks, written
-/// by the actors (plan, settings) and by each request's own guard (counts, permits).
+/// by the actors (plan, settings) and by each request's own hold (counts, permits).
 pub(crate) struct Engine {
     settings: SettingsCell,
     plan: PublishedPlan,

@@ -19,7 +19,7 @@ use crate::actors::{self, Actors, SamplerMsg};
 use crate::classify::RequestFacts;
 use crate::config::Config;
 use crate::control::{RuntimeRegistry, ShedPlan, UtilizationSource};
-use crate::engine::{judge, Engine, RequestGuard, Verdict};
+use crate::engine::{judge, Engine, RequestHold, Verdict};
 use crate::http::{BrownoutMiddleware, Hooks};
 use crate::limiter::{LimiterName, Rejection, Request};
 use crate::metrics::Outcome;
@@ -65,13 +65,13 @@ pub enum Decision {
     Rejected(Rejection),
 }
 
-/// An admitted request: its outcome and the guard that releases its in-flight count and
+/// An admitted request: its outcome and the hold that releases its in-flight count and
 /// permits when dropped.
 #[derive(Debug)]
 pub struct Admitted {
     /// allowed, dark_rejected or failed_open.
     pub outcome: Outcome,
-    _guard: RequestGuard,
+    _hold: RequestHold,
 }
 
 /// The handle an app embeds: make middleware from it, start its actors, serve its admin API.
@@ -293,14 +293,14 @@ impl Brownout {
             Verdict::Reject(rejection, _) => Decision::Rejected(rejection),
             Verdict::Allow(admission) => {
                 let admission_outcome = admission.outcome;
-                let mut guard = RequestGuard::admit(engine.clone(), classified.tier, admission);
-                if let (Some(route), true) = (facts.route, guard.learns_latency()) {
+                let mut hold = RequestHold::admit(engine.clone(), classified.tier, admission);
+                if let (Some(route), true) = (facts.route, hold.learns_latency()) {
                     let routes = engine.adaptive().routes();
-                    guard.set_route(routes.of_pattern(facts.method, route, classified.tier));
+                    hold.set_route(routes.of_pattern(facts.method, route, classified.tier));
                 }
                 Decision::Allowed(Admitted {
                     outcome: admission_outcome,
-                    _guard: guard,
+                    _hold: hold,
                 })
             }
         }

@@ -1,12 +1,12 @@
-//! A response body that holds the request's in-flight guard until the body is finished, fails,
+//! A response body that keeps the request's in-flight hold until the body is finished, fails,
 //! or is dropped (the client went away).
 
-use crate::engine::{RequestGuard, WorkerEngine};
+use crate::engine::{RequestHold, WorkerEngine};
 use std::rc::Rc;
 
-/// The guard of a request admitted by the middleware: it reaches the engine through its
+/// The hold of a request admitted by the middleware: it reaches the engine through its
 /// worker's `Rc`.
-pub(crate) type WorkerGuard = RequestGuard<Rc<WorkerEngine>>;
+pub(crate) type WorkerHold = RequestHold<Rc<WorkerEngine>>;
 use actix_web::body::{BodySize, MessageBody};
 use actix_web::web::Bytes;
 use pin_project_lite::pin_project;
@@ -14,17 +14,17 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 pin_project! {
-    /// The wrapped app's body, releasing its guard at the end of the stream.
+    /// The wrapped app's body, releasing its hold at the end of the stream.
     pub struct TrackedBody<B> {
         #[pin]
         body: B,
-        guard: Option<WorkerGuard>,
+        hold: Option<WorkerHold>,
     }
 }
 
 impl<B> TrackedBody<B> {
-    pub(crate) fn new(body: B, guard: Option<WorkerGuard>) -> Self {
-        Self { body, guard }
+    pub(crate) fn new(body: B, hold: Option<WorkerHold>) -> Self {
+        Self { body, hold }
     }
 }
 
@@ -42,15 +42,15 @@ impl<B: MessageBody> MessageBody for TrackedBody<B> {
         let this = self.project();
         let next = this.body.poll_next(cx);
         if matches!(next, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
-            this.guard.take();
+            this.hold.take();
         }
         next
     }
 
     fn try_into_bytes(self) -> Result<Bytes, Self> {
-        let TrackedBody { body, guard } = self;
-        // A body that is already complete releases the guard with it.
+        let TrackedBody { body, hold } = self;
+        // A body that is already complete releases the hold with it.
         body.try_into_bytes()
-            .map_err(|body| TrackedBody { body, guard })
+            .map_err(|body| TrackedBody { body, hold })
     }
 }

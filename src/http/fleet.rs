@@ -1,6 +1,6 @@
 //! The middleware in fleet mode: the shared store answers what the request asks for
-//! request_rate, concurrent_requests and fleet_usage in one round trip (two at once with the
-//! fleet reserve), then the same decision as on the local store's answer runs on it. When Redis cannot answer in time
+//! request_rate, concurrent_requests and fleet_usage in one script call (on a Redis Cluster,
+//! one per hash tag, sent at once), then the same decision as on the local store's answer runs on it. When Redis cannot answer in time
 //! (error, timeout, missing script), the request is decided on this server's in-memory
 //! limiters instead, as every request is while the breaker is open: a Redis outage degrades
 //! to per-server limits, never to none, and never fails a request.
@@ -23,7 +23,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 /// A request waiting for the shared store.
-pub(super) struct Pending<S> {
+pub(super) struct AwaitingStore<S> {
     pub(super) service: Rc<S>,
     pub(super) worker: Rc<Worker>,
     pub(super) settings: Arc<Settings>,
@@ -37,13 +37,13 @@ pub(super) struct Pending<S> {
 /// Waits for the shared store's answer, then decides and answers as the middleware does on
 /// the local store's (`Brownout`'s one decision, [`judge`]).
 pub(super) async fn judge_shared<S, B>(
-    p: Pending<S>,
+    p: AwaitingStore<S>,
 ) -> Result<ServiceResponse<EitherBody<TrackedBody<B>>>, Error>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
     B: MessageBody + 'static,
 {
-    let Pending {
+    let AwaitingStore {
         service,
         worker,
         settings,

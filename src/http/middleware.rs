@@ -273,7 +273,7 @@ where
                 let plan = request.plan.map(str::to_owned);
                 let seed = self.rng.try_borrow_mut().map_or(0, |mut r| r.next_u64());
                 return ResponseFuture::Shared {
-                    fut: Box::pin(fleet::judge_shared(fleet::Pending {
+                    fut: Box::pin(fleet::judge_shared(fleet::AwaitingStore {
                         service: self.service.clone(),
                         worker: self.worker.clone(),
                         settings: live,

@@ -1,17 +1,17 @@
-//! What the middleware answers: the rejection or the app's response with its guard, the
+//! What the middleware answers: the rejection or the app's response with its hold, the
 //! RateLimit fields, and the failure quotas counted once the app has answered. A request
 //! waiting for adaptive_concurrency's room (`queue`) holds its other limiters' permits while it
 //! waits for at most `max_wait` (`post_max_wait` for a POST), then goes to the app, or is
 //! refused with 503 (its request_rate credits given back), like a request refused at once.
 
 use super::after::{insert_rate_fields, AfterResponse, RateFields};
-use super::body::{TrackedBody, WorkerGuard};
+use super::body::{TrackedBody, WorkerHold};
 use super::deadline::DeadlinePassed;
 use super::ratelimit;
 use super::response::{rejection_response, retry_after_secs};
 use super::route::route_class;
 use super::worker::{Timer, Worker};
-use crate::engine::{EngineRef, Queued, RequestGuard, Settings, Verdict};
+use crate::engine::{EngineRef, Queued, RequestHold, Settings, Verdict};
 use crate::limiter::adaptive_concurrency::micros;
 use crate::limiter::request_rate::RateStatus;
 use crate::limiter::LimiterName;
@@ -42,7 +42,7 @@ pub(super) fn rejected_fields(
 }
 
 /// The response to a verdict: the rejection (with its RateLimit fields), or the app's
-/// response to an admitted request, which holds its guard until the body ends.
+/// response to an admitted request, which keeps its hold until the body ends.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn respond<S, B, Q>(
     service: &Rc<S>,
@@ -93,7 +93,7 @@ where
                     tier,
                     outcome: admission.outcome,
                     policy: queued.refunded.as_ref().and_then(|s| fields.policy(s)),
-                    guard: RequestGuard::waiting(engine.clone(), tier, admission),
+                    hold: RequestHold::waiting(engine.clone(), tier, admission),
                     after,
                     worker: worker.clone(),
                 };
@@ -101,26 +101,26 @@ where
                     fut: Box::pin(wait(waiting, queued)),
                 };
             }
-            let guard = RequestGuard::admit(engine.clone(), tier, admission);
-            ResponseFuture::allowed(service.call(req), guard, after, worker, tier)
+            let hold = RequestHold::admit(engine.clone(), tier, admission);
+            ResponseFuture::allowed(service.call(req), hold, after, worker, tier)
         }
     }
 }
 
 impl<F, B> ResponseFuture<F, B> {
-    /// The app's answer `fut` to a request let through, holding its guard.
+    /// The app's answer `fut` to a request let through, holding its hold.
     pub(super) fn allowed(
         fut: F,
-        guard: WorkerGuard,
+        hold: WorkerHold,
         after: Option<AfterResponse>,
         worker: &Rc<Worker>,
         tier: Tier,
     ) -> Self {
         Self::Allowed {
             fut,
-            guard: Some(guard),
+            hold: Some(hold),
             after: after.map(|after| worker.after(after)),
-            deadline: Deadline::Unarmed,
+            deadline: DeadlineTimer::Unarmed,
             worker: worker.clone(),
             tier,
         }
@@ -130,7 +130,7 @@ impl<F, B> ResponseFuture<F, B> {
 pin_project! {
     /// The middleware's response future: the app's response with a tracked body, or a ready
     /// rejection. An enum, not a box: no allocation per request.
-    /// (Its fields are private in spirit: the app's future and guard, or the rejection.)
+    /// (Its fields are private in spirit: the app's future and hold, or the rejection.)
     #[project = ResponseFutureProj]
     #[allow(missing_docs)]
     pub enum ResponseFuture<F, B> {
@@ -138,12 +138,12 @@ pin_project! {
         Allowed {
             #[pin]
             fut: F,
-            guard: Option<WorkerGuard>,
+            hold: Option<WorkerHold>,
             // The work left for the response, and the deadline's timer (armed when the app
             // does not answer at once: a fast handler never touches it), in boxes the
             // worker reuses: inline, they made the future too large to move cheaply.
             after: Option<Box<Option<AfterResponse>>>,
-            deadline: Deadline,
+            deadline: DeadlineTimer,
             worker: Rc<Worker>,
             tier: crate::tier::Tier,
         },
@@ -171,7 +171,7 @@ pin_project! {
 }
 
 /// Where an admitted request's deadline stands.
-pub(super) enum Deadline {
+pub(super) enum DeadlineTimer {
     /// The app has answered at once so far: no timer.
     Unarmed,
     /// Its timer is armed; past it, the request is stopped (`cancel`) or only stops
@@ -184,11 +184,13 @@ pub(super) enum Deadline {
     Passed,
 }
 
-impl Deadline {
+impl DeadlineTimer {
     /// Gives an armed timer back to `worker` (the request is answered, or past it).
     fn disarm(&mut self, worker: &Worker) {
-        if let Deadline::Armed { .. } = self {
-            if let Deadline::Armed { timer, .. } = std::mem::replace(self, Deadline::Passed) {
+        if let DeadlineTimer::Armed { .. } = self {
+            if let DeadlineTimer::Armed { timer, .. } =
+                std::mem::replace(self, DeadlineTimer::Passed)
+            {
                 worker.give_timer(timer);
             }
         }
@@ -206,14 +208,14 @@ where
         match self.project() {
             ResponseFutureProj::Allowed {
                 fut,
-                guard,
+                hold,
                 after,
                 deadline,
                 worker,
                 tier,
             } => {
                 let Poll::Ready(response) = fut.poll(cx) else {
-                    return waiting(deadline, guard, (worker, *tier), cx);
+                    return waiting(deadline, hold, (worker, *tier), cx);
                 };
                 deadline.disarm(worker);
                 let mut response = response?;
@@ -223,8 +225,8 @@ where
                     }
                     worker.give_after(boxed);
                 }
-                let mut guard = guard.take();
-                if let Some(g) = guard.as_mut().filter(|g| g.learns_latency()) {
+                let mut hold = hold.take();
+                if let Some(g) = hold.as_mut().filter(|g| g.learns_latency()) {
                     let routes = worker.engine.adaptive().routes();
                     g.set_route(route_class(
                         routes,
@@ -235,7 +237,7 @@ where
                 }
                 let (req, response) = response.into_parts();
                 let (head, body) = response.into_parts();
-                let tracked = head.set_body(EitherBody::left(TrackedBody::new(body, guard)));
+                let tracked = head.set_body(EitherBody::left(TrackedBody::new(body, hold)));
                 Poll::Ready(Ok(ServiceResponse::new(req, tracked)))
             }
             ResponseFutureProj::Rejected { response } => {
@@ -256,28 +258,28 @@ where
 /// that does stays small.
 #[inline(never)]
 fn waiting<T>(
-    deadline: &mut Deadline,
-    guard: &mut Option<WorkerGuard>,
+    deadline: &mut DeadlineTimer,
+    hold: &mut Option<WorkerHold>,
     (worker, tier): (&Worker, Tier),
     cx: &mut Context<'_>,
 ) -> Poll<Result<T, Error>> {
-    if let Deadline::Unarmed = deadline {
+    if let DeadlineTimer::Unarmed = deadline {
         let settings = worker.engine.settings().load();
         let limit = &settings.limiters.deadline;
-        *deadline = Deadline::Armed {
+        *deadline = DeadlineTimer::Armed {
             timer: worker.timer(limit.after.get()),
             cancel: limit.cancel,
         };
     }
-    let Deadline::Armed { timer, cancel } = deadline else {
+    let DeadlineTimer::Armed { timer, cancel } = deadline else {
         return Poll::Pending;
     };
     let cancel = *cancel;
     let after = std::task::ready!(timer.as_mut().poll_passed(cx));
     // Past the deadline: the request stops counting, once.
     deadline.disarm(worker);
-    if let Some(guard) = guard.take() {
-        guard.expire();
+    if let Some(hold) = hold.take() {
+        hold.expire();
     }
     if !cancel {
         return Poll::Pending;
@@ -294,7 +296,7 @@ struct Waiting<S> {
     /// Its outcome once let through (allowed, or one of the other limiters' dark or
     /// fail-open outcomes).
     outcome: Outcome,
-    guard: WorkerGuard,
+    hold: WorkerHold,
     after: Option<AfterResponse>,
     /// The `RateLimit-Policy` of a refusal, when the RateLimit fields are on.
     policy: Option<HeaderValue>,
@@ -315,7 +317,7 @@ where
         req,
         tier,
         outcome,
-        mut guard,
+        mut hold,
         after,
         policy,
     } = waiting;
@@ -334,13 +336,13 @@ where
         refunded,
     } = *queued;
     if let Ok(Ok(admitted_at)) = tokio::time::timeout(max_wait, wait).await {
-        guard.granted(admitted_at);
+        hold.granted(admitted_at);
         engine.metrics().request(tier, outcome);
-        return ResponseFuture::allowed(service.call(req), guard, after, &worker, tier).await;
+        return ResponseFuture::allowed(service.call(req), hold, after, &worker, tier).await;
     }
     // Timed out, or turned away for a higher tier: refused as if at once (the wait has left
-    // the room; the guard gives the other limiters' permits back).
-    drop(guard);
+    // the room; the hold gives the other limiters' permits back).
+    drop(hold);
     let settings = engine.settings().load_full();
     let ac = &settings.limiters.adaptive_concurrency;
     let now = engine.clock().now();

@@ -1,5 +1,5 @@
-//! The limiters, checked in the order of docs/how-it-decides.md, and the
-//! chain that applies their modes and fails open on any error or panic.
+//! The limiters, checked in the order of docs/how-it-decides.md (the chain that applies their
+//! modes and fails open on any error or panic is `engine/chain.rs`).
 
 /// The arithmetic of a bucket and of a window, which a [`Store`](crate::store::Store) of one's
 /// own answers with.

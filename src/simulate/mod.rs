@@ -34,7 +34,7 @@ use crate::tier::Tier;
 use guard::FastGuard;
 use phase::{close, PhaseLog};
 use profile::{Phase, Trace};
-use queue::{Deadline, Server};
+use queue::{ClientDeadline, Server};
 use std::time::Duration;
 
 /// Where the offered load comes from.
@@ -58,7 +58,7 @@ pub struct Scenario {
     /// The offered load.
     pub load: Load,
     /// Client deadline, if clients give up.
-    pub deadline: Option<Deadline>,
+    pub deadline: Option<ClientDeadline>,
     /// Seconds a request spends in the app outside a worker (the framework, the network):
     /// the latency the fast guard measures (and its floor) includes it, the capacity does not.
     pub overhead: f64,

@@ -17,7 +17,7 @@ struct Chunk {
 
 /// How clients and the app treat a request whose client gave up.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Deadline {
+pub struct ClientDeadline {
     /// Seconds after which a client stops waiting for its answer.
     pub seconds: f64,
     /// Whether the app keeps a request whose client is gone (actix-web runs its handler to the
@@ -116,7 +116,7 @@ impl Server {
         dt: f64,
         admitted: [f64; 4],
         slowdown: f64,
-        deadline: Option<Deadline>,
+        deadline: Option<ClientDeadline>,
         latency: &mut impl FnMut(usize, f64, f64),
     ) -> Tick {
         self.finish(dt, slowdown);
@@ -153,7 +153,7 @@ impl Server {
         &mut self,
         now: f64,
         slowdown: f64,
-        deadline: Option<Deadline>,
+        deadline: Option<ClientDeadline>,
         started: &mut impl FnMut(Started),
     ) -> Tick {
         let mut out = Tick::default();
@@ -241,7 +241,7 @@ mod tests {
     const DT: f64 = 0.01;
 
     /// Runs `seconds` of a constant admitted load (all one tier); returns the ticks.
-    fn run(server: &mut Server, rate: f64, seconds: f64, deadline: Option<Deadline>) -> Tick {
+    fn run(server: &mut Server, rate: f64, seconds: f64, deadline: Option<ClientDeadline>) -> Tick {
         let mut sum = Tick::default();
         let steps = (seconds / DT).round() as u64;
         for i in 0..steps {
@@ -277,7 +277,7 @@ mod tests {
         assert!((s.in_flight() - 1600.0).abs() < 20.0, "{}", s.in_flight());
 
         let mut s = Server::new(8, 0.05);
-        let deadline = Deadline {
+        let deadline = ClientDeadline {
             seconds: 1.0,
             keep_abandoned: false,
         };
@@ -290,7 +290,7 @@ mod tests {
     #[test]
     fn kept_abandoned_work_still_occupies_the_workers() {
         let mut s = Server::new(8, 0.05);
-        let deadline = Deadline {
+        let deadline = ClientDeadline {
             seconds: 1.0,
             keep_abandoned: true,
         };

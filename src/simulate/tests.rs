@@ -1,7 +1,7 @@
 //! The simulator against the controller's known timings and the model's invariants.
 
 use super::profile::{built_in, Phase};
-use super::queue::Deadline;
+use super::queue::ClientDeadline;
 use super::*;
 
 fn demo(load: Load) -> Scenario {
@@ -10,7 +10,7 @@ fn demo(load: Load) -> Scenario {
         service_time: 0.05,
         mix: [0.1, 0.2, 0.5, 0.2],
         load,
-        deadline: Some(Deadline {
+        deadline: Some(ClientDeadline {
             seconds: 1.0,
             keep_abandoned: false,
         }),

@@ -1,4 +1,4 @@
-//! What a request asks of the keyed store (the plan of [`crate::engine`]'s first step): an
+//! What a request asks of the keyed store (the first step of [`crate::engine`]'s three): an
 //! ordered list of per-key operations ([`Op`]: a GCRA bucket, a window counter, a counted
 //! slot), grouped by the limiter that asked them ([`Group`]), each group with whether its
 //! limiter is enforced. Every store executes the list in its order, whatever limiters made it

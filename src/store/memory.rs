@@ -12,12 +12,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Per-key state in this process: its tables, by id.
 #[derive(Debug)]
 pub struct MemoryStore {
-    tables: Box<[Kept]>,
+    tables: Box<[LocalTable]>,
 }
 
 /// One table's state.
 #[derive(Debug)]
-enum Kept {
+enum LocalTable {
     /// No table of this id (its limiter keeps none under these settings).
     None,
     /// GCRA buckets: a TAT per key and the stamp of the settings that wrote it
@@ -50,16 +50,16 @@ impl MemoryStore {
     /// them from the settings).
     pub(crate) fn with_tables(specs: &[TableSpec]) -> Self {
         let n = specs.iter().map(|s| s.table.id() + 1).max().unwrap_or(0);
-        let mut tables: Vec<Kept> = (0..n).map(|_| Kept::None).collect();
+        let mut tables: Vec<LocalTable> = (0..n).map(|_| LocalTable::None).collect();
         for spec in specs {
             tables[spec.table.id()] = match spec.kind {
-                TableKind::Gcra => Kept::Gcra(WideTable::new(spec.keys)),
-                TableKind::Window => Kept::Window(KeyTable::new(spec.keys)),
-                TableKind::Slots => Kept::Slots {
+                TableKind::Gcra => LocalTable::Gcra(WideTable::new(spec.keys)),
+                TableKind::Window => LocalTable::Window(KeyTable::new(spec.keys)),
+                TableKind::Slots => LocalTable::Slots {
                     table: KeyTable::new(spec.keys),
                     holders: Sharded::default(),
                 },
-                TableKind::Pool => Kept::Pool(CachePadded(AtomicU64::new(0))),
+                TableKind::Pool => LocalTable::Pool(CachePadded(AtomicU64::new(0))),
             };
         }
         Self {
@@ -68,8 +68,8 @@ impl MemoryStore {
     }
 
     #[inline]
-    fn kept(&self, table: Table) -> &Kept {
-        self.tables.get(table.id()).unwrap_or(&Kept::None)
+    fn kept(&self, table: Table) -> &LocalTable {
+        self.tables.get(table.id()).unwrap_or(&LocalTable::None)
     }
 
     /// Sets the bucket of `key` in `table` to `tat`, written by the bucket of `stamp` (a
@@ -77,7 +77,7 @@ impl MemoryStore {
     /// was until the next round.
     #[cfg(feature = "redis")]
     pub(crate) fn gcra_set(&self, table: Table, key: u64, tat: u64, stamp: u16) {
-        if let Kept::Gcra(t) = self.kept(table) {
+        if let LocalTable::Gcra(t) = self.kept(table) {
             t.update(key, gcra_victim, |_| {
                 Update::Write(gcra::pack(tat, stamp), ())
             });
@@ -88,7 +88,7 @@ impl MemoryStore {
     #[cfg(test)]
     pub(crate) fn pool_taken(&self, table: Table) -> u64 {
         match self.kept(table) {
-            Kept::Pool(count) => count.0.load(Ordering::Relaxed),
+            LocalTable::Pool(count) => count.0.load(Ordering::Relaxed),
             _ => 0,
         }
     }
@@ -122,10 +122,10 @@ fn slots_victim(count: u64) -> Option<u64> {
 impl Store for MemoryStore {
     fn peek(&self, table: Table, key: u64) -> Result<Option<u64>, StoreError> {
         match self.kept(table) {
-            Kept::Gcra(t) => Ok(t.peek(key)),
-            Kept::Window(t) | Kept::Slots { table: t, .. } => Ok(t.peek(key)),
-            Kept::Pool(count) => Ok(Some(count.0.load(Ordering::Relaxed))),
-            Kept::None => Err(no_table(table, "peek")),
+            LocalTable::Gcra(t) => Ok(t.peek(key)),
+            LocalTable::Window(t) | LocalTable::Slots { table: t, .. } => Ok(t.peek(key)),
+            LocalTable::Pool(count) => Ok(Some(count.0.load(Ordering::Relaxed))),
+            LocalTable::None => Err(no_table(table, "peek")),
         }
     }
 
@@ -137,7 +137,7 @@ impl Store for MemoryStore {
         now: u64,
         b: BucketCharge,
     ) -> Result<Charge, StoreError> {
-        let Kept::Gcra(t) = self.kept(table) else {
+        let LocalTable::Gcra(t) = self.kept(table) else {
             return Err(no_table(table, "gcra"));
         };
         t.update(key, gcra_victim, |v| {
@@ -153,7 +153,7 @@ impl Store for MemoryStore {
     }
 
     fn gcra_refund(&self, table: Table, key: u64, increment: u64) -> Result<(), StoreError> {
-        let Kept::Gcra(t) = self.kept(table) else {
+        let LocalTable::Gcra(t) = self.kept(table) else {
             return Err(no_table(table, "gcra_refund"));
         };
         // Given back in the state as it stands, whatever bucket wrote it last.
@@ -172,7 +172,7 @@ impl Store for MemoryStore {
         rule: &WindowRule,
         count: bool,
     ) -> Result<WindowCheck, StoreError> {
-        let Kept::Window(t) = self.kept(table) else {
+        let LocalTable::Window(t) = self.kept(table) else {
             return Err(no_table(table, "window"));
         };
         // Peeking an untracked key must not take a slot.
@@ -197,7 +197,7 @@ impl Store for MemoryStore {
         now: u64,
         rule: &WindowRule,
     ) -> Result<(), StoreError> {
-        let Kept::Window(t) = self.kept(table) else {
+        let LocalTable::Window(t) = self.kept(table) else {
             return Err(no_table(table, "window_refund"));
         };
         t.update(
@@ -214,7 +214,7 @@ impl Store for MemoryStore {
     #[inline]
     fn slot_take(&self, table: Table, key: u64, max: u64) -> Result<bool, StoreError> {
         match self.kept(table) {
-            Kept::Slots { table, holders } => {
+            LocalTable::Slots { table, holders } => {
                 let (taken, first) = table
                     .update(key, slots_victim, |count| {
                         if count < max {
@@ -229,7 +229,7 @@ impl Store for MemoryStore {
                 }
                 Ok(taken)
             }
-            Kept::Pool(count) => {
+            LocalTable::Pool(count) => {
                 // One locked add, never a compare-and-swap loop (which retries under
                 // contention): an attempt over the limit takes its add back. Racing attempts
                 // may see each other's adds for a moment and refuse early; the count never
@@ -247,7 +247,7 @@ impl Store for MemoryStore {
     #[inline]
     fn slot_give(&self, table: Table, key: u64) {
         match self.kept(table) {
-            Kept::Slots { table, holders } => {
+            LocalTable::Slots { table, holders } => {
                 // The entry cannot be evicted while its count is above zero, so it is found.
                 // While the table is small, the last slot leaves the entry at zero: a client
                 // sending one request at a time then neither claims nor frees an entry per
@@ -264,9 +264,9 @@ impl Store for MemoryStore {
                     holders.add(0, -1);
                 }
             }
-            // The guard gives the slot back. Gives match takes one for one; a stray one (the
+            // The hold gives the slot back. Gives match takes one for one; a stray one (the
             // count was already zero) is taken back, so it never goes below zero.
-            Kept::Pool(count) if count.0.fetch_sub(1, Ordering::AcqRel) == 0 => {
+            LocalTable::Pool(count) if count.0.fetch_sub(1, Ordering::AcqRel) == 0 => {
                 count.0.fetch_add(1, Ordering::AcqRel);
             }
             _ => {}
@@ -276,17 +276,17 @@ impl Store for MemoryStore {
     fn evict_idle(&self, now: u64, unix_now: u64, windows: &[(Table, WindowRule)]) {
         for kept in self.tables.iter() {
             match kept {
-                Kept::Gcra(t) => {
+                LocalTable::Gcra(t) => {
                     t.sweep(|v| gcra::unpack(v).0 <= now);
                 }
-                Kept::Slots { table, .. } => {
+                LocalTable::Slots { table, .. } => {
                     table.sweep(|count| count == 0);
                 }
                 _ => {}
             }
         }
         for (table, rule) in windows {
-            if let Kept::Window(t) = self.kept(*table) {
+            if let LocalTable::Window(t) = self.kept(*table) {
                 t.sweep(|v| rule.idle(v, unix_now));
             }
         }
@@ -294,10 +294,10 @@ impl Store for MemoryStore {
 
     fn tracked_keys(&self, table: Table) -> Option<usize> {
         match self.kept(table) {
-            Kept::Gcra(t) => Some(t.live()),
-            Kept::Window(t) => Some(t.live()),
-            Kept::Slots { holders, .. } => Some(holders.sum(0).max(0) as usize),
-            Kept::Pool(_) | Kept::None => None,
+            LocalTable::Gcra(t) => Some(t.live()),
+            LocalTable::Window(t) => Some(t.live()),
+            LocalTable::Slots { holders, .. } => Some(holders.sum(0).max(0) as usize),
+            LocalTable::Pool(_) | LocalTable::None => None,
         }
     }
 }

@@ -20,7 +20,7 @@ fn sized(keys: usize, slot_keys: usize) -> MemoryStore {
 
 fn live(s: &MemoryStore, table: Table) -> usize {
     match s.kept(table) {
-        Kept::Slots { table, .. } => table.live(),
+        LocalTable::Slots { table, .. } => table.live(),
         _ => unreachable!(),
     }
 }

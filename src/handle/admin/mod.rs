@@ -3,7 +3,7 @@
 //! (docs/admin-api.md).
 
 mod error;
-mod guard;
+mod gate;
 mod write;
 
 pub use error::AdminError;
@@ -83,7 +83,7 @@ impl Brownout {
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(web::Data::new(brownout.clone()))
-                .wrap(from_fn(guard::require_token))
+                .wrap(from_fn(gate::require_token))
                 .service(
                     resource("/healthz")
                         .route(web::get().to(healthz))
@@ -216,7 +216,7 @@ async fn healthz() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain").body("ok")
 }
 
-/// `GET /metrics` (the token is required by the guard when `admin.metrics_auth`).
+/// `GET /metrics` (the token is required by the gate when `admin.metrics_auth`).
 async fn metrics(brownout: web::Data<Brownout>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")

@@ -3,7 +3,7 @@
 //! nothing changes.
 
 use super::error::AdminError;
-use super::guard::read_body;
+use super::gate::read_body;
 use crate::config::describe_json;
 use crate::config::Mode;
 use crate::handle::Brownout;

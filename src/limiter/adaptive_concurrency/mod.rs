@@ -25,7 +25,7 @@ use state::fits;
 pub(crate) use state::micros;
 pub use settings::AdaptiveConcurrencyConfig;
 pub use state::{AdaptivePermit, AdaptiveState};
-pub use wait::{Slot, Wait};
+pub use wait::{Place, Wait};
 
 use super::{Check, LimiterError};
 use super::{LimiterName, Problem, Rejection};
@@ -56,7 +56,7 @@ pub fn acquire<'a>(
     (tier, key): (Tier, u64),
     now: Duration,
     may_wait: bool,
-) -> Result<Check<Slot<'a>>, LimiterError> {
+) -> Result<Check<Place<'a>>, LimiterError> {
     let Some(limit) = c.tier_limit(state.limit(), tier) else {
         // Critical: counted, so it takes room from every other tier; refused only past the
         // ceiling.
@@ -85,7 +85,7 @@ pub fn acquire<'a>(
                     .sum::<u64>();
             if fits(before, limit) {
                 let permit = AdaptivePermit::new(state, tier, now);
-                return Ok(Check::Allowed(Slot::Held(permit)));
+                return Ok(Check::Allowed(Place::Held(permit)));
             }
             state.release(tier, None, now);
         }
@@ -106,11 +106,11 @@ impl AdaptiveState {
         c: &AdaptiveConcurrencyConfig,
         key: u64,
         now: Duration,
-    ) -> Result<Check<Slot<'_>>, LimiterError> {
+    ) -> Result<Check<Place<'_>>, LimiterError> {
         let tier = Tier::Critical;
         let own = &self.counts.in_flight[tier.index()];
         let admitted = || {
-            Ok(Check::Allowed(Slot::Held(AdaptivePermit::new(
+            Ok(Check::Allowed(Place::Held(AdaptivePermit::new(
                 self, tier, now,
             ))))
         };

@@ -176,11 +176,11 @@ fn run(shape: Shape, load: f64, seconds: f64, seed: u64) -> Outcome {
                 work,
             };
             match acquire(&c, &state, (tier, rng.next_u64()), now, true).unwrap() {
-                Check::Allowed(Slot::Held(permit)) => {
+                Check::Allowed(Place::Held(permit)) => {
                     permit.keep();
                     starts.push(job);
                 }
-                Check::Allowed(Slot::Waiting(wait)) => {
+                Check::Allowed(Place::Waiting(wait)) => {
                     waiting.push((now + c.max_wait_for(tier), Box::pin(wait), job, tier));
                 }
                 Check::Rejected(..) => refused += 1,

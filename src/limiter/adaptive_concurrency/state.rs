@@ -356,7 +356,7 @@ pub(crate) fn micros(d: Duration) -> u64 {
 }
 
 /// A request's slot: given back when dropped, unless [`keep`](Self::keep) handed it to the
-/// request's guard, which gives it back with the request's latency.
+/// request's hold, which gives it back with the request's latency.
 #[derive(Debug)]
 pub struct AdaptivePermit<'a> {
     state: Option<&'a AdaptiveState>,
@@ -373,7 +373,7 @@ impl<'a> AdaptivePermit<'a> {
         }
     }
 
-    /// Hands the slot over (the request's guard gives it back under the request's tier);
+    /// Hands the slot over (the request's hold gives it back under the request's tier);
     /// returns when the request was admitted, to measure its latency.
     pub fn keep(mut self) -> Duration {
         self.state = None;

@@ -11,11 +11,11 @@ fn admitted(c: &AdaptiveConcurrencyConfig, s: &Arc<AdaptiveState>, tier: Tier) -
 
 fn admitted_at(c: &AdaptiveConcurrencyConfig, s: &Arc<AdaptiveState>, tier: Tier, ms: u64) -> bool {
     match acquire(c, s, (tier, 0), Duration::from_millis(ms), false).unwrap() {
-        Check::Allowed(Slot::Held(p)) => {
+        Check::Allowed(Place::Held(p)) => {
             p.keep();
             true
         }
-        Check::Allowed(Slot::Waiting(_)) => panic!("no queue"),
+        Check::Allowed(Place::Waiting(_)) => panic!("no queue"),
         Check::Rejected(r, ()) => {
             assert_eq!(r.status.as_u16(), 503);
             assert_eq!(r.limiter, LimiterName::AdaptiveConcurrency);
@@ -78,11 +78,11 @@ fn critical(c: &AdaptiveConcurrencyConfig, s: &Arc<AdaptiveState>, key: u64, ms:
     )
     .unwrap()
     {
-        Check::Allowed(Slot::Held(p)) => {
+        Check::Allowed(Place::Held(p)) => {
             p.keep();
             true
         }
-        Check::Allowed(Slot::Waiting(_)) => panic!("critical requests never wait"),
+        Check::Allowed(Place::Waiting(_)) => panic!("critical requests never wait"),
         Check::Rejected(r, ()) => {
             assert_eq!((r.status.as_u16(), r.tier), (503, Tier::Critical));
             false
@@ -182,7 +182,7 @@ fn a_limit_that_shrinks_under_lower_tiers_still_has_room_for_posts() {
 fn a_dropped_permit_gives_its_slot_back_and_a_kept_one_reports_latency() {
     let c = AdaptiveConcurrencyConfig::default();
     let s = new_state(10.0);
-    let Check::Allowed(Slot::Held(p)) =
+    let Check::Allowed(Place::Held(p)) =
         acquire(&c, &s, (Tier::Get, 0), Duration::ZERO, false).unwrap()
     else {
         panic!("admitted");
@@ -196,7 +196,7 @@ fn a_dropped_permit_gives_its_slot_back_and_a_kept_one_reports_latency() {
         "no latency for a request that never ran"
     );
     for ms in [30, 10, 20] {
-        let Check::Allowed(Slot::Held(p)) =
+        let Check::Allowed(Place::Held(p)) =
             acquire(&c, &s, (Tier::Get, 0), Duration::ZERO, false).unwrap()
         else {
             panic!("admitted");
@@ -225,7 +225,7 @@ fn a_refused_tier_holds_every_lower_tier_off_for_tier_hold() {
     let s = new_state(10.0);
     let mut slots = Vec::new();
     for _ in 0..10 {
-        let Check::Allowed(Slot::Held(p)) =
+        let Check::Allowed(Place::Held(p)) =
             acquire(&c, &s, (Tier::Post, 0), Duration::ZERO, false).unwrap()
         else {
             panic!("admitted");

@@ -24,9 +24,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// What a request found: a slot now, or a place in the waiting room.
+/// What a request found: room under the limit now, or a place in the waiting room.
 #[derive(Debug)]
-pub enum Slot<'a> {
+pub enum Place<'a> {
     /// Admitted.
     Held(AdaptivePermit<'a>),
     /// Waiting; await it (for at most `max_wait`).
@@ -113,7 +113,7 @@ impl AdaptiveState {
         c: &AdaptiveConcurrencyConfig,
         tier: Tier,
         now: Duration,
-    ) -> Option<Slot<'a>> {
+    ) -> Option<Place<'a>> {
         let mut room = self.room();
         // Held off since it looked (a request of a higher tier was refused meanwhile).
         if self.held(tier, micros(now)) {
@@ -122,7 +122,7 @@ impl AdaptiveState {
         room.settings = c.clone();
         if !self.waiting_at_or_above(tier) && self.has_room(&room, tier) {
             self.counts.in_flight[tier.index()].fetch_add(1, Ordering::SeqCst);
-            return Some(Slot::Held(AdaptivePermit::new(self, tier, now)));
+            return Some(Place::Held(AdaptivePermit::new(self, tier, now)));
         }
         // Whoever has to wait turns the lower tiers' requests waiting away: none of them is
         // served before it, and the room keeps its places for it and the tiers above.
@@ -146,7 +146,7 @@ impl AdaptiveState {
         self.refused.fetch_add(1, Ordering::Relaxed);
         // A slot given back while this one was being queued went unseen by its releaser.
         self.dispatch_in(&mut room, now);
-        Some(Slot::Waiting(Wait {
+        Some(Place::Waiting(Wait {
             state: self.clone(),
             waiter,
             done: false,

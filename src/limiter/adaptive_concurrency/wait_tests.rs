@@ -25,8 +25,8 @@ fn take<'a>(
     at: u64,
 ) -> Option<Result<AdaptivePermit<'a>, Wait>> {
     match acquire(c, s, (tier, 0), ms(at), true).unwrap() {
-        Check::Allowed(Slot::Held(p)) => Some(Ok(p)),
-        Check::Allowed(Slot::Waiting(w)) => Some(Err(w)),
+        Check::Allowed(Place::Held(p)) => Some(Ok(p)),
+        Check::Allowed(Place::Waiting(w)) => Some(Err(w)),
         Check::Rejected(..) => None,
     }
 }

@@ -1,6 +1,6 @@
 //! The concurrent-requests limiter: at most `max_in_flight` requests per key in progress. The
 //! permit owns its return: it goes back when it is dropped (a later limiter refused the
-//! request), or, once the request is admitted, when the request's guard that kept it is
+//! request), or, once the request is admitted, when the request's hold that kept it is
 //! dropped (the response body ended, failed or was dropped because the client went away).
 
 mod settings;
@@ -16,7 +16,7 @@ pub(crate) const PERMITS: Table = LimiterName::ConcurrentRequests.table(0);
 use crate::tier::Tier;
 
 /// One of a key's in-flight permits, returned to the store when dropped, unless
-/// [`keep`](Self::keep) handed it over to the request's guard first.
+/// [`keep`](Self::keep) handed it over to the request's hold first.
 pub struct ConcurrencyPermit<'a, S: KeyedHandle> {
     /// Whose store gets the permit back; `None` once it is handed over (or when the store
     /// kept none: a later enforced refusal stopped it).
@@ -36,7 +36,7 @@ impl<S: KeyedHandle> std::fmt::Debug for ConcurrencyPermit<'_, S> {
 
 impl<S: KeyedHandle> ConcurrencyPermit<'_, S> {
     /// Hands the permit over to whoever keeps the returned key: it must give the permit back
-    /// (`Keyed::release`) when its request is done. The request's guard does, so
+    /// (`Keyed::release`) when its request is done. The request's hold does, so
     /// that a permit needs no handle of its own on the store while the request runs.
     /// `None`: the store kept no permit.
     pub fn keep(mut self) -> Option<(Table, u64)> {
@@ -54,7 +54,7 @@ impl<S: KeyedHandle> Drop for ConcurrencyPermit<'_, S> {
 
 /// What a request of client `key` asks of the keyed store for this limiter, as its group of
 /// `ask` (`enforced`: its refusal stops the request): one of its `max_in_flight` permits.
-pub fn plan_ask(c: &ConcurrentRequestsConfig, key: u64, enforced: bool, ask: &mut Ask) {
+pub fn add_to_ask(c: &ConcurrentRequestsConfig, key: u64, enforced: bool, ask: &mut Ask) {
     ask.begin(LimiterName::ConcurrentRequests as u8, enforced, 0);
     ask.push(Op::Slot {
         table: PERMITS,

@@ -15,7 +15,7 @@ pub(crate) const SLOTS: Table = LimiterName::FleetUsage.table(0);
 use crate::tier::Tier;
 
 /// A non-critical request's fleet slot, returned to the store when dropped, unless
-/// [`keep`](Self::keep) handed it over to the request's guard first.
+/// [`keep`](Self::keep) handed it over to the request's hold first.
 pub struct FleetPermit<'a, S: KeyedHandle> {
     /// Whose store gets the slot back; `None` once it is handed over (or when the store
     /// kept none).
@@ -32,7 +32,7 @@ impl<S: KeyedHandle> std::fmt::Debug for FleetPermit<'_, S> {
 
 impl<S: KeyedHandle> FleetPermit<'_, S> {
     /// Hands the slot over to its keeper, which must give it back (`Keyed::release`) when
-    /// the request is done: the request's guard does. `None`: the store kept no slot; else
+    /// the request is done: the request's hold does. `None`: the store kept no slot; else
     /// its table.
     pub fn keep(mut self) -> Option<Table> {
         self.owner.take().map(|_| SLOTS)
@@ -50,7 +50,7 @@ impl<S: KeyedHandle> Drop for FleetPermit<'_, S> {
 /// What a non-critical request asks of the keyed store for this limiter, as its group of
 /// `ask` (`enforced`: its refusal stops the request): one slot of the pool, under
 /// `(1 - reserved) × capacity`. (Critical requests are never counted: they ask nothing.)
-pub fn plan_ask(c: &FleetUsageConfig, enforced: bool, ask: &mut Ask) {
+pub fn add_to_ask(c: &FleetUsageConfig, enforced: bool, ask: &mut Ask) {
     ask.begin(LimiterName::FleetUsage as u8, enforced, 0);
     ask.push(Op::Slot {
         table: SLOTS,

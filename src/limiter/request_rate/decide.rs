@@ -1,5 +1,5 @@
 //! request_rate's decision on its replies: the per-IP ceiling, the client's bucket, then the
-//! quotas, in the order it asked them (`RateRules::plan_ask`).
+//! quotas, in the order it asked them (`RateRules::add_to_ask`).
 
 use super::{increment, quota_table, secs_up, unmemo, RateAdmit, RateRules, RateStatus, RateTicket};
 use super::{CheckTime, REPORTED_QUOTAS};
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 impl RateRules {
     /// Decides one request on the store's replies `rate` to its group (what
-    /// [`plan_ask`](Self::plan_ask) asked), checked at `at`. A refused request took nothing (its
+    /// [`add_to_ask`](Self::add_to_ask) asked), checked at `at`. A refused request took nothing (its
     /// ticket is empty); an admitted one's ticket holds what the store kept, to give back
     /// if a later limiter refuses it.
     pub fn decide(

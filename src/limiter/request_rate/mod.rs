@@ -1,6 +1,6 @@
 //! The request-rate limiter: a per-key bucket of credits (weighted endpoint costs, plans, soft
 //! and elastic throttling) plus optional window quotas. What a request asks of the keyed
-//! store is planned here ([`RateRules::ask`]), and the store's answer decided on here
+//! store is written here ([`RateRules::add_to_ask`]), and the store's answer decided on here
 //! ([`RateRules::decide`]), whichever store gave it.
 
 mod decide;
@@ -173,7 +173,7 @@ impl RateRules {
         elastic: bool,
     ) -> Result<super::Check<RateAdmit, RateStatus>, crate::store::StoreError> {
         let mut ask = Ask::default();
-        self.plan_ask(req, elastic, true, &mut ask);
+        self.add_to_ask(req, elastic, true, &mut ask);
         let mut answer = crate::store::Answer::new(keyed);
         answer.answer_here(&ask, (at.mono, at.unix), &mut None);
         self.decide(answer.replies(&ask, LimiterName::RequestRate as u8)?, req, at)
@@ -227,7 +227,7 @@ impl RateRules {
     /// room to spare), as its group of `ask` (`enforced`: its refusal stops the request):
     /// the buckets (ceiling first), then the quotas that apply, each a window in its own
     /// table; the group keeps the plan the bucket is of.
-    pub fn plan_ask(&self, req: &Request<'_>, elastic: bool, enforced: bool, ask: &mut Ask) {
+    pub fn add_to_ask(&self, req: &Request<'_>, elastic: bool, enforced: bool, ask: &mut Ask) {
         let Charges {
             plan,
             bucket,

@@ -105,7 +105,7 @@ impl RedisStore {
             timeout: config.timeout.get(),
             ttl_us: config.permit_ttl.get().as_micros() as u64,
             instance,
-            // From 1: a request guard's member 0 means "local".
+            // From 1: a request hold's member 0 means "local".
             members: AtomicU64::new(1),
             breaker: Breaker::new(BreakerParams::default()),
             clock,

@@ -1,6 +1,6 @@
 //! Releases that could not be sent (Redis down, a timeout, an error), kept to be sent again.
 //! A release (HDEL of a client's permit, ZREM of a fleet slot) is idempotent: sending again
-//! one that did run is harmless, so a failed one is kept rather than left to its TTL. Kept
+//! one that did run is harmless, so a failed one is kept rather than left to its TTL. FailedRelease
 //! ones are deduplicated, bounded in number (the oldest go first) and dropped once older than
 //! the permit TTL (the permit has expired by then). The next try waits a backoff that doubles
 //! on each failure. Times are µs, injected.
@@ -19,7 +19,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// A release waiting to be sent again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Kept {
+pub(super) struct FailedRelease {
     /// The set it gives back to.
     pub(super) set: SlotSet,
     /// The member that holds the permit or slot.
@@ -30,8 +30,8 @@ pub(super) struct Kept {
 
 /// The releases to send again, oldest first.
 #[derive(Debug)]
-pub(super) struct Pending {
-    kept: VecDeque<Kept>,
+pub(super) struct ReleaseRetries {
+    kept: VecDeque<FailedRelease>,
     /// What `kept` holds, to keep each release once.
     members: HashSet<(SlotSet, u64)>,
     cap: usize,
@@ -41,7 +41,7 @@ pub(super) struct Pending {
     backoff: Duration,
 }
 
-impl Pending {
+impl ReleaseRetries {
     /// None kept; at most `cap`, each for up to `ttl_us` µs.
     pub(super) fn new(cap: usize, ttl_us: u64) -> Self {
         Self {
@@ -64,15 +64,15 @@ impl Pending {
         if !self.members.insert((set, member)) {
             return 0;
         }
-        self.kept.push_back(Kept { set, member, since });
+        self.kept.push_back(FailedRelease { set, member, since });
         self.trim()
     }
 
     /// Keeps the releases of a send at `now` that failed: those [`take`](Self::take) gave
     /// (they failed before `now`) first in line again, with the time they first failed; those
     /// tried for the first time (at `now`) last. Returns how many were dropped to make room.
-    pub(super) fn restore(&mut self, failed: Vec<Kept>, now: u64) -> usize {
-        let (mut again, first): (Vec<Kept>, Vec<Kept>) =
+    pub(super) fn restore(&mut self, failed: Vec<FailedRelease>, now: u64) -> usize {
+        let (mut again, first): (Vec<FailedRelease>, Vec<FailedRelease>) =
             failed.into_iter().partition(|k| k.since < now);
         again.sort_by_key(|k| k.since);
         let mut dropped = self.put_back(again);
@@ -83,7 +83,7 @@ impl Pending {
     }
 
     /// Puts `taken` (oldest first) back in front.
-    fn put_back(&mut self, taken: Vec<Kept>) -> usize {
+    fn put_back(&mut self, taken: Vec<FailedRelease>) -> usize {
         for kept in taken.into_iter().rev() {
             if self.members.insert((kept.set, kept.member)) {
                 self.kept.push_front(kept);
@@ -120,9 +120,9 @@ impl Pending {
     }
 
     /// Takes up to `n` of the oldest, to send.
-    pub(super) fn take(&mut self, n: usize) -> Vec<Kept> {
+    pub(super) fn take(&mut self, n: usize) -> Vec<FailedRelease> {
         let n = n.min(self.kept.len());
-        let taken: Vec<Kept> = self.kept.drain(..n).collect();
+        let taken: Vec<FailedRelease> = self.kept.drain(..n).collect();
         for k in &taken {
             self.members.remove(&(k.set, k.member));
         }

@@ -14,13 +14,13 @@ const FLEET: SlotSet = SlotSet {
 
 const S: u64 = 1_000_000;
 
-fn members(kept: &[Kept]) -> Vec<u64> {
+fn members(kept: &[FailedRelease]) -> Vec<u64> {
     kept.iter().map(|k| k.member).collect()
 }
 
 #[test]
 fn a_release_is_kept_once_and_taken_oldest_first() {
-    let mut p = Pending::new(10, 60 * S);
+    let mut p = ReleaseRetries::new(10, 60 * S);
     assert_eq!(p.keep(CLIENT, 1, 0), 0);
     assert_eq!(p.keep(FLEET, 1, 0), 0, "another set: another release");
     assert_eq!(p.keep(CLIENT, 1, 5), 0);
@@ -30,12 +30,12 @@ fn a_release_is_kept_once_and_taken_oldest_first() {
     assert_eq!(
         taken,
         vec![
-            Kept {
+            FailedRelease {
                 set: CLIENT,
                 member: 1,
                 since: 0
             },
-            Kept {
+            FailedRelease {
                 set: FLEET,
                 member: 1,
                 since: 0
@@ -51,7 +51,7 @@ fn a_release_is_kept_once_and_taken_oldest_first() {
 
 #[test]
 fn releases_that_fail_again_go_first_with_their_first_failure_time() {
-    let mut p = Pending::new(10, 60 * S);
+    let mut p = ReleaseRetries::new(10, 60 * S);
     for m in 1..=4 {
         p.keep(FLEET, m, m);
     }
@@ -59,7 +59,7 @@ fn releases_that_fail_again_go_first_with_their_first_failure_time() {
     taken.reverse(); // as a send may give them back
     p.keep(FLEET, 5, 90);
     // A send at 100 with two of them and two new releases (one of them kept already).
-    let new = |member| Kept {
+    let new = |member| FailedRelease {
         set: FLEET,
         member,
         since: 100,
@@ -74,7 +74,7 @@ fn releases_that_fail_again_go_first_with_their_first_failure_time() {
 
 #[test]
 fn past_the_cap_the_oldest_are_dropped() {
-    let mut p = Pending::new(3, 60 * S);
+    let mut p = ReleaseRetries::new(3, 60 * S);
     for m in 0..3 {
         assert_eq!(p.keep(client(m), m, m), 0);
     }
@@ -95,7 +95,7 @@ fn past_the_cap_the_oldest_are_dropped() {
 
 #[test]
 fn releases_older_than_the_permit_ttl_are_dropped() {
-    let mut p = Pending::new(10, 60 * S);
+    let mut p = ReleaseRetries::new(10, 60 * S);
     p.keep(FLEET, 1, 0);
     p.keep(FLEET, 2, 30 * S);
     assert_eq!(p.expire(60 * S - 1), 0, "not yet a TTL old");
@@ -109,7 +109,7 @@ fn releases_older_than_the_permit_ttl_are_dropped() {
 
 #[test]
 fn the_wait_between_tries_doubles_up_to_a_second_and_resets_on_success() {
-    let mut p = Pending::new(10, 60 * S);
+    let mut p = ReleaseRetries::new(10, 60 * S);
     let waits: Vec<u128> = (0..7).map(|_| p.failed().as_millis()).collect();
     assert_eq!(waits, vec![50, 100, 200, 400, 800, 1_000, 1_000]);
     p.succeeded();

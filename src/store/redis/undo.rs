@@ -3,13 +3,13 @@
 //! quotas — queued without waiting and sent by one task in batches, off the request path.
 //!
 //! A batch that fails (Redis down, a timeout, an error) is not all lost: its releases are
-//! idempotent and kept to be sent again ([`Pending`]) until Redis answers, so that permits
+//! idempotent and kept to be sent again ([`ReleaseRetries`]) until Redis answers, so that permits
 //! persisted by a Redis that crashed are given back within a reconnect of its restart rather
 //! than held until their TTL. Refunds and failure counts are not idempotent (a call that timed
 //! out may have run): a failed one is dropped and counted.
 
 use super::conn::Conn;
-use super::pending::{self, Kept, Pending};
+use super::pending::{self, FailedRelease, ReleaseRetries};
 use super::script::{self, ClientReply, Shape, SlotSet, Undo};
 use super::RedisStore;
 use crate::store::{wrote, Ask, Op, Table};
@@ -139,7 +139,7 @@ impl RedisStore {
 /// One command to send, with the releases it carries (kept again if it fails).
 struct Outgoing {
     cmd: redis::Cmd,
-    releases: Vec<Kept>,
+    releases: Vec<FailedRelease>,
 }
 
 /// Sends queued undo operations in batches of up to [`BATCH`], with kept releases due again,
@@ -152,7 +152,7 @@ pub(super) async fn run(
     let Some(ttl_us) = store.upgrade().map(|s| s.ttl_us) else {
         return;
     };
-    let mut pending = Pending::new(pending::CAP, ttl_us);
+    let mut pending = ReleaseRetries::new(pending::CAP, ttl_us);
     let mut batch = Vec::with_capacity(BATCH);
     // The next try of the kept releases, or the next heartbeat when none is kept.
     let mut next = Instant::now() + HEARTBEAT;
@@ -212,12 +212,12 @@ async fn heartbeat(store: &RedisStore) -> bool {
 fn commands(
     store: &RedisStore,
     batch: impl Iterator<Item = Undo>,
-    retries: Vec<Kept>,
+    retries: Vec<FailedRelease>,
     since: u64,
 ) -> Vec<Outgoing> {
     let mut sends = Vec::new();
     let mut release_of: HashMap<SlotSet, usize> = HashMap::new();
-    let mut release = |sends: &mut Vec<Outgoing>, kept: Kept| {
+    let mut release = |sends: &mut Vec<Outgoing>, kept: FailedRelease| {
         let member = script::member(store.instance, kept.member);
         if let Some(&i) = release_of.get(&kept.set) {
             let send: &mut Outgoing = &mut sends[i];
@@ -244,7 +244,9 @@ fn commands(
     }
     for u in batch {
         match u {
-            Undo::Release { set, member } => release(&mut sends, Kept { set, member, since }),
+            Undo::Release { set, member } => {
+                release(&mut sends, FailedRelease { set, member, since })
+            }
             other => sends.push(Outgoing {
                 cmd: script::undo_cmd(&store.scripts.undo, &store.keys, store.instance, &[other]),
                 releases: Vec::new(),
@@ -262,7 +264,7 @@ async fn send(
     store: &Arc<RedisStore>,
     sends: Vec<Outgoing>,
     on_error: &(dyn Fn(&'static str) + Send + Sync),
-) -> Vec<Kept> {
+) -> Vec<FailedRelease> {
     let Some(conn) = store.conn.load_full() else {
         on_error("undo");
         return sends.into_iter().flat_map(|s| s.releases).collect();
@@ -295,7 +297,7 @@ async fn send_alone(
     conn: &Conn,
     sends: Vec<Outgoing>,
     on_error: &(dyn Fn(&'static str) + Send + Sync),
-) -> Vec<Kept> {
+) -> Vec<FailedRelease> {
     let calls: Vec<_> = sends
         .into_iter()
         .map(|s| {

@@ -1,6 +1,6 @@
-//! A model check of the slot protocol: loom runs each scenario under every interleaving of
+//! A model check of the entry protocol: loom runs each scenario under every interleaving of
 //! its threads' atomic operations (up to a bound on preemptions) and checks that no update is
-//! lost or lands in another key's slot. Run by `.ci/run`:
+//! lost or lands in another key's entry. Run by `.ci/run`:
 //! `RUSTFLAGS="--cfg brownout_loom" cargo test --lib store::table::model`.
 
 use super::*;
@@ -10,7 +10,7 @@ use loom::thread;
 fn add<const S: usize>(table: &KeyTable<S>, key: u64, n: u64) {
     table
         .update(key, |_| None, |v| Update::Write(v + n, ()))
-        .expect("a slot");
+        .expect("an entry");
 }
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -29,7 +29,7 @@ fn two_threads_adding_to_a_new_key_lose_nothing() {
         let h = thread::spawn(move || add(&other, 7, 1));
         add(&t, 7, 1);
         h.join().unwrap();
-        // A rare duplicate claim may hold the two adds in two slots; none is lost.
+        // A rare duplicate claim may hold the two adds in two entries; none is lost.
         assert_eq!(t.values_of(7).iter().sum::<u64>(), 2);
     });
 }
@@ -75,18 +75,18 @@ fn the_last_release_racing_an_acquire_keeps_the_count() {
 }
 
 #[test]
-fn an_update_never_lands_in_a_slot_given_to_another_key() {
+fn an_update_never_lands_in_an_entry_given_to_another_key() {
     // The guard against this race is the 16-bit tag of the key in the state word, so the
     // two keys have different tags, as two hashes do but for 1 in 65,536. (With equal tags,
     // this model finds the interleaving where the stale update lands in the new owner's
-    // slot: see the module docs.)
+    // entry: see the module docs.)
     let (seven, nine) = (7 | 2 << 48, 9 | 5 << 48);
     model(move || {
         let t = Arc::new(KeyTable::<1>::new(16));
         add(&t, seven, 0);
         let other = t.clone();
         let h = thread::spawn(move || {
-            // Evict `seven` whatever its value, then take a slot for `nine`.
+            // Evict `seven` whatever its value, then take an entry for `nine`.
             other.sweep(|_| true);
             add(&other, nine, 5);
         });
@@ -100,8 +100,8 @@ fn an_update_never_lands_in_a_slot_given_to_another_key() {
 
 #[test]
 fn a_move_racing_updates_loses_nothing_and_completes() {
-    // Four buckets, two in use: the ninth key grows the prefix to four. `moving` sits in
-    // bucket 0 or 1 and belongs in 2 or 3 under the new mask; the fillers stay where they are.
+    // Four rows, two in use: the ninth key grows the prefix to four. `moving` sits in
+    // row 0 or 1 and belongs in 2 or 3 under the new mask; the fillers stay where they are.
     let moving = 2 | 3 << 32 | 9 << 48;
     let fillers: Vec<u64> = (1..=8u64)
         .map(|i| i * 4 | 1 << 32 | (10 + i) << 48)
@@ -123,7 +123,7 @@ fn a_move_racing_updates_loses_nothing_and_completes() {
         assert_eq!(
             t.masks(),
             (3, 3),
-            "both old buckets moved: one place to search again"
+            "both old rows moved: one place to search again"
         );
         assert_eq!(t.peek(moving), Some(6));
     });
@@ -180,12 +180,12 @@ fn wide_writes_racing_a_read_and_a_move_are_never_mixed() {
 }
 
 impl<const S: usize> KeyTable<S> {
-    /// Every value stored for `key`, in any slot (a duplicate claim shows as two).
+    /// Every value stored for `key`, in any entry (a duplicate claim shows as two).
     fn values_of(&self, key: u64) -> Vec<u64> {
         let key = stored(key);
-        self.buckets
+        self.rows
             .iter()
-            .flat_map(Bucket::slots)
+            .flat_map(Row::entries)
             .filter(|s| s.key.load(Ordering::Acquire) == key)
             .filter_map(|s| {
                 let w = s.word.load(Ordering::Acquire);

@@ -30,14 +30,14 @@ fn sweep_drops_idle_keys_only() {
     assert_eq!(t.live(), 1);
     assert_eq!(t.peek(1), None);
     assert_eq!(t.peek(2), Some(5));
-    // A swept slot is reused.
+    // A swept entry is reused.
     assert_eq!(add(&t, 1, 1), Some(1));
     assert_eq!(t.live(), 2);
 }
 
 #[test]
 fn a_full_table_evicts_the_best_victim_and_never_an_unrankable_one() {
-    let t = KeyTable::<1>::new(2 * WAYS); // two buckets: every key may use both
+    let t = KeyTable::<1>::new(2 * WAYS); // two rows: every key may use both
     for k in 1..=2 * WAYS as u64 {
         add(&t, k << 20, k * 10);
     }
@@ -51,28 +51,28 @@ fn a_full_table_evicts_the_best_victim_and_never_an_unrankable_one() {
     assert_eq!(t.peek(1 << 20), None);
     assert_eq!(t.peek(2 << 20), Some(20));
     assert_eq!(t.live(), 2 * WAYS);
-    // Nothing rankable: no slot, the caller fails open.
+    // Nothing rankable: no entry, the caller fails open.
     let none = t.update(1234 << 20, |_| None, |v| Update::Write(v + 1, ()));
     assert_eq!(none, None);
 }
 
 #[test]
-fn a_removed_key_gives_its_slot_up_at_once() {
+fn a_removed_key_gives_its_entry_up_at_once() {
     let t = KeyTable::<1>::new(64);
     add(&t, 3, 1);
     assert_eq!(t.live(), 1);
     assert_eq!(t.update(3, Some, |_| Update::Remove(())), Some(()));
     assert_eq!((t.live(), t.peek(3)), (0, None));
-    // The slot is reused, and the key starts from zero again.
+    // The entry is reused, and the key starts from zero again.
     assert_eq!(add(&t, 3, 2), Some(2));
     assert_eq!(t.live(), 1);
 }
 
-/// Sum of the values of every slot (a key in two slots counts twice).
+/// Sum of the values of every entry (a key in two entries counts twice).
 fn total<const S: usize>(t: &KeyTable<S>) -> u64 {
-    t.buckets
+    t.rows
         .iter()
-        .flat_map(Bucket::slots)
+        .flat_map(Row::entries)
         .filter(|s| s.key.load(Ordering::Acquire) != 0)
         .filter_map(|s| {
             let w = s.word.load(Ordering::Acquire);
@@ -84,7 +84,7 @@ fn total<const S: usize>(t: &KeyTable<S>) -> u64 {
 #[test]
 fn the_active_prefix_grows_with_the_keys_and_keeps_every_value() {
     let t = KeyTable::<1>::new(1 << 20);
-    assert_eq!(t.active_capacity(), INITIAL_BUCKETS * WAYS);
+    assert_eq!(t.active_capacity(), INITIAL_ROWS * WAYS);
     let keys: Vec<u64> = (1..=50_000u64).map(crate::rng::mix).collect();
     for (i, &k) in keys.iter().enumerate() {
         assert_eq!(add(&t, k, i as u64 + 1), Some(i as u64 + 1));
@@ -125,7 +125,7 @@ fn concurrent_updates_across_growths_lose_nothing() {
                         1_000_000 * (n + 1) + i
                     };
                     // Nothing is evicted (so every count must survive); an update that finds
-                    // no slot is one the limiter fails open on.
+                    // no entry is one the limiter fails open on.
                     let added =
                         t.update(crate::rng::mix(key), |_| None, |v| Update::Write(v + 1, ()));
                     counted += u64::from(added.is_some());
@@ -135,8 +135,8 @@ fn concurrent_updates_across_growths_lose_nothing() {
         })
         .collect();
     let counted: u64 = threads.into_iter().map(|th| th.join().unwrap()).sum();
-    assert!(t.active_capacity() > INITIAL_BUCKETS * WAYS);
-    // A few may find a slot busy for too long when a mover lost its core (this runs beside
+    assert!(t.active_capacity() > INITIAL_ROWS * WAYS);
+    // A few may find an entry busy for too long when a mover lost its core (this runs beside
     // other tests on two cores): those fail open, as a limiter would. None may be lost.
     assert!(
         counted >= 79_600,
@@ -147,7 +147,7 @@ fn concurrent_updates_across_growths_lose_nothing() {
 }
 
 #[test]
-fn memory_is_sixteen_bytes_a_slot() {
+fn memory_is_sixteen_bytes_an_entry() {
     let t = KeyTable::<1>::new(1 << 16);
     assert_eq!(t.capacity(), 1 << 16);
     // Plus the table's own fields: two cache lines, its claim counter padded onto its own.
@@ -162,7 +162,7 @@ fn concurrent_updates_lose_nothing() {
             let t = t.clone();
             std::thread::spawn(move || {
                 for i in 0..20_000u64 {
-                    add(&t, 1 + i % 16, 1).expect("a slot");
+                    add(&t, 1 + i % 16, 1).expect("an entry");
                 }
             })
         })
@@ -175,7 +175,7 @@ fn concurrent_updates_lose_nothing() {
 }
 
 #[test]
-fn memory_is_twenty_four_bytes_a_slot_in_a_wide_table() {
+fn memory_is_twenty_four_bytes_an_entry_in_a_wide_table() {
     let t = WideTable::new(1 << 16);
     assert_eq!(t.capacity(), 1 << 16);
     assert!(t.bytes() <= 24 * (1 << 16) + 256);
@@ -196,7 +196,7 @@ fn a_wide_table_keeps_whole_values_through_growth_eviction_and_sweep() {
         let v = checked(i as u64 + 1);
         assert_eq!(t.update(k, Some, |_| Update::Write(v, v)), Some(v));
     }
-    assert!(t.active_capacity() > INITIAL_BUCKETS * WAYS, "it grew");
+    assert!(t.active_capacity() > INITIAL_ROWS * WAYS, "it grew");
     for &k in &keys {
         // Finishes any move under way.
         t.update(k, Some, Update::Keep);

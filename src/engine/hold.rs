@@ -1,4 +1,4 @@
-//! The guard an admitted request holds until its response is done: its place in the in-flight
+//! The hold an admitted request keeps until its response is done: its place in the in-flight
 //! count and its limiter permits, all released when it is dropped.
 
 use super::{Admission, Engine};
@@ -9,11 +9,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How a guard reaches the engine when it is dropped.
+/// How a hold reaches the engine when it is dropped.
 ///
-/// The middleware's guards use their worker's own `Rc`: cloning and dropping it per request
+/// The middleware's holds use their worker's own `Rc`: cloning and dropping it per request
 /// writes nothing that another worker reads (an `Arc` clone would bounce its reference count
-/// between the cores of every worker). `Brownout::check`, whose guard may move between
+/// between the cores of every worker). `Brownout::check`, whose hold may move between
 /// threads, uses the `Arc`.
 pub(crate) trait EngineRef: KeyedHandle {
     /// The engine.
@@ -60,7 +60,7 @@ impl EngineRef for Rc<WorkerEngine> {
 ///
 /// Packed (40 bytes): it rides in the response future and then in the response body, which
 /// actix moves whole several times per request.
-pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
+pub(crate) struct RequestHold<P: EngineRef = Arc<Engine>> {
     engine: P,
     /// The key of the concurrency permit kept, if `concurrency` is set.
     concurrency_key: u64,
@@ -82,17 +82,17 @@ pub(crate) struct RequestGuard<P: EngineRef = Arc<Engine>> {
     entered: bool,
 }
 
-/// `adaptive_at` of a guard that holds no adaptive-concurrency slot.
+/// `adaptive_at` of a hold without an adaptive-concurrency slot.
 const NO_SLOT: u64 = u64::MAX;
 
-/// When a guard whose `adaptive_at` this is was admitted, if it still holds an
+/// When a hold whose `adaptive_at` this is was admitted, if it still holds an
 /// adaptive-concurrency slot (which it gives up here).
-fn take_slot(adaptive_at: &mut u64) -> Option<Duration> {
+fn leave_adaptive(adaptive_at: &mut u64) -> Option<Duration> {
     let at = std::mem::replace(adaptive_at, NO_SLOT);
     (at != NO_SLOT).then(|| Duration::from_nanos(at))
 }
 
-/// `at` as a guard keeps it (ns; an instant past 584 years of uptime saturates just short of
+/// `at` as a hold keeps it (ns; an instant past 584 years of uptime saturates just short of
 /// [`NO_SLOT`]).
 fn slot_at(at: Duration) -> u64 {
     u64::try_from(at.as_nanos())
@@ -100,9 +100,9 @@ fn slot_at(at: Duration) -> u64 {
         .min(NO_SLOT - 1)
 }
 
-impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
+impl<P: EngineRef> std::fmt::Debug for RequestHold<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RequestGuard")
+        f.debug_struct("RequestHold")
             .field("tier", &self.tier)
             .field("concurrency", &self.concurrency.is_some())
             .field("adaptive", &(self.adaptive_at != NO_SLOT))
@@ -111,16 +111,16 @@ impl<P: EngineRef> std::fmt::Debug for RequestGuard<P> {
     }
 }
 
-impl<P: EngineRef> RequestGuard<P> {
+impl<P: EngineRef> RequestHold<P> {
     /// Enters the in-flight count of `tier` and takes over the admission's permits (held
     /// here or in the engine's shared store).
     /// (Inlined: the admission is then not copied once more on the way in.)
     #[inline]
     pub(crate) fn admit<Q: EngineRef>(engine: P, tier: Tier, admission: Admission<'_, Q>) -> Self {
-        let mut guard = Self::waiting(engine, tier, admission);
-        guard.engine.engine().in_flight.enter(tier);
-        guard.entered = true;
-        guard
+        let mut hold = Self::waiting(engine, tier, admission);
+        hold.engine.engine().in_flight.enter(tier);
+        hold.entered = true;
+        hold
     }
 
     /// Takes over the admission's permits for a request that waits for adaptive_concurrency's
@@ -171,20 +171,20 @@ impl<P: EngineRef> RequestGuard<P> {
     }
 }
 
-impl<P: EngineRef> RequestGuard<P> {
+impl<P: EngineRef> RequestHold<P> {
     /// Gives everything back for a request still running past its deadline, and counts it.
     /// Its time so far is not a service time (brownout stopped waiting for it): its
     /// adaptive_concurrency slot goes back without a latency.
     pub(crate) fn expire(mut self) {
         let engine = self.engine.engine();
         engine.metrics.expired(self.tier);
-        if take_slot(&mut self.adaptive_at).is_some() {
+        if leave_adaptive(&mut self.adaptive_at).is_some() {
             engine.adaptive.release(self.tier, None, engine.clock.now());
         }
     }
 }
 
-impl<P: EngineRef> Drop for RequestGuard<P> {
+impl<P: EngineRef> Drop for RequestHold<P> {
     fn drop(&mut self) {
         let engine = self.engine.engine();
         if self.entered {
@@ -196,7 +196,7 @@ impl<P: EngineRef> Drop for RequestGuard<P> {
         if let Some(table) = self.fleet {
             engine.keyed.release(self.held, table, 0);
         }
-        if let Some(admitted_at) = take_slot(&mut self.adaptive_at) {
+        if let Some(admitted_at) = leave_adaptive(&mut self.adaptive_at) {
             let now = engine.clock.now();
             let latency = now.saturating_sub(admitted_at);
             engine.adaptive.release(self.class, Some(latency), now);
