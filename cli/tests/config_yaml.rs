@@ -99,6 +99,36 @@ fn every_unmarked_value_is_the_default_and_every_demo_value_is_not() {
     );
 }
 
+/// Every setting of the library is written in config.yaml, set or commented out (`# url:`),
+/// so that "every key documented" holds: a key added to the code and not to the file fails.
+#[test]
+fn every_setting_is_written_in_config_yaml() {
+    let text = std::fs::read_to_string(FILE).unwrap();
+    let default = serde_json::to_value(brownout::Config::default()).unwrap();
+    let written: BTreeSet<String> = text
+        .lines()
+        .filter_map(|l| l.trim_start().trim_start_matches("# ").split_once(':'))
+        .map(|(k, _)| k.trim().trim_matches('"').to_owned())
+        .collect();
+    let mut missing = Vec::new();
+    fn keys(v: &Value, path: &str, out: &mut Vec<String>, written: &BTreeSet<String>) {
+        let Value::Object(map) = v else { return };
+        // A map of the user's own names (plans, costs) has no keys to write.
+        if path.ends_with("plans") || path.ends_with("costs") {
+            return;
+        }
+        for (k, v) in map {
+            let p = format!("{path}.{k}");
+            if !written.contains(k) {
+                out.push(p.clone());
+            }
+            keys(v, &p, out, written);
+        }
+    }
+    keys(&default, "", &mut missing, &written);
+    assert!(missing.is_empty(), "config.yaml does not write {missing:?}");
+}
+
 /// `brownout check --config <path>`: its exit code and stderr.
 #[test]
 fn the_cpu_bound_demo_is_the_tuned_config_with_only_its_six_changes() {

@@ -28,11 +28,40 @@ fn type_errors_name_the_key_what_was_expected_and_where() {
 }
 
 #[test]
-fn a_key_indented_too_deep_is_named_as_the_rest_of_the_value_above() {
-    let e = refused("limiters:\n  request_rate:\n    rate: 5\n     burst: 10\n");
-    assert_eq!(
-        e,
-        "limiters.request_rate.rate must be a number, not \"5\" followed by line 4: that line is indented deeper than this key, so YAML read it as the rest of this value; indent burst as this key is (line 3, column 11)"
+fn a_key_indented_too_deep_is_named_with_the_key_above_and_the_fix() {
+    let says = |above: &str, key: &str| {
+        format!("limiters.request_rate.{above} has line 4 ({key}) indented deeper than it, so YAML reads that line as part of its value; indent {key} as {above} is (line 3)")
+    };
+    // A number, an enum, a comment between them, a comment line: one sentence each.
+    for (yaml, above, key) in [
+        (
+            "limiters:\n  request_rate:\n    rate: 5\n     burst: 10\n",
+            "rate",
+            "burst",
+        ),
+        (
+            "limiters:\n  request_rate:\n    mode: enforce\n     burst: 10\n",
+            "mode",
+            "burst",
+        ),
+        (
+            "limiters:\n  request_rate:\n    rate: 5  # five\n     burst: 10\n",
+            "rate",
+            "burst",
+        ),
+        (
+            "limiters:\n  request_rate:\n    rate: 5\n     burst: 10  # ten\n",
+            "rate",
+            "burst",
+        ),
+    ] {
+        assert_eq!(refused(yaml), says(above, key), "{yaml}");
+    }
+    let e =
+        refused("limiters:\n  request_rate:\n    mode: enforce\n    # a comment\n     burst: 10\n");
+    assert!(
+        e.starts_with("limiters.request_rate.mode has line 5 (burst) indented deeper"),
+        "{e}"
     );
 }
 

@@ -46,6 +46,30 @@ fn describe(text: &str, e: &serde_saphyr::Error, path: &str) -> ConfigError {
     let mut key = path.to_owned();
     // A key written with nothing after it (`bind:`), or with YAML's null (`~`, `null`).
     let empty = matches!(found.as_str(), "" | "\":\"" | "\"~\"" | "\"null\"");
+    // `rate: 5` then `burst: 10` one space deeper: YAML reads `5 burst: 10` as rate's value
+    // (or stops at a comment between them): name both keys and the fix, whatever it said.
+    let indented = [
+        "invalid ",
+        "unknown variant ",
+        "comment intercepting",
+        "did not find expected key",
+        "mapping values are not allowed",
+    ]
+    .iter()
+    .any(|m| raw.contains(m));
+    if let Some((above, name, deeper, child)) = location
+        .filter(|_| indented)
+        .and_then(|l| indent_mistake(text, l.line() as usize))
+    {
+        let key = path
+            .rsplit_once('.')
+            .map_or(String::new(), |(p, _)| format!("{p}."));
+        let key = format!("{}{name}", key.trim_start_matches('.'));
+        return ConfigError::invalid(
+            key,
+            format!("has line {deeper} ({child}) indented deeper than it, so YAML reads that line as part of its value; indent {child} as {name} is (line {above})"),
+        );
+    }
     let message = if let Some(name) = raw.strip_prefix("duplicate mapping key: ") {
         let name = name.split(',').next().unwrap_or(name).trim();
         key = format!("{}{name}", key.trim_end_matches('?'));
@@ -69,12 +93,6 @@ fn describe(text: &str, e: &serde_saphyr::Error, path: &str) -> ConfigError {
         if empty {
             format!(
                 "has no value; write {}, or leave the key out for its default",
-                expected(kind)
-            )
-        } else if let Some((next, name)) = location.and_then(|l| run_on(text, l.line() as usize)) {
-            // `rate: 5` then `burst: 10` one space deeper: YAML reads `5 burst: 10`.
-            format!(
-                "must be {}, not {found} followed by line {next}: that line is indented deeper than this key, so YAML read it as the rest of this value; indent {name} as this key is",
                 expected(kind)
             )
         } else {
@@ -118,18 +136,32 @@ fn quoting(raw: &str) -> Option<&'static str> {
     }
 }
 
-/// The next written line after `line` (1-based) and the key it names, when that line is
-/// indented deeper than `line`: YAML then reads it as the rest of `line`'s value.
-fn run_on(text: &str, line: usize) -> Option<(usize, String)> {
+/// A key indented deeper than the key with a value above it, at or next to `line` (1-based):
+/// the line above and its key, the deeper line and its key.
+fn indent_mistake(text: &str, line: usize) -> Option<(usize, String, usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
     let indent = |l: &str| l.len() - l.trim_start().len();
-    let here = indent(text.lines().nth(line.checked_sub(1)?)?);
-    let (n, next) = text
-        .lines()
-        .enumerate()
-        .skip(line)
-        .find(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))?;
-    (indent(next) > here).then_some(())?;
-    Some((n + 1, key_on_line(text, n + 1)?))
+    let written = |n: &usize| {
+        let t = lines[*n - 1].trim();
+        !t.is_empty() && !t.starts_with('#')
+    };
+    let before = |n: usize| (1..n).rev().find(written);
+    let after = |n: usize| (n + 1..=lines.len()).find(written);
+    let pairs = [
+        before(line).map(|b| (b, line)),
+        after(line).map(|a| (line, a)),
+    ];
+    pairs.into_iter().flatten().find_map(|(above, deeper)| {
+        let (a, d) = (lines.get(above - 1)?, lines.get(deeper - 1)?);
+        let value = a.split_once(':')?.1.split('#').next()?.trim();
+        (indent(d) > indent(a) && !value.is_empty()).then_some(())?;
+        Some((
+            above,
+            key_on_line(text, above)?,
+            deeper,
+            key_on_line(text, deeper)?,
+        ))
+    })
 }
 
 /// The key written at the start of `line` (1-based) of `text`, as in `mode: "x"`.
