@@ -309,6 +309,44 @@ async fn a_later_refusal_gives_the_credits_back_in_redis() {
     assert_eq!(allowed, 3);
 }
 
+/// The same give-back when Redis kept the charge: five test-mode charges, charged in Redis
+/// and then shed by worker_utilization in the chain (not refused by the script, which keeps
+/// nothing of a request it refuses), leave the client's three credits whole.
+#[actix_web::test]
+async fn credits_charged_in_redis_come_back_when_the_controller_sheds() {
+    let redis = RedisServer::start();
+    let mut config = fleet(common::slow_bucket(3), &redis);
+    config.limiters.worker_utilization.mode = Mode::Enforce;
+    let rig = Rig::new(config);
+    shared(&rig).await;
+    let app = app!(rig, gate());
+    rig.shed_all().await;
+    for _ in 0..5 {
+        let req = test::TestRequest::post()
+            .uri("/v1/charges")
+            .insert_header(("Authorization", "Bearer sk_live_shed"))
+            .insert_header(("Brownout-Test-Mode", "true"));
+        let res = test::call_service(&*app, req.to_request()).await;
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let req = test::TestRequest::post()
+            .uri("/v1/charges")
+            .insert_header(("Authorization", "Bearer sk_live_shed"));
+        statuses.push(test::call_service(&*app, req.to_request()).await.status());
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::CREATED,
+            StatusCode::CREATED,
+            StatusCode::CREATED,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+}
+
 /// Requests for `key` alternating between two servers: how many were admitted. Every answer
 /// must be 200 or 429: brownout never fails a request.
 macro_rules! alternate {
