@@ -131,13 +131,17 @@ impl RequestModes<'_> {
     /// `limiter`'s mode for the request.
     #[inline]
     pub(crate) fn of(&self, limiter: LimiterName) -> Mode {
-        match limiter {
-            _ if self.killed => Mode::Off,
-            LimiterName::RequestRate | LimiterName::ConcurrentRequests if !self.per_client => {
-                Mode::Off
-            }
-            LimiterName::FleetUsage if self.critical => Mode::Off,
-            _ => limiter.mode(self.limiters),
+        // One arm per limiter: a new one must say when a request skips it.
+        let skipped = self.killed
+            || match limiter {
+                LimiterName::RequestRate | LimiterName::ConcurrentRequests => !self.per_client,
+                LimiterName::FleetUsage => self.critical,
+                LimiterName::WorkerUtilization | LimiterName::AdaptiveConcurrency => false,
+            };
+        if skipped {
+            Mode::Off
+        } else {
+            limiter.mode(self.limiters)
         }
     }
 }

@@ -76,7 +76,7 @@ pub fn rejection_response(r: &Rejection, policy: Option<&str>) -> HttpResponse {
     if let (Some(name), Some(map)) = (policy, extra.as_object_mut()) {
         let member = match r.policy {
             Some(RatePolicy::PerIp) => "policy",
-            _ => "quota",
+            Some(RatePolicy::Quota(_)) | None => "quota",
         };
         map.insert(member.into(), name.into());
     }

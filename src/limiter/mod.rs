@@ -28,21 +28,20 @@ pub(crate) trait Limiter {
     /// How many tables of per-key state it may keep in the store: their ids are reserved
     /// for it in the list's order ([`LimiterName::table`]); `brownout_tracked_keys{limiter}`
     /// counts their keys.
-    const TABLES: u8 = 0;
+    const TABLES: u8;
     /// Whether its tables count client keys (`brownout_tracked_keys{limiter}`): a pool of
     /// slots counts none.
     const TRACKS_KEYS: bool = Self::TABLES > 0;
     /// The tables it keeps under these settings (at most `TABLES`), each with its kind and
     /// the keys it is sized for: the in-memory store allocates them once, at start.
-    fn tables(&self) -> Vec<TableSpec> {
-        Vec::new()
-    }
+    fn tables(&self) -> Vec<TableSpec>;
     /// The first of its settings read only at start (sizing memory, picking sources) that
     /// differs in `new`, by its dotted key: a live change refuses it.
-    fn restart_only(&self, new: &Self) -> Option<&'static str> {
-        let _ = new;
-        None
-    }
+    fn restart_only(&self, new: &Self) -> Option<&'static str>;
+    /// Takes those settings from `own`, this instance's (a fleet's settings document may come
+    /// from an instance sized otherwise).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    fn keep_sized_at_start(&mut self, own: &Self);
 }
 
 /// A refusal's title and detail, in the words of the limiter that refused.
@@ -138,6 +137,13 @@ macro_rules! limiters {
                     }
                 )*
                 None
+            }
+
+            /// Takes from `own` every setting read only at start (each limiter's
+            /// [`Limiter::keep_sized_at_start`]).
+            #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+            pub(crate) fn keep_sized_at_start(&mut self, own: &Self) {
+                $(<$unit as Limiter>::keep_sized_at_start(&mut self.$name, &own.$name);)*
             }
         }
 

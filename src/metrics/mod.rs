@@ -119,7 +119,8 @@ pub(crate) struct Metrics {
     /// Per limiter, in [`LimiterName::ALL`]'s order, for those that keep per-key state.
     tracked_keys: [Option<Gauge>; LimiterName::COUNT],
     admin_changes: [Counter; 5],
-    store_errors: [Counter; 3],
+    /// Per limiter, in [`LimiterName::ALL`]'s order: those that keep per-key state in the store.
+    store_errors: [Option<Counter>; LimiterName::COUNT],
     /// Per limiter: rejected, dark_rejected, failed_open (for the admin state).
     totals: [[AtomicU64; 3]; LimiterName::COUNT],
     /// Per limiter and tier: enforced rejections (for the controller's demand).
@@ -235,11 +236,13 @@ impl Metrics {
                 l.tracks_keys()
                     .then(|| gauge("brownout_tracked_keys", &[("limiter", l.as_str())]))
             }),
-            store_errors: ["request_rate", "concurrent_requests", "fleet_usage"].map(|op| {
-                counter(
-                    "brownout_store_errors_total",
-                    &[("store", "memory"), ("op", op)],
-                )
+            store_errors: LimiterName::ALL.map(|l| {
+                l.tables().next().is_some().then(|| {
+                    counter(
+                        "brownout_store_errors_total",
+                        &[("store", "memory"), ("op", l.as_str())],
+                    )
+                })
             }),
             admin_changes: ACTIONS
                 .map(|a| counter("brownout_admin_changes_total", &[("action", a)])),
@@ -364,7 +367,7 @@ impl Metrics {
 
     /// Counts a store call that failed (the limiter then failed open).
     pub fn store_error(&self, limiter: LimiterName) {
-        if let Some(c) = self.store_errors.get(limiter as usize) {
+        if let Some(c) = &self.store_errors[limiter as usize] {
             c.increment(1);
         }
     }

@@ -126,7 +126,7 @@ impl Replies<'_> {
     pub(crate) fn window(&self, i: usize) -> Option<&WindowCheck> {
         match self.replies.get(i) {
             Some(Some(Reply::Window(check))) => Some(check),
-            _ => None,
+            Some(Some(Reply::Charge(_) | Reply::Slot(_)) | None) | None => None,
         }
     }
 }
@@ -409,11 +409,13 @@ impl Drop for Answer<'_> {
 /// give-back follows.)
 #[inline]
 pub(crate) fn wrote(op: &Op, reply: Option<Reply>) -> bool {
-    match (op, reply) {
-        (Op::Gcra { .. }, Some(Reply::Charge(c))) => matches!(c, Charge::Allowed { .. }),
-        (Op::Window { count, .. }, Some(Reply::Window(check))) => *count && check.allowed,
-        (Op::Slot { .. }, Some(Reply::Slot(taken))) => taken,
-        _ => false,
+    // One arm per kind of operation: a new kind must say what it writes.
+    match op {
+        Op::Gcra { .. } => matches!(reply, Some(Reply::Charge(Charge::Allowed { .. }))),
+        Op::Window { count, .. } => {
+            *count && matches!(reply, Some(Reply::Window(check)) if check.allowed)
+        }
+        Op::Slot { .. } => matches!(reply, Some(Reply::Slot(true))),
     }
 }
 

@@ -89,7 +89,10 @@ impl MemoryStore {
     pub(crate) fn pool_taken(&self, table: Table) -> u64 {
         match self.kept(table) {
             LocalTable::Pool(count) => count.0.load(Ordering::Relaxed),
-            _ => 0,
+            LocalTable::None
+            | LocalTable::Gcra(_)
+            | LocalTable::Window(_)
+            | LocalTable::Slots { .. } => 0,
         }
     }
 }
@@ -240,7 +243,9 @@ impl Store for MemoryStore {
                 count.0.fetch_sub(1, Ordering::AcqRel);
                 Ok(false)
             }
-            _ => Err(no_table(table, "slot_take")),
+            LocalTable::None | LocalTable::Gcra(_) | LocalTable::Window(_) => {
+                Err(no_table(table, "slot_take"))
+            }
         }
     }
 
@@ -266,10 +271,12 @@ impl Store for MemoryStore {
             }
             // The hold gives the slot back. Gives match takes one for one; a stray one (the
             // count was already zero) is taken back, so it never goes below zero.
-            LocalTable::Pool(count) if count.0.fetch_sub(1, Ordering::AcqRel) == 0 => {
-                count.0.fetch_add(1, Ordering::AcqRel);
+            LocalTable::Pool(count) => {
+                if count.0.fetch_sub(1, Ordering::AcqRel) == 0 {
+                    count.0.fetch_add(1, Ordering::AcqRel);
+                }
             }
-            _ => {}
+            LocalTable::None | LocalTable::Gcra(_) | LocalTable::Window(_) => {}
         }
     }
 
@@ -282,7 +289,8 @@ impl Store for MemoryStore {
                 LocalTable::Slots { table, .. } => {
                     table.sweep(|count| count == 0);
                 }
-                _ => {}
+                // Windows are swept under their rules below; a pool holds no keys.
+                LocalTable::None | LocalTable::Window(_) | LocalTable::Pool(_) => {}
             }
         }
         for (table, rule) in windows {

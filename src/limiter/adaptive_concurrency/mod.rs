@@ -152,6 +152,18 @@ impl AdaptiveState {
 /// adaptive_concurrency as a [`Limiter`](super::Limiter): its settings are its unit.
 impl super::Limiter for AdaptiveConcurrencyConfig {
     const NAME: LimiterName = LimiterName::AdaptiveConcurrency;
+    // Its state is this process's own (`AdaptiveState`), not per key.
+    const TABLES: u8 = 0;
+
+    fn tables(&self) -> Vec<crate::store::TableSpec> {
+        Vec::new()
+    }
+
+    fn restart_only(&self, _new: &Self) -> Option<&'static str> {
+        None
+    }
+
+    fn keep_sized_at_start(&mut self, _own: &Self) {}
 
     fn problem(r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
         if r.tier == Tier::Critical {

@@ -95,6 +95,9 @@ impl super::Limiter for ConcurrentRequestsConfig {
     fn restart_only(&self, new: &Self) -> Option<&'static str> {
         (self.max_keys != new.max_keys).then_some("limiters.concurrent_requests.max_keys")
     }
+    fn keep_sized_at_start(&mut self, own: &Self) {
+        self.max_keys = own.max_keys;
+    }
     const TABLES: u8 = 1;
 
     fn tables(&self) -> Vec<TableSpec> {

@@ -93,6 +93,12 @@ impl super::Limiter for FleetUsageConfig {
     const TABLES: u8 = 1;
     const TRACKS_KEYS: bool = false;
 
+    fn restart_only(&self, _new: &Self) -> Option<&'static str> {
+        None // one slot count, whatever the capacity
+    }
+
+    fn keep_sized_at_start(&mut self, _own: &Self) {}
+
     fn tables(&self) -> Vec<TableSpec> {
         vec![TableSpec {
             table: SLOTS,

@@ -141,7 +141,7 @@ fn unmemo(memo: u32) -> (u16, bool) {
 fn increment(op: &Op) -> u64 {
     match op {
         Op::Gcra { charge, .. } => charge.increment,
-        _ => 0,
+        Op::Window { .. } | Op::Slot { .. } => 0,
     }
 }
 
@@ -338,6 +338,11 @@ impl super::Limiter for RequestRateConfig {
             return Some("limiters.request_rate.max_keys");
         }
         (self.quotas.len() != new.quotas.len()).then_some("limiters.request_rate.quotas")
+    }
+    // The number of quotas cannot be kept apart: a fleet document with another number of
+    // quotas is refused.
+    fn keep_sized_at_start(&mut self, own: &Self) {
+        self.max_keys = own.max_keys;
     }
     const TABLES: u8 = 1 + MAX_QUOTAS as u8;
 

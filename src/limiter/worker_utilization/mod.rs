@@ -60,6 +60,17 @@ impl super::Limiter for WorkerUtilizationConfig {
             .then_some("limiters.worker_utilization.source")
     }
     const NAME: LimiterName = LimiterName::WorkerUtilization;
+    // The shed plan is this process's own, not per key.
+    const TABLES: u8 = 0;
+
+    fn tables(&self) -> Vec<crate::store::TableSpec> {
+        Vec::new()
+    }
+
+    fn keep_sized_at_start(&mut self, own: &Self) {
+        self.source = own.source;
+        self.sources = own.sources.clone();
+    }
 
     fn problem(r: &Rejection, _policy: Option<&str>, wait: &str) -> Problem {
         if r.tier == Tier::Critical {

@@ -9,7 +9,7 @@
 //! settings did not move meanwhile; if they did, the fleet's settings replace them (logged).
 
 use super::{to_json, Draft, Durability, FleetStatus, Operator, OpsMsg, Prepared, Revert};
-use crate::config::{AdminScope, Config, LimitersConfig, Mode};
+use crate::config::{AdminScope, Config, Mode};
 use crate::engine::Engine;
 use crate::limiter::LimiterName;
 use crate::ops::{limiters_from_json, Applied, ChangeError};
@@ -265,7 +265,9 @@ impl Operator {
                 let mut draft = Draft::of(&current);
                 draft.limiters =
                     limiters_from_json(doc.limiters.clone()).map_err(|e| e.to_string())?;
-                keep_sized_at_start(&current.limiters, &mut draft.limiters);
+                // This instance's settings that size memory or pick sources at start (its config
+                // file may differ from the instance that wrote the document).
+                draft.limiters.keep_sized_at_start(&current.limiters);
                 draft.kill_switch = doc.kill_switch;
                 let settings = self.settle(draft, version).map_err(|e| e.to_string())?;
                 Ok((doc, settings))
@@ -370,17 +372,6 @@ impl Operator {
     }
 }
 
-/// Keeps this instance's settings that size memory or pick sources at start (its config file
-/// may differ from the instance that wrote the document; they never change while running).
-/// The number of quotas cannot be kept apart: a fleet document with another number of
-/// quotas is refused.
-fn keep_sized_at_start(own: &LimitersConfig, fleet: &mut LimitersConfig) {
-    fleet.request_rate.max_keys = own.request_rate.max_keys;
-    fleet.concurrent_requests.max_keys = own.concurrent_requests.max_keys;
-    fleet.worker_utilization.source = own.worker_utilization.source;
-    fleet.worker_utilization.sources = own.worker_utilization.sources.clone();
-}
-
 fn fleet_reverts(reverts: &[Revert]) -> Vec<FleetRevert> {
     reverts
         .iter()
@@ -408,12 +399,12 @@ mod tests {
 
     #[test]
     fn an_instance_keeps_what_it_sized_at_start() {
-        let mut own = LimitersConfig::default();
+        let mut own = crate::config::LimitersConfig::default();
         own.request_rate.max_keys = 5_000;
         own.worker_utilization.sources = vec![crate::config::SourceKind::InFlight];
-        let mut fleet = LimitersConfig::default();
+        let mut fleet = crate::config::LimitersConfig::default();
         fleet.request_rate.rate = 77.0;
-        keep_sized_at_start(&own, &mut fleet);
+        fleet.keep_sized_at_start(&own);
         assert_eq!(fleet.request_rate.max_keys, 5_000);
         assert_eq!(
             fleet.worker_utilization.sources,

@@ -54,7 +54,7 @@ impl ClientReply {
     pub fn charge(&self, i: usize) -> Option<Charge> {
         match self.replies.get(i) {
             Some(Some(Reply::Charge(c))) => Some(*c),
-            _ => None,
+            Some(Some(Reply::Window(_) | Reply::Slot(_)) | None) | None => None,
         }
     }
 
@@ -161,8 +161,12 @@ impl Keys {
             };
             match kind {
                 TableKind::Pool => format!("{}{name}", self.prefix),
-                _ if tag == key => format!("{}{{{tag:016x}}}:{name}", self.prefix),
-                _ => format!("{}{{{tag:016x}}}:{name}:{key:016x}", self.prefix),
+                TableKind::Gcra | TableKind::Window | TableKind::Slots if tag == key => {
+                    format!("{}{{{tag:016x}}}:{name}", self.prefix)
+                }
+                TableKind::Gcra | TableKind::Window | TableKind::Slots => {
+                    format!("{}{{{tag:016x}}}:{name}:{key:016x}", self.prefix)
+                }
             }
         };
         match kind {
@@ -171,7 +175,7 @@ impl Keys {
             TableKind::Window => (own(), Shape::Window),
             TableKind::Slots if client => (self.client(key), Shape::HashSlot),
             TableKind::Pool => (own(), Shape::Pool),
-            _ => (own(), Shape::Slots),
+            TableKind::Slots => (own(), Shape::Slots),
         }
     }
 

@@ -126,10 +126,12 @@ impl RedisStore {
             }
             let range = usize::from(group.start)..usize::from(group.end);
             for (op, answer) in ask.ops()[range.clone()].iter().zip(&reply.replies[range]) {
+                if !wrote(op, *answer) {
+                    continue;
+                }
                 match *op {
-                    _ if !wrote(op, *answer) => {}
                     Op::Slot { table, key, .. } => self.release(member, table, key),
-                    _ => self.refund(op),
+                    Op::Gcra { .. } | Op::Window { .. } => self.refund(op),
                 }
             }
         }
