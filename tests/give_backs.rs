@@ -165,17 +165,11 @@ async fn credits_come_back_when_the_waiting_room_turns_a_request_away() {
     for h in holders {
         assert_eq!(h.await.unwrap().unwrap(), StatusCode::OK);
     }
-    let statuses: Vec<StatusCode> = {
-        let mut out = Vec::new();
-        for _ in 0..4 {
-            out.push(
-                test::call_service(&*app, charge("sk_live_w", false).to_request())
-                    .await
-                    .status(),
-            );
-        }
-        out
-    };
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let req = charge("sk_live_w", false).to_request();
+        statuses.push(test::call_service(&*app, req).await.status());
+    }
     assert_eq!(
         statuses,
         [

@@ -142,7 +142,7 @@ fn indent_mistake(text: &str, line: usize) -> Option<(usize, String, usize, Stri
     let lines: Vec<&str> = text.lines().collect();
     let indent = |l: &str| l.len() - l.trim_start().len();
     let written = |n: &usize| {
-        let t = lines[*n - 1].trim();
+        let t = lines.get(*n - 1).map_or("", |l| l.trim());
         !t.is_empty() && !t.starts_with('#')
     };
     let before = |n: usize| (1..n).rev().find(written);
