@@ -1,6 +1,8 @@
 //! config.yaml is the documented default: every value on a line without `# demo` must equal
 //! the code's default, and every `# demo` value must differ from it.
 
+mod common;
+
 use brownout_cli::config::CliConfig;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -9,30 +11,14 @@ const FILE: &str = concat!(concat!(env!("CARGO_MANIFEST_DIR"), "/.."), "/config.
 
 /// Dotted keys of the lines of `text` whose comment says `demo`.
 fn marked(text: &str) -> BTreeSet<String> {
-    let mut stack: Vec<(usize, String)> = Vec::new();
-    let mut out = BTreeSet::new();
-    for line in text.lines() {
-        let trimmed = line.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with('-') {
-            continue;
-        }
-        let Some((key, rest)) = trimmed.split_once(':') else {
-            continue;
-        };
-        let indent = line.len() - trimmed.len();
-        while stack.last().is_some_and(|(i, _)| *i >= indent) {
-            stack.pop();
-        }
-        stack.push((indent, key.trim_matches('"').to_owned()));
-        if rest
-            .split_once('#')
-            .is_some_and(|(_, c)| c.trim().starts_with("demo"))
-        {
-            let path: Vec<&str> = stack.iter().map(|(_, k)| k.as_str()).collect();
-            out.insert(path.join("."));
-        }
-    }
-    out
+    common::yaml_keys(text)
+        .into_iter()
+        .filter(|(_, _, rest)| {
+            rest.split_once('#')
+                .is_some_and(|(_, c)| c.trim().starts_with("demo"))
+        })
+        .map(|(_, path, _)| path)
+        .collect()
 }
 
 /// Dotted paths where `a` and `b` differ (objects compared member by member).

@@ -3,6 +3,8 @@
 //! by the binary from the shipped config.yaml and compared word for word, and every relative
 //! link and anchor in the README and docs/ leads somewhere.
 
+mod common;
+
 use brownout::config::HumanDuration;
 use brownout_cli::config::CliConfig;
 use serde_json::Value;
@@ -240,26 +242,10 @@ fn example_errors(text: &str) -> Vec<String> {
 
 /// The line of config.yaml that sets the dotted `key`, by indentation.
 fn line_of(text: &str, key: &str) -> usize {
-    let mut stack: Vec<(usize, String)> = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let trimmed = line.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with('-') {
-            continue;
-        }
-        let Some((k, _)) = trimmed.split_once(':') else {
-            continue;
-        };
-        let indent = line.len() - trimmed.len();
-        while stack.last().is_some_and(|(i, _)| *i >= indent) {
-            stack.pop();
-        }
-        stack.push((indent, k.to_owned()));
-        let path: Vec<&str> = stack.iter().map(|(_, k)| k.as_str()).collect();
-        if path.join(".") == key {
-            return n;
-        }
-    }
-    panic!("config.yaml sets no {key}")
+    common::yaml_keys(text)
+        .into_iter()
+        .find_map(|(n, path, _)| (path == key).then_some(n))
+        .unwrap_or_else(|| panic!("config.yaml sets no {key}"))
 }
 
 #[test]

@@ -9,11 +9,14 @@
 // its injected Clock (clippy.toml).
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+
 use brownout::config::HumanDuration;
 use brownout::ops::Change;
 use brownout::Mode;
 use brownout_cli::config::CliConfig;
 use brownout_cli::demo::Demo;
+use common::free_port;
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -78,14 +81,6 @@ impl Drop for Prometheus {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The scrape config of docs/observability.md ("Scrape it"), its paths and port filled in for

@@ -6,6 +6,9 @@
 // The test waits in real time for a real server.
 #![allow(clippy::disallowed_methods)]
 
+mod common;
+
+use common::free_port;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -68,14 +71,6 @@ fn steps(blocks: &[String]) -> Vec<Step> {
         });
     }
     steps
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A run of the same status codes, as the README writes them (`201 201 ... 201 429 429 ...`):
