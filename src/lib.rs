@@ -88,6 +88,8 @@ mod shard;
 pub mod simulate;
 pub mod store;
 pub mod tier;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 pub use classify::ClientKey;
 pub use config::{Config, ConfigBuilder, Mode};

@@ -436,6 +436,33 @@ impl Brownout {
             self.inner.runtimes.clone(),
         )
     }
+
+    /// The same limiters behind a tower [`Layer`](tower_layer::Layer), for axum, tonic and
+    /// hyper apps (feature `tower`): the same engine, settings, admin API and metrics as
+    /// [`middleware`](Self::middleware), on `http` 1 requests. The tier, key and plan hooks
+    /// take actix requests, so the layer does not run them (the built-in rules apply).
+    ///
+    /// # Examples
+    /// ```
+    /// use brownout::{Brownout, Config};
+    ///
+    /// let brownout = Brownout::builder(Config::builder().rate_limit(10.0, 20).build()?).build()?;
+    /// let app: axum::Router = axum::Router::new()
+    ///     .route("/", axum::routing::get(|| async { "hello" }))
+    ///     .layer(brownout.layer());
+    /// # drop(app);
+    /// # Ok::<(), brownout::Report>(())
+    /// ```
+    #[cfg(feature = "tower")]
+    pub fn layer(&self) -> crate::tower::BrownoutLayer {
+        let hooks = &self.inner.hooks;
+        if hooks.tier.is_some() || hooks.key.is_some() || hooks.plan.is_some() {
+            tracing::warn!(
+                "brownout's tier, key and plan hooks take actix requests: the tower layer does not run them, and classifies with the built-in rules"
+            );
+        }
+        crate::tower::BrownoutLayer::new(self.engine().clone())
+    }
 }
 
 /// Keys `store` tracks in `limiter`'s tables, summed; `None` when it counts none of them.

@@ -60,17 +60,23 @@ impl AfterResponse {
     pub(super) fn apply<B>(self, engine: &Engine, response: &mut ServiceResponse<B>) {
         insert_rate_fields(response.headers_mut(), self.fields);
         if let Some(ticket) = &self.failures {
-            let failed = response.status().is_client_error() || response.status().is_server_error();
-            if failed {
-                let settings = engine.settings().load();
-                let keyed = engine.keyed();
-                if !keyed.count_failures_shared(self.held, settings.rules.failure_quotas(ticket)) {
-                    let at = engine.check_time(engine.clock().now());
-                    settings
-                        .rules
-                        .record_failure(keyed.local(), ticket, at.unix);
-                }
-            }
+            count_failure(engine, self.held, ticket, response.status().as_u16());
         }
+    }
+}
+
+/// Counts the failure quotas of `ticket` (the request was decided where `held` says) when the
+/// app answered with `status`, an error (4xx or 5xx).
+pub(crate) fn count_failure(engine: &Engine, held: Held, ticket: &FailureTicket, status: u16) {
+    if !(400..600).contains(&status) {
+        return;
+    }
+    let settings = engine.settings().load();
+    let keyed = engine.keyed();
+    if !keyed.count_failures_shared(held, settings.rules.failure_quotas(ticket)) {
+        let at = engine.check_time(engine.clock().now());
+        settings
+            .rules
+            .record_failure(keyed.local(), ticket, at.unix);
     }
 }

@@ -92,8 +92,7 @@ where
             settings: RefCell::new(Cache::new(LiveSettings(engine.clone()))),
             worker: Rc::new(Worker::new(Rc::new(WorkerEngine(engine)))),
             hooks: self.hooks.clone(),
-            policies: RefCell::new((0, Vec::new())),
-            last_field: RefCell::default(),
+            fields: RefCell::default(),
         }))
     }
 }
@@ -110,11 +109,8 @@ pub struct BrownoutService<S> {
     /// This worker's copy of the live settings, checked against the shared one with a plain
     /// load per request (an `ArcSwap` load takes two locked instructions).
     settings: RefCell<Cache<LiveSettings, Arc<Settings>>>,
-    /// `RateLimit-Policy` values of the live settings version, built on this worker: a
-    /// response clones its own worker's copy, touching no cache line that other workers use.
-    policies: RefCell<(u64, Vec<[HeaderValue; 2]>)>,
-    /// The last `RateLimit` field of an allowed response this worker wrote.
-    last_field: RefCell<ratelimit::LastField>,
+    /// The RateLimit fields this worker wrote (its own copies).
+    fields: RefCell<ratelimit::FieldCache>,
 }
 
 /// The engine's live settings, as [`Cache`] wants them.
@@ -135,29 +131,19 @@ struct WorkerFields<'a, S> {
 
 impl<S> RateFields for WorkerFields<'_, S> {
     fn policy(&self, status: &RateStatus) -> Option<HeaderValue> {
-        self.service.policy(self.settings, status)
+        let mut cache = self.service.fields.try_borrow_mut().ok()?;
+        cache.policy(self.settings, status)
     }
 
     fn allowed(&self, status: &RateStatus) -> Option<HeaderValue> {
-        let rules = &self.settings.rules;
-        match self.service.last_field.try_borrow_mut() {
-            Ok(mut last) => last.allowed(self.settings.version, rules, status),
-            Err(_) => ratelimit::allowed(rules, status),
+        match self.service.fields.try_borrow_mut() {
+            Ok(mut cache) => cache.allowed(self.settings, status),
+            Err(_) => ratelimit::allowed(&self.settings.rules, status),
         }
     }
 }
 
 impl<S> BrownoutService<S> {
-    /// The `RateLimit-Policy` value for `status` under `settings`.
-    fn policy(&self, settings: &Settings, status: &RateStatus) -> Option<HeaderValue> {
-        let mut cache = self.policies.try_borrow_mut().ok()?;
-        if cache.0 != settings.version {
-            *cache = (settings.version, ratelimit::policies(&settings.rules));
-        }
-        let plan = cache.1.get(usize::from(status.plan))?;
-        ratelimit::policy(&plan[usize::from(status.elastic)], &settings.rules, status)
-    }
-
     fn classify(&self, req: &ServiceRequest, settings: &Settings) -> Classified {
         let headers = req.headers();
         // Every X-Forwarded-For line, kept on the stack (the last ones: entries are read from

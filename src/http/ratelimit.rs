@@ -102,6 +102,41 @@ impl LastField {
     }
 }
 
+/// A worker's (or a thread's) RateLimit fields: the `RateLimit-Policy` values of the live
+/// settings version, and the last allowed `RateLimit` field, so that a response clones what
+/// its own worker wrote, touching no cache line that other workers use.
+#[derive(Debug, Default)]
+pub(crate) struct FieldCache {
+    version: u64,
+    policies: Vec<[HeaderValue; 2]>,
+    last: LastField,
+}
+
+impl FieldCache {
+    /// The `RateLimit-Policy` value for `status` under `settings`.
+    pub(crate) fn policy(
+        &mut self,
+        settings: &crate::engine::Settings,
+        status: &RateStatus,
+    ) -> Option<HeaderValue> {
+        if self.version != settings.version || self.policies.is_empty() {
+            self.version = settings.version;
+            self.policies = policies(&settings.rules);
+        }
+        let plan = self.policies.get(usize::from(status.plan))?;
+        policy(&plan[usize::from(status.elastic)], &settings.rules, status)
+    }
+
+    /// The `RateLimit` value of an allowed response for `status` under `settings`.
+    pub(crate) fn allowed(
+        &mut self,
+        settings: &crate::engine::Settings,
+        status: &RateStatus,
+    ) -> Option<HeaderValue> {
+        self.last.allowed(settings.version, &settings.rules, status)
+    }
+}
+
 /// The `RateLimit` field of a rejected response that says `Retry-After: retry_secs`.
 ///
 /// The draft asks that Retry-After not point earlier than the end of any effective window

@@ -13,10 +13,11 @@ use super::route::route_class;
 use super::worker::{Timer, Worker};
 use crate::engine::{EngineRef, Queued, RequestHold, Settings, Verdict};
 use crate::limiter::adaptive_concurrency::micros;
-use crate::limiter::request_rate::RateStatus;
+use crate::limiter::request_rate::{CheckTime, RateStatus, RateTicket};
 use crate::limiter::LimiterName;
 use crate::limiter::{RatePolicy, Rejection};
 use crate::metrics::Outcome;
+use crate::store::Held;
 use crate::tier::Tier;
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
@@ -31,7 +32,7 @@ use std::task::{Context, Poll};
 /// The RateLimit fields of a rejected response for `status`: `RateLimit-Policy` and the
 /// `RateLimit` consistent with its `Retry-After` (`rejection`, and its Retry-After in
 /// seconds).
-pub(super) fn rejected_fields(
+pub(crate) fn rejected_fields(
     settings: &Settings,
     policy: Option<HeaderValue>,
     status: &RateStatus,
@@ -39,6 +40,43 @@ pub(super) fn rejected_fields(
 ) -> [Option<HeaderValue>; 2] {
     let value = ratelimit::rejected(&settings.rules, status, rejection, secs);
     [policy, value]
+}
+
+/// The request-rate policy other than the client's bucket that `rejection` names: `per_ip` or
+/// a quota's name.
+pub(crate) fn named_policy<'s>(settings: &'s Settings, rejection: &Rejection) -> Option<&'s str> {
+    match rejection.policy {
+        Some(RatePolicy::Quota(i)) => settings
+            .rules
+            .quotas
+            .get(usize::from(i))
+            .map(|q| q.name.as_str()),
+        Some(RatePolicy::PerIp) => Some("per_ip"),
+        None => None,
+    }
+}
+
+/// Refuses a request that waited for adaptive_concurrency's room and was not let in (timed
+/// out, or turned away for a higher tier), as if at once: counted, and its request_rate
+/// credits given back. The wait has left the room; its hold, dropped before, gave the other
+/// limiters' permits back.
+pub(crate) fn refuse_waited(
+    engine: &crate::engine::Engine,
+    settings: &Settings,
+    tier: Tier,
+    (refund, held, at): (Option<RateTicket>, Held, CheckTime),
+) -> Rejection {
+    let ac = &settings.limiters.adaptive_concurrency;
+    let now = engine.clock().now();
+    let rejection = engine.adaptive().refuse(ac, tier, micros(now));
+    engine
+        .metrics()
+        .rejection(LimiterName::AdaptiveConcurrency, tier, false);
+    engine.metrics().request(tier, Outcome::Rejected);
+    if let Some(ticket) = refund {
+        settings.rules.refund(engine.keyed(), held, &ticket, at);
+    }
+    rejection
 }
 
 /// The response to a verdict: the rejection (with its RateLimit fields), or the app's
@@ -60,16 +98,7 @@ where
 {
     match verdict {
         Verdict::Reject(rejection, rate) => {
-            let named = match rejection.policy {
-                Some(RatePolicy::Quota(i)) => settings
-                    .rules
-                    .quotas
-                    .get(usize::from(i))
-                    .map(|q| q.name.as_str()),
-                Some(RatePolicy::PerIp) => Some("per_ip"),
-                None => None,
-            };
-            let mut response = rejection_response(&rejection, named);
+            let mut response = rejection_response(&rejection, named_policy(settings, &rejection));
             if let Some(status) = &rate {
                 let secs = retry_after_secs(rejection.retry_after);
                 let written =
@@ -340,20 +369,9 @@ where
         engine.metrics().request(tier, outcome);
         return ResponseFuture::allowed(service.call(req), hold, after, &worker, tier).await;
     }
-    // Timed out, or turned away for a higher tier: refused as if at once (the wait has left
-    // the room; the hold gives the other limiters' permits back).
     drop(hold);
     let settings = engine.settings().load_full();
-    let ac = &settings.limiters.adaptive_concurrency;
-    let now = engine.clock().now();
-    let rejection = engine.adaptive().refuse(ac, tier, micros(now));
-    engine
-        .metrics()
-        .rejection(LimiterName::AdaptiveConcurrency, tier, false);
-    engine.metrics().request(tier, Outcome::Rejected);
-    if let Some(ticket) = refund {
-        settings.rules.refund(engine.keyed(), held, &ticket, at);
-    }
+    let rejection = refuse_waited(engine, &settings, tier, (refund, held, at));
     let mut response = rejection_response(&rejection, None);
     if let Some(status) = &refunded {
         let secs = retry_after_secs(rejection.retry_after);

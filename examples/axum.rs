@@ -1,0 +1,36 @@
+//! brownout in an axum app: the same limiters, admin API and metrics as the actix middleware,
+//! behind a tower layer. `cargo run --example axum --features axum -- 127.0.0.1:8080`, then
+//! `curl -i localhost:8080/v1/charges -X POST`.
+
+use axum::routing::{get, post};
+use axum::Router;
+use brownout::{Brownout, Config};
+use std::net::SocketAddr;
+
+#[tokio::main]
+async fn main() -> Result<(), brownout::Report> {
+    let addr = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    let config = Config::builder()
+        .rate_limit(20.0, 100)
+        .route_cost("POST /v1/charges", 5)
+        .critical_route("POST /v1/charges")
+        .build()?;
+    let brownout = Brownout::builder(config).build()?;
+    brownout.start()?;
+
+    let app = Router::new()
+        .route("/v1/charges", post(|| async { "charged" }))
+        .route("/", get(|| async { "hi" }))
+        // Inside the router: each route's service time is learned by its MatchedPath.
+        .layer(brownout.layer());
+    let listener = tokio::net::TcpListener::bind(&addr).await?;
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await?;
+    brownout.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,575 @@
+//! The tower front door (feature `tower`): the same engine, settings, chain and responses as
+//! the actix middleware, behind a [`tower_layer::Layer`] over `http` 1 requests, for axum
+//! (`Router::layer`), tonic (`Server::builder().layer`) and hyper services.
+//!
+//! A request is classified from its headers, decided by the one limiter chain (the
+//! middleware's), and either refused (429/503 with `Retry-After`, the
+//! RateLimit fields and a problem+json body; for gRPC, its own words: HTTP 200 with
+//! `grpc-status` 8 or 14, see [`grpc`]) or passed on with its hold, which the response body
+//! keeps until it ends, fails or is dropped: a body streamed after the head and a client that
+//! hangs up free the request's slots exactly as in actix. A request that waits for
+//! adaptive_concurrency's room waits here, asynchronously, for at most `max_wait`. In fleet
+//! mode the shared store answers first, as in the middleware.
+//!
+//! The route a request's latency is learned for is axum's `MatchedPath` (feature `axum`)
+//! where the layer runs inside the router (`Router::layer`), the gRPC method for gRPC, its
+//! tier's otherwise. The peer address is axum's `ConnectInfo<SocketAddr>` (feature `axum`)
+//! or a `SocketAddr` in the request's extensions (hyper users insert it).
+
+mod body;
+pub mod grpc;
+
+pub use body::BrownoutBody;
+
+use crate::classify::{Classified, RequestFacts, MAX_FORWARDED_LINES, TEST_MODE_HEADER};
+use crate::engine::{judge, Engine, EngineRef, Queued, RequestHold, Settings, Verdict};
+use crate::http::{named_policy, refuse_waited, rejected_fields, FieldCache, Refusal};
+use crate::limiter::request_rate::{FailureTicket, RateStatus};
+use crate::limiter::{Rejection, Request as LimiterRequest};
+use crate::metrics::Outcome;
+use crate::rng::SplitMix64;
+use crate::route_class::RouteClass;
+use crate::store::Held;
+use crate::tier::Tier;
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use http::{Request, Response, StatusCode};
+use http_body::Body;
+use pin_project_lite::pin_project;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tower_service::Service;
+
+const FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const PLAN: HeaderName = HeaderName::from_static("brownout-plan");
+const TEST_MODE: HeaderName = HeaderName::from_static(TEST_MODE_HEADER);
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+thread_local! {
+    /// The layer's random stream on this thread.
+    static RNG: Cell<Option<SplitMix64>> = const { Cell::new(None) };
+    /// The RateLimit fields written on this thread (the settings' policies, the last field),
+    /// and the last of each as `http` 1 writes it.
+    static FIELDS: RefCell<(FieldCache, [Converted; 2])> = RefCell::default();
+}
+
+/// The last field converted: as written, and as `http` 1 writes it.
+type Converted = Option<(ActixValue, HeaderValue)>;
+
+/// A field as the RateLimit writer makes it (with actix's `http`).
+type ActixValue = actix_web::http::header::HeaderValue;
+
+/// brownout as a tower [`Layer`](tower_layer::Layer); made by
+/// [`Brownout::layer`](crate::Brownout::layer).
+#[derive(Clone)]
+pub struct BrownoutLayer {
+    engine: Arc<Engine>,
+}
+
+impl BrownoutLayer {
+    pub(crate) fn new(engine: Arc<Engine>) -> Self {
+        Self { engine }
+    }
+}
+
+impl<S> tower_layer::Layer<S> for BrownoutLayer {
+    type Service = BrownoutTower<S>;
+
+    fn layer(&self, inner: S) -> BrownoutTower<S> {
+        BrownoutTower {
+            inner,
+            engine: self.engine.clone(),
+        }
+    }
+}
+
+/// The service [`BrownoutLayer`] wraps an app's in.
+#[derive(Clone)]
+pub struct BrownoutTower<S> {
+    inner: S,
+    engine: Arc<Engine>,
+}
+
+/// What a request let through leaves for its response: the RateLimit fields written at
+/// decision time, and the failure quotas to count if the app answers with an error.
+struct After {
+    fields: [Option<HeaderValue>; 2],
+    failures: Option<(Held, FailureTicket)>,
+}
+
+impl After {
+    fn apply<B>(self, engine: &Engine, response: &mut Response<B>, grpc: bool) {
+        insert_fields(response.headers_mut(), self.fields);
+        if let Some((held, ticket)) = &self.failures {
+            let status = grpc::http_status_of(response, grpc);
+            crate::http::count_failure(engine, *held, ticket, status);
+        }
+    }
+}
+
+fn insert_fields(headers: &mut http::HeaderMap, [policy, value]: [Option<HeaderValue>; 2]) {
+    if let Some(policy) = policy {
+        headers.insert(RATELIMIT_POLICY, policy);
+    }
+    if let Some(value) = value {
+        headers.insert(RATELIMIT, value);
+    }
+}
+
+impl<S> BrownoutTower<S> {
+    fn classify<B>(&self, req: &Request<B>, settings: &Settings) -> Classified {
+        let headers = req.headers();
+        let mut lines: [&[u8]; MAX_FORWARDED_LINES] = [&[]; MAX_FORWARDED_LINES];
+        let mut forwarded = 0;
+        if settings.classifier.trusts_forwarded_for() {
+            let all = headers.get_all(FORWARDED_FOR);
+            let skip = all.iter().count().saturating_sub(MAX_FORWARDED_LINES);
+            for (slot, value) in lines.iter_mut().zip(all.iter().skip(skip)) {
+                *slot = value.as_bytes();
+                forwarded += 1;
+            }
+        }
+        let facts = RequestFacts {
+            method: req.method().as_str(),
+            path: req.uri().path(),
+            authorization: headers.get(AUTHORIZATION).map(HeaderValue::as_bytes),
+            test_mode: headers.get(TEST_MODE).map(HeaderValue::as_bytes),
+            forwarded_for: &lines[..forwarded],
+            peer: peer(req),
+            client: None,
+            preflight: is_preflight(req),
+            route: None,
+        };
+        settings.classifier.classify(&facts)
+    }
+}
+
+/// The peer address: axum's `ConnectInfo` (feature `axum`), or a `SocketAddr` the server put
+/// in the request's extensions.
+fn peer<B>(req: &Request<B>) -> Option<std::net::IpAddr> {
+    #[cfg(feature = "axum")]
+    if let Some(info) = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+    {
+        return Some(info.0.ip());
+    }
+    req.extensions().get::<SocketAddr>().map(SocketAddr::ip)
+}
+
+/// The route that serves `req` as its router names it: axum's `MatchedPath` (feature `axum`),
+/// or the gRPC method's path.
+fn route<B>(req: &Request<B>, grpc: bool) -> Option<&str> {
+    #[cfg(feature = "axum")]
+    if let Some(matched) = req.extensions().get::<axum::extract::MatchedPath>() {
+        return Some(matched.as_str());
+    }
+    grpc.then(|| req.uri().path())
+}
+
+/// The request as the limiters see it.
+fn limiter_request<'a, B>(
+    req: &'a Request<B>,
+    c: &Classified,
+    plan: Option<&'a str>,
+) -> LimiterRequest<'a> {
+    LimiterRequest {
+        tier: c.tier,
+        key: c.key,
+        ip: c.ip,
+        method: req.method().as_str(),
+        path: req.uri().path(),
+        plan,
+        preflight: is_preflight(req),
+    }
+}
+
+/// The route class `req`'s latency is learned for, when its route is known.
+fn route_class<B>(engine: &Engine, req: &Request<B>, tier: Tier, grpc: bool) -> Option<RouteClass> {
+    let route = route(req, grpc)?;
+    Some(
+        engine
+            .adaptive()
+            .routes()
+            .of_pattern(req.method().as_str(), route, tier),
+    )
+}
+
+/// Whether `req` is a CORS preflight (`OPTIONS` with `Origin` and
+/// `Access-Control-Request-Method`).
+fn is_preflight<B>(req: &Request<B>) -> bool {
+    let headers = req.headers();
+    req.method() == http::Method::OPTIONS
+        && headers.contains_key(http::header::ORIGIN)
+        && headers.contains_key(http::header::ACCESS_CONTROL_REQUEST_METHOD)
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for BrownoutTower<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqB: Send + 'static,
+    ResB: Body + Send + 'static,
+    ResB::Data: From<Bytes>,
+{
+    type Response = Response<BrownoutBody<ResB>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, ResB, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+        let settings = self.engine.settings().load_full();
+        let classified = self.classify(&req, &settings);
+        let grpc = grpc::is_grpc(req.headers());
+        let plan = settings
+            .classifier
+            .trust_plan_header
+            .then(|| req.headers().get(PLAN).and_then(|v| v.to_str().ok()))
+            .flatten();
+        let request = limiter_request(&req, &classified, plan);
+        #[cfg(feature = "redis")]
+        if self.engine.keyed().asks_first() {
+            if let Some(asked) =
+                crate::engine::asks(&settings, &request, &self.engine.plan().load())
+            {
+                let plan = plan.map(str::to_owned);
+                let clone = self.inner.clone();
+                let inner = std::mem::replace(&mut self.inner, clone);
+                let engine = self.engine.clone();
+                return ResponseFuture::boxed(Box::pin(fleet::judge_shared(
+                    inner, engine, settings, req, classified, plan, asked, grpc,
+                )));
+            }
+        }
+        let verdict = RNG.with(|cell| {
+            let mut rng = cell.take().unwrap_or_else(|| self.engine.random_stream());
+            let verdict = judge(&self.engine, &settings, &request, (&mut rng, true), None);
+            cell.set(Some(rng));
+            verdict
+        });
+        let route = route_class(&self.engine, &req, classified.tier, grpc);
+        let (engine, inner) = (&self.engine, &mut self.inner);
+        answer(
+            inner,
+            engine,
+            &settings,
+            req,
+            (classified.tier, route, grpc),
+            verdict,
+        )
+    }
+}
+
+/// What a request is answered with: the refusal, or the app's answer with its hold. (The
+/// inner service is ready when the verdict lets the request through at once; a request that
+/// waits calls a clone, made ready when its turn comes.)
+fn answer<S, ReqB, ResB, P: EngineRef>(
+    inner: &mut S,
+    engine: &Arc<Engine>,
+    settings: &Settings,
+    req: Request<ReqB>,
+    (tier, route, grpc): (Tier, Option<RouteClass>, bool),
+    verdict: Verdict<'_, P>,
+) -> ResponseFuture<S::Future, ResB, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqB: Send + 'static,
+    ResB: Body + Send + 'static,
+    ResB::Data: From<Bytes>,
+{
+    match verdict {
+        Verdict::Reject(rejection, rate) => {
+            ResponseFuture::refused(refused(settings, &rejection, rate.as_ref(), None, grpc))
+        }
+        Verdict::Allow(mut admission) => {
+            let after = (admission.rate.is_some() || admission.failures.is_some()).then(|| After {
+                fields: admission
+                    .rate
+                    .map_or([None, None], |status| allowed_fields(settings, &status)),
+                failures: admission.failures.map(|t| (admission.held, t)),
+            });
+            if let Some(queued) = admission.queued.take() {
+                let policy = queued
+                    .refunded
+                    .as_ref()
+                    .and_then(|s| policy_field(settings, s));
+                let outcome = admission.outcome;
+                let mut hold = RequestHold::waiting(engine.clone(), tier, admission);
+                if let Some(route) = route.filter(|_| hold.learns_latency()) {
+                    hold.set_route(route);
+                }
+                let clone = inner.clone();
+                let inner = std::mem::replace(inner, clone);
+                let waiting = Waiting {
+                    tier,
+                    grpc,
+                    outcome,
+                    hold,
+                    after,
+                    policy,
+                };
+                return ResponseFuture::boxed(Box::pin(wait(
+                    inner,
+                    engine.clone(),
+                    req,
+                    waiting,
+                    queued,
+                )));
+            }
+            let mut hold = RequestHold::admit(engine.clone(), tier, admission);
+            if let Some(route) = route.filter(|_| hold.learns_latency()) {
+                hold.set_route(route);
+            }
+            ResponseFuture::allowed(inner.call(req), hold, after, engine.clone(), grpc)
+        }
+    }
+}
+
+/// The RateLimit fields of an allowed response for `status`, from this thread's cache.
+fn allowed_fields(settings: &Settings, status: &RateStatus) -> [Option<HeaderValue>; 2] {
+    FIELDS.with(|cell| {
+        let Ok(mut cell) = cell.try_borrow_mut() else {
+            return [None, None];
+        };
+        let (cache, last) = &mut *cell;
+        let [policy, value] = last;
+        [
+            cache.policy(settings, status).map(|v| convert(v, policy)),
+            cache.allowed(settings, status).map(|v| convert(v, value)),
+        ]
+    })
+}
+
+/// The `RateLimit-Policy` field for `status`, from this thread's cache.
+fn policy_field(settings: &Settings, status: &RateStatus) -> Option<HeaderValue> {
+    FIELDS.with(|cell| {
+        let mut cell = cell.try_borrow_mut().ok()?;
+        let (cache, [policy, _]) = &mut *cell;
+        cache.policy(settings, status).map(|v| convert(v, policy))
+    })
+}
+
+/// `value` as `http` 1 writes it: the last one's copy when it says the same (most responses
+/// repeat the last field), so a response allocates nothing for it.
+fn convert(value: ActixValue, last: &mut Converted) -> HeaderValue {
+    match last {
+        Some((was, converted)) if *was == value => converted.clone(),
+        _ => {
+            let converted =
+                HeaderValue::from_bytes(value.as_bytes()).unwrap_or(HeaderValue::from_static(""));
+            *last = Some((value, converted.clone()));
+            converted
+        }
+    }
+}
+
+/// The response refusing a request for `rejection` (`rate`: its RateLimit fields, if any;
+/// `policy`: its `RateLimit-Policy`, when already written).
+fn refused<B>(
+    settings: &Settings,
+    rejection: &Rejection,
+    rate: Option<&RateStatus>,
+    policy: Option<HeaderValue>,
+    grpc: bool,
+) -> Response<BrownoutBody<B>> {
+    let refusal = Refusal::of(rejection, named_policy(settings, rejection));
+    let fields = rate.map(|status| {
+        let policy = policy.or_else(|| policy_field(settings, status)).map(|p| {
+            actix_web::http::header::HeaderValue::from_bytes(p.as_bytes())
+                .unwrap_or(actix_web::http::header::HeaderValue::from_static(""))
+        });
+        let [p, v] = rejected_fields(settings, policy, status, (rejection, refusal.retry_after));
+        [p, v].map(|v| v.and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok()))
+    });
+    let mut response = if grpc {
+        grpc::refusal(rejection, &refusal)
+    } else {
+        let mut response = Response::new(BrownoutBody::refused(Bytes::from(refusal.body)));
+        *response.status_mut() =
+            StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(crate::http::PROBLEM_JSON),
+        );
+        response
+    };
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(refusal.retry_after));
+    if let Some(fields) = fields {
+        insert_fields(response.headers_mut(), fields);
+    }
+    response
+}
+
+pin_project! {
+    /// The layer's response future: the app's answer with its hold, a ready refusal, or (boxed)
+    /// a request waiting for adaptive_concurrency's room or the shared store.
+    pub struct ResponseFuture<F, B, E> {
+        #[pin]
+        state: State<F, B, E>,
+    }
+}
+
+/// A boxed answer.
+type BoxedAnswer<B, E> = Pin<Box<dyn Future<Output = Result<Response<BrownoutBody<B>>, E>> + Send>>;
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, B, E> {
+        // Let through.
+        Allowed {
+            #[pin]
+            fut: F,
+            hold: Option<RequestHold>,
+            after: Option<After>,
+            engine: Arc<Engine>,
+            grpc: bool,
+        },
+        // Refused.
+        Refused { response: Option<Response<BrownoutBody<B>>> },
+        // Waiting (boxed: only under overload, or in fleet mode behind a network round trip).
+        Boxed { fut: BoxedAnswer<B, E> },
+    }
+}
+
+impl<F, B, E> ResponseFuture<F, B, E> {
+    fn allowed(
+        fut: F,
+        hold: RequestHold,
+        after: Option<After>,
+        engine: Arc<Engine>,
+        grpc: bool,
+    ) -> Self {
+        Self {
+            state: State::Allowed {
+                fut,
+                hold: Some(hold),
+                after,
+                engine,
+                grpc,
+            },
+        }
+    }
+
+    fn refused(response: Response<BrownoutBody<B>>) -> Self {
+        Self {
+            state: State::Refused {
+                response: Some(response),
+            },
+        }
+    }
+
+    fn boxed(fut: BoxedAnswer<B, E>) -> Self {
+        Self {
+            state: State::Boxed { fut },
+        }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<BrownoutBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Allowed {
+                fut,
+                hold,
+                after,
+                engine,
+                grpc,
+            } => {
+                // An error drops the hold with the future: the request is done.
+                let mut response = std::task::ready!(fut.poll(cx))?;
+                if let Some(after) = after.take() {
+                    after.apply(engine, &mut response, *grpc);
+                }
+                let hold = hold.take();
+                Poll::Ready(Ok(response.map(|body| BrownoutBody::app(body, hold))))
+            }
+            StateProj::Refused { response } => Poll::Ready(Ok(response
+                .take()
+                .expect("ResponseFuture polled after completion"))),
+            StateProj::Boxed { fut } => fut.as_mut().poll(cx),
+        }
+    }
+}
+
+/// What a waiting request is let through, or refused, with.
+struct Waiting {
+    tier: Tier,
+    grpc: bool,
+    outcome: Outcome,
+    hold: RequestHold,
+    after: Option<After>,
+    /// The `RateLimit-Policy` of a refusal, when the RateLimit fields are on.
+    policy: Option<HeaderValue>,
+}
+
+/// Waits for adaptive_concurrency's room for at most `max_wait`, then answers as the app does,
+/// or refuses the request as if at once.
+async fn wait<S, ReqB, ResB>(
+    mut inner: S,
+    engine: Arc<Engine>,
+    req: Request<ReqB>,
+    waiting: Waiting,
+    queued: Box<Queued>,
+) -> Result<Response<BrownoutBody<ResB>>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+{
+    let Waiting {
+        tier,
+        grpc,
+        outcome,
+        mut hold,
+        after,
+        policy,
+    } = waiting;
+    let max_wait = engine
+        .settings()
+        .load()
+        .limiters
+        .adaptive_concurrency
+        .max_wait_for(tier);
+    let Queued {
+        wait,
+        refund,
+        held,
+        at,
+        refunded,
+    } = *queued;
+    if let Ok(Ok(admitted_at)) = tokio::time::timeout(max_wait, wait).await {
+        hold.granted(admitted_at);
+        engine.metrics().request(tier, outcome);
+        std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+        return ResponseFuture::allowed(inner.call(req), hold, after, engine, grpc).await;
+    }
+    drop(hold);
+    let settings = engine.settings().load_full();
+    let rejection = refuse_waited(&engine, &settings, tier, (refund, held, at));
+    Ok(refused(
+        &settings,
+        &rejection,
+        refunded.as_ref(),
+        policy,
+        grpc,
+    ))
+}
+
+#[cfg(feature = "redis")]
+mod fleet;

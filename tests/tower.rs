@@ -1,0 +1,267 @@
+//! The tower layer (`Brownout::layer`) on a real axum server on loopback, driven by a real HTTP
+//! client: the same refusals as the actix middleware (status, `Retry-After`, RateLimit fields,
+//! problem+json), gRPC refusals in gRPC's words, tiers, a kill switch flipped over the admin
+//! API, a limiter's slot held by a body streamed after the response head and freed when it
+//! ends or when the client hangs up, and the route learned from axum's `MatchedPath`.
+
+mod common;
+
+use axum::body::Body;
+use axum::routing::get;
+use axum::Router;
+use common::{AdminClient as Admin, Rig};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Serves `app` on a loopback port, with the peer address axum's `ConnectInfo` gives.
+async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap()
+    });
+    format!("http://{addr}")
+}
+
+fn client() -> awc::Client {
+    awc::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .finish()
+}
+
+fn header(res: &awc::ClientResponse<impl Sized>, name: &str) -> Option<String> {
+    res.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+}
+
+#[actix_web::test]
+async fn refusals_say_what_the_actix_middleware_says() {
+    let rig = Rig::new(common::slow_bucket(2));
+    let base = serve(
+        Router::new()
+            .route("/v1/items", get(|| async { "ok" }))
+            .layer(rig.brownout.layer()),
+    )
+    .await;
+    let c = client();
+    let send = || {
+        c.get(format!("{base}/v1/items"))
+            .insert_header(("Authorization", "Bearer sk_live_tower"))
+            .send()
+    };
+    for left in [1, 0] {
+        let res = send().await.unwrap();
+        assert_eq!(res.status(), 200);
+        let field = header(&res, "ratelimit").expect("the RateLimit field");
+        assert!(field.contains(&format!("r={left}")), "{field}");
+        assert!(header(&res, "ratelimit-policy").is_some());
+    }
+    let mut res = send().await.unwrap();
+    assert_eq!(res.status(), 429);
+    assert_eq!(
+        header(&res, "content-type").as_deref(),
+        Some("application/problem+json")
+    );
+    let retry: u64 = header(&res, "retry-after").unwrap().parse().unwrap();
+    assert!(retry >= 1);
+    assert!(header(&res, "ratelimit").unwrap().contains("r=0"));
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["limiter"], "request_rate");
+    assert_eq!(body["tier"], "get");
+    assert_eq!(body["retry_after_seconds"], retry);
+    assert_eq!(
+        rig.metric(r#"brownout_requests_total{tier="get",outcome="rejected"}"#),
+        1.0
+    );
+}
+
+#[actix_web::test]
+async fn a_grpc_call_is_refused_in_grpcs_words() {
+    let rig = Rig::new(common::slow_bucket(1));
+    let base = serve(
+        Router::new()
+            .route(
+                "/pkg.Payments/Charge",
+                axum::routing::post(|| async { ([("grpc-status", "0")], "") }),
+            )
+            .layer(rig.brownout.layer()),
+    )
+    .await;
+    let c = client();
+    let call = || {
+        c.post(format!("{base}/pkg.Payments/Charge"))
+            .insert_header(("Authorization", "Bearer sk_live_grpc"))
+            .insert_header(("content-type", "application/grpc"))
+            .send()
+    };
+    assert_eq!(call().await.unwrap().status(), 200);
+    let mut res = call().await.unwrap();
+    assert_eq!(res.status(), 200, "gRPC refusals are trailers-only");
+    assert_eq!(header(&res, "grpc-status").as_deref(), Some("8"));
+    let retry: u64 = header(&res, "retry-after").unwrap().parse().unwrap();
+    assert_eq!(
+        header(&res, "grpc-retry-pushback-ms"),
+        Some((retry * 1000).to_string())
+    );
+    let message = header(&res, "grpc-message").unwrap();
+    assert!(message.contains("request_rate"), "{message}");
+    assert!(res.body().await.unwrap().is_empty());
+}
+
+#[actix_web::test]
+async fn tiers_and_the_kill_switch_work_as_in_actix() {
+    let rig = Rig::new(common::config());
+    rig.shed_all().await;
+    let base = serve(
+        Router::new()
+            .route("/v1/items", get(|| async { "ok" }))
+            .route("/v1/charges", axum::routing::post(|| async { "charged" }))
+            .layer(rig.brownout.layer()),
+    )
+    .await;
+    let c = client();
+    let items = || c.get(format!("{base}/v1/items")).send();
+    let charge = || c.post(format!("{base}/v1/charges")).send();
+    // Everything sheddable is shed; critical requests are not.
+    let res = items().await.unwrap();
+    assert_eq!(res.status(), 503);
+    assert!(header(&res, "retry-after").is_some());
+    assert_eq!(charge().await.unwrap().status(), 200);
+
+    let admin = Admin::new(&rig).await;
+    let engage = |on: bool| {
+        let admin = &admin;
+        async move {
+            let (status, _, _) = admin
+                .send("PUT", "/v1/kill-switch", Some(json!({"engaged": on})), &[])
+                .await;
+            assert_eq!(status, 200);
+        }
+    };
+    engage(true).await;
+    assert_eq!(items().await.unwrap().status(), 200, "every limiter off");
+    engage(false).await;
+    assert_eq!(items().await.unwrap().status(), 503);
+}
+
+/// A handler whose body sends one chunk at once and the last once `release` is notified.
+fn streaming(
+    release: std::sync::Arc<tokio::sync::Notify>,
+) -> impl Fn() -> std::future::Ready<Body> + Clone + Send + 'static {
+    move || {
+        let chunks =
+            futures_util::stream::unfold((0, release.clone()), |(step, release)| async move {
+                match step {
+                    0 => Some((Ok::<_, std::io::Error>("first,"), (1, release))),
+                    1 => {
+                        release.notified().await;
+                        Some((Ok("last"), (2, release)))
+                    }
+                    _ => None,
+                }
+            });
+        std::future::ready(Body::from_stream(chunks))
+    }
+}
+
+#[actix_web::test]
+async fn a_streamed_body_holds_its_slot_until_it_ends_or_the_client_hangs_up() {
+    let mut config = common::config();
+    config.limiters.worker_utilization.mode = brownout::Mode::Off;
+    let cr = &mut config.limiters.concurrent_requests;
+    cr.mode = brownout::Mode::Enforce;
+    cr.max_in_flight = 1;
+    let rig = Rig::new(config);
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let base = serve(
+        Router::new()
+            .route("/v1/export", get(streaming(release.clone())))
+            .route("/v1/items", get(|| async { "ok" }))
+            .layer(rig.brownout.layer()),
+    )
+    .await;
+    let c = client();
+    let key = ("Authorization", "Bearer sk_live_stream");
+    let items = || c.get(format!("{base}/v1/items")).insert_header(key).send();
+
+    // The export's head is back, its body still streaming: its slot is held.
+    let mut export = c
+        .get(format!("{base}/v1/export"))
+        .insert_header(key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(export.status(), 200);
+    let mut res = items().await.unwrap();
+    assert_eq!(
+        res.status(),
+        429,
+        "the streamed body holds the key's one slot"
+    );
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["limiter"], "concurrent_requests");
+    // The body ends: the slot is free.
+    release.notify_one();
+    assert_eq!(&export.body().await.unwrap()[..], b"first,last");
+    assert_eq!(items().await.unwrap().status(), 200);
+
+    // A client that hangs up mid-stream gives the slot back too.
+    let export = c
+        .get(format!("{base}/v1/export"))
+        .insert_header(key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(items().await.unwrap().status(), 429);
+    drop(export);
+    let mut freed = false;
+    for _ in 0..100 {
+        if items().await.unwrap().status() == 200 {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(freed, "the slot came back when the client hung up");
+}
+
+#[actix_web::test]
+async fn the_route_is_learned_from_axums_matched_path() {
+    let rig = Rig::new(common::config());
+    let base = serve(
+        Router::new()
+            .route("/v1/items/{id}", get(|| async { "item" }))
+            .layer(rig.brownout.layer()),
+    )
+    .await;
+    let c = client();
+    for id in 0..20 {
+        let res = c.get(format!("{base}/v1/items/{id}")).send().await.unwrap();
+        assert_eq!(res.status(), 200);
+    }
+    // The window closes (manual clock; the sampler runs in real time): the class is learned.
+    rig.clock.advance(Duration::from_millis(300));
+    let admin = rig.admin();
+    let mut routes = Vec::new();
+    for _ in 0..300 {
+        let s = common::state(&admin).await;
+        routes = s["adaptive_concurrency"]["route_classes"]
+            .as_array()
+            .expect("route_classes")
+            .iter()
+            .map(|c| c["route"].as_str().unwrap_or("?").to_owned())
+            .collect();
+        if !routes.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(routes, ["GET /v1/items/{id}"], "one class, not one per id");
+}
