@@ -14,11 +14,17 @@ mod response;
 mod route;
 mod worker;
 
-pub(crate) use after::count_failure;
 pub use body::TrackedBody;
 pub(crate) use middleware::Hooks;
 pub use middleware::{BrownoutMiddleware, BrownoutService, KeyHook, PlanHook, TierHook};
-pub(crate) use ratelimit::FieldCache;
 pub use respond::ResponseFuture;
+pub(crate) use response::problem;
+// What the tower layer shares with the middleware (`crate::tower`).
+#[cfg(feature = "tower")]
+pub(crate) use after::count_failure;
+#[cfg(feature = "tower")]
+pub(crate) use ratelimit::FieldCache;
+#[cfg(feature = "tower")]
 pub(crate) use respond::{named_policy, refuse_waited, rejected_fields};
-pub(crate) use response::{problem, Refusal, PROBLEM_JSON};
+#[cfg(feature = "tower")]
+pub(crate) use response::{Refusal, PROBLEM_JSON};

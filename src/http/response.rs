@@ -69,6 +69,7 @@ pub(crate) struct Refusal {
     pub(crate) status: u16,
     pub(crate) retry_after: u64,
     /// The problem's title (a gRPC client reads it as the status message).
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     pub(crate) title: &'static str,
     pub(crate) body: String,
 }
