@@ -356,3 +356,32 @@ impl Engine {
         }
     }
 }
+
+#[cfg(feature = "redis")]
+impl Engine {
+    /// The shared store's answer to `asked`, or `None` when Redis cannot answer in time
+    /// (error, timeout, missing script; the call counted and logged, unless the breaker
+    /// skipped it): the request is then decided on this server's own limiters. The middleware
+    /// and the tower layer both ask here.
+    pub(crate) async fn answer_shared(
+        &self,
+        asked: &crate::store::Ask,
+    ) -> Option<crate::store::Answer<'_>> {
+        match self.keyed.answer_shared(asked).await {
+            Ok(answer) => Some(answer),
+            Err(failed) => {
+                // A call not made (the breaker opened meanwhile) is what its gauge shows.
+                if failed.skipped.is_none() {
+                    self.metrics.shared_store_error("redis", failed.op);
+                    self.fail_open("store", failed.reason(), || {
+                        format!(
+                            "redis {}: {}; deciding on local limits",
+                            failed.op, failed.error
+                        )
+                    });
+                }
+                None
+            }
+        }
+    }
+}

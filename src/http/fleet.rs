@@ -54,23 +54,7 @@ where
         mut rng,
     } = p;
     let engine = &worker.engine;
-    let mut answer = match engine.keyed().answer_shared(&asked).await {
-        Ok(answer) => Some(answer),
-        Err(failed) => {
-            // A call that failed is counted; one not made (the breaker opened meanwhile) is
-            // what the breaker's gauge shows. The local store answers instead.
-            if failed.skipped.is_none() {
-                engine.metrics().shared_store_error("redis", failed.op);
-                engine.fail_open("store", failed.reason(), || {
-                    format!(
-                        "redis {}: {}; deciding on local limits",
-                        failed.op, failed.error
-                    )
-                });
-            }
-            None
-        }
-    };
+    let mut answer = engine.answer_shared(&asked).await;
     let request = super::request::request_of(&req, &classified, plan.as_deref());
     let answered = answer.as_mut().map(|answer| (&asked, answer));
     let verdict = judge(engine, &settings, &request, (&mut rng, false), answered);

@@ -25,6 +25,6 @@ pub(crate) use after::count_failure;
 #[cfg(feature = "tower")]
 pub(crate) use ratelimit::FieldCache;
 #[cfg(feature = "tower")]
-pub(crate) use respond::{named_policy, refuse_waited, rejected_fields};
+pub(crate) use respond::{named_policy, rejected_fields, wait_for_room};
 #[cfg(feature = "tower")]
 pub(crate) use response::{Refusal, PROBLEM_JSON};

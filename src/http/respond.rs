@@ -13,11 +13,10 @@ use super::route::route_class;
 use super::worker::{Timer, Worker};
 use crate::engine::{EngineRef, Queued, RequestHold, Settings, Verdict};
 use crate::limiter::adaptive_concurrency::micros;
-use crate::limiter::request_rate::{CheckTime, RateStatus, RateTicket};
+use crate::limiter::request_rate::RateStatus;
 use crate::limiter::LimiterName;
 use crate::limiter::{RatePolicy, Rejection};
 use crate::metrics::Outcome;
-use crate::store::Held;
 use crate::tier::Tier;
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
@@ -56,19 +55,42 @@ pub(crate) fn named_policy<'s>(settings: &'s Settings, rejection: &Rejection) ->
     }
 }
 
-/// Refuses a request that waited for adaptive_concurrency's room and was not let in (timed
-/// out, or turned away for a higher tier), as if at once: counted, and its request_rate
-/// credits given back. The wait has left the room; its hold, dropped before, gave the other
-/// limiters' permits back.
-pub(crate) fn refuse_waited(
+/// Waits, for at most `max_wait` (`post_max_wait` for a POST), for adaptive_concurrency's
+/// room: the hold of a request let in, counted with its `outcome`; or the refusal of one not
+/// let in (timed out, or turned away for a higher tier), refused as if at once (counted, its
+/// hold's permits and its request_rate credits given back), with the RateLimit status of the
+/// credits given back. The middleware and the tower layer both wait here.
+pub(crate) async fn wait_for_room<P: EngineRef>(
     engine: &crate::engine::Engine,
-    settings: &Settings,
-    tier: Tier,
-    (refund, held, at): (Option<RateTicket>, Held, CheckTime),
-) -> Rejection {
+    (tier, outcome): (Tier, Outcome),
+    mut hold: RequestHold<P>,
+    queued: Box<Queued>,
+) -> Result<RequestHold<P>, (Rejection, Option<RateStatus>)> {
+    let max_wait = engine
+        .settings()
+        .load()
+        .limiters
+        .adaptive_concurrency
+        .max_wait_for(tier);
+    let Queued {
+        wait,
+        refund,
+        held,
+        at,
+        refunded,
+    } = *queued;
+    if let Ok(Ok(admitted_at)) = tokio::time::timeout(max_wait, wait).await {
+        hold.granted(admitted_at);
+        engine.metrics().request(tier, outcome);
+        return Ok(hold);
+    }
+    // The wait has left the room; the hold gives the other limiters' permits back.
+    drop(hold);
+    let settings = engine.settings().load_full();
     let ac = &settings.limiters.adaptive_concurrency;
-    let now = engine.clock().now();
-    let rejection = engine.adaptive().refuse(ac, tier, micros(now));
+    let rejection = engine
+        .adaptive()
+        .refuse(ac, tier, micros(engine.clock().now()));
     engine
         .metrics()
         .rejection(LimiterName::AdaptiveConcurrency, tier, false);
@@ -76,7 +98,7 @@ pub(crate) fn refuse_waited(
     if let Some(ticket) = refund {
         settings.rules.refund(engine.keyed(), held, &ticket, at);
     }
-    rejection
+    Err((rejection, refunded))
 }
 
 /// The response to a verdict: the rejection (with its RateLimit fields), or the app's
@@ -346,32 +368,18 @@ where
         req,
         tier,
         outcome,
-        mut hold,
+        hold,
         after,
         policy,
     } = waiting;
     let engine = &worker.engine;
-    let max_wait = engine
-        .settings()
-        .load()
-        .limiters
-        .adaptive_concurrency
-        .max_wait_for(tier);
-    let Queued {
-        wait,
-        refund,
-        held,
-        at,
-        refunded,
-    } = *queued;
-    if let Ok(Ok(admitted_at)) = tokio::time::timeout(max_wait, wait).await {
-        hold.granted(admitted_at);
-        engine.metrics().request(tier, outcome);
-        return ResponseFuture::allowed(service.call(req), hold, after, &worker, tier).await;
-    }
-    drop(hold);
+    let (rejection, refunded) = match wait_for_room(engine, (tier, outcome), hold, queued).await {
+        Ok(hold) => {
+            return ResponseFuture::allowed(service.call(req), hold, after, &worker, tier).await
+        }
+        Err(refused) => refused,
+    };
     let settings = engine.settings().load_full();
-    let rejection = refuse_waited(engine, &settings, tier, (refund, held, at));
     let mut response = rejection_response(&rejection, None);
     if let Some(status) = &refunded {
         let secs = retry_after_secs(rejection.retry_after);

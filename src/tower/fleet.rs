@@ -32,21 +32,7 @@ where
     ResB: Body + Send + 'static,
     ResB::Data: From<Bytes>,
 {
-    let mut answered = match engine.keyed().answer_shared(&asked).await {
-        Ok(answer) => Some(answer),
-        Err(failed) => {
-            if failed.skipped.is_none() {
-                engine.metrics().shared_store_error("redis", failed.op);
-                engine.fail_open("store", failed.reason(), || {
-                    format!(
-                        "redis {}: {}; deciding on local limits",
-                        failed.op, failed.error
-                    )
-                });
-            }
-            None
-        }
-    };
+    let mut answered = engine.answer_shared(&asked).await;
     let request = super::limiter_request(&req, &classified, plan.as_deref());
     let verdict = RNG.with(|cell| {
         let mut rng = cell.take().unwrap_or_else(|| engine.random_stream());

@@ -17,16 +17,18 @@
 //! or a `SocketAddr` in the request's extensions (hyper users insert it).
 
 mod body;
+mod future;
 pub mod grpc;
 
 pub use body::BrownoutBody;
+pub use future::ResponseFuture;
+use future::{wait, Waiting};
 
 use crate::classify::{Classified, RequestFacts, MAX_FORWARDED_LINES, TEST_MODE_HEADER};
-use crate::engine::{judge, Engine, EngineRef, Queued, RequestHold, Settings, Verdict};
-use crate::http::{named_policy, refuse_waited, rejected_fields, FieldCache, Refusal};
+use crate::engine::{judge, Engine, EngineRef, RequestHold, Settings, Verdict};
+use crate::http::{named_policy, rejected_fields, FieldCache, Refusal};
 use crate::limiter::request_rate::{FailureTicket, RateStatus};
 use crate::limiter::{Rejection, Request as LimiterRequest};
-use crate::metrics::Outcome;
 use crate::rng::SplitMix64;
 use crate::route_class::RouteClass;
 use crate::store::Held;
@@ -35,11 +37,8 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use http::{Request, Response, StatusCode};
 use http_body::Body;
-use pin_project_lite::pin_project;
 use std::cell::{Cell, RefCell};
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower_service::Service;
@@ -227,7 +226,8 @@ where
     }
 
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
-        let settings = self.engine.settings().load_full();
+        // A guard, not an Arc clone: no shared count written per request.
+        let settings = self.engine.settings().load();
         let classified = self.classify(&req, &settings);
         let grpc = grpc::is_grpc(req.headers());
         let plan = settings
@@ -245,6 +245,7 @@ where
                 let clone = self.inner.clone();
                 let inner = std::mem::replace(&mut self.inner, clone);
                 let engine = self.engine.clone();
+                let settings = Arc::clone(&settings);
                 return ResponseFuture::boxed(Box::pin(fleet::judge_shared(
                     inner, engine, settings, req, classified, plan, asked, grpc,
                 )));
@@ -411,164 +412,6 @@ fn refused<B>(
         insert_fields(response.headers_mut(), fields);
     }
     response
-}
-
-pin_project! {
-    /// The layer's response future: the app's answer with its hold, a ready refusal, or (boxed)
-    /// a request waiting for adaptive_concurrency's room or the shared store.
-    pub struct ResponseFuture<F, B, E> {
-        #[pin]
-        state: State<F, B, E>,
-    }
-}
-
-/// A boxed answer.
-type BoxedAnswer<B, E> = Pin<Box<dyn Future<Output = Result<Response<BrownoutBody<B>>, E>> + Send>>;
-
-pin_project! {
-    #[project = StateProj]
-    enum State<F, B, E> {
-        // Let through.
-        Allowed {
-            #[pin]
-            fut: F,
-            hold: Option<RequestHold>,
-            after: Option<After>,
-            engine: Arc<Engine>,
-            grpc: bool,
-        },
-        // Refused.
-        Refused { response: Option<Response<BrownoutBody<B>>> },
-        // Waiting (boxed: only under overload, or in fleet mode behind a network round trip).
-        Boxed { fut: BoxedAnswer<B, E> },
-    }
-}
-
-impl<F, B, E> ResponseFuture<F, B, E> {
-    fn allowed(
-        fut: F,
-        hold: RequestHold,
-        after: Option<After>,
-        engine: Arc<Engine>,
-        grpc: bool,
-    ) -> Self {
-        Self {
-            state: State::Allowed {
-                fut,
-                hold: Some(hold),
-                after,
-                engine,
-                grpc,
-            },
-        }
-    }
-
-    fn refused(response: Response<BrownoutBody<B>>) -> Self {
-        Self {
-            state: State::Refused {
-                response: Some(response),
-            },
-        }
-    }
-
-    fn boxed(fut: BoxedAnswer<B, E>) -> Self {
-        Self {
-            state: State::Boxed { fut },
-        }
-    }
-}
-
-impl<F, B, E> Future for ResponseFuture<F, B, E>
-where
-    F: Future<Output = Result<Response<B>, E>>,
-{
-    type Output = Result<Response<BrownoutBody<B>>, E>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            StateProj::Allowed {
-                fut,
-                hold,
-                after,
-                engine,
-                grpc,
-            } => {
-                // An error drops the hold with the future: the request is done.
-                let mut response = std::task::ready!(fut.poll(cx))?;
-                if let Some(after) = after.take() {
-                    after.apply(engine, &mut response, *grpc);
-                }
-                let hold = hold.take();
-                Poll::Ready(Ok(response.map(|body| BrownoutBody::app(body, hold))))
-            }
-            StateProj::Refused { response } => Poll::Ready(Ok(response
-                .take()
-                .expect("ResponseFuture polled after completion"))),
-            StateProj::Boxed { fut } => fut.as_mut().poll(cx),
-        }
-    }
-}
-
-/// What a waiting request is let through, or refused, with.
-struct Waiting {
-    tier: Tier,
-    grpc: bool,
-    outcome: Outcome,
-    hold: RequestHold,
-    after: Option<After>,
-    /// The `RateLimit-Policy` of a refusal, when the RateLimit fields are on.
-    policy: Option<HeaderValue>,
-}
-
-/// Waits for adaptive_concurrency's room for at most `max_wait`, then answers as the app does,
-/// or refuses the request as if at once.
-async fn wait<S, ReqB, ResB>(
-    mut inner: S,
-    engine: Arc<Engine>,
-    req: Request<ReqB>,
-    waiting: Waiting,
-    queued: Box<Queued>,
-) -> Result<Response<BrownoutBody<ResB>>, S::Error>
-where
-    S: Service<Request<ReqB>, Response = Response<ResB>>,
-{
-    let Waiting {
-        tier,
-        grpc,
-        outcome,
-        mut hold,
-        after,
-        policy,
-    } = waiting;
-    let max_wait = engine
-        .settings()
-        .load()
-        .limiters
-        .adaptive_concurrency
-        .max_wait_for(tier);
-    let Queued {
-        wait,
-        refund,
-        held,
-        at,
-        refunded,
-    } = *queued;
-    if let Ok(Ok(admitted_at)) = tokio::time::timeout(max_wait, wait).await {
-        hold.granted(admitted_at);
-        engine.metrics().request(tier, outcome);
-        std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-        return ResponseFuture::allowed(inner.call(req), hold, after, engine, grpc).await;
-    }
-    drop(hold);
-    let settings = engine.settings().load_full();
-    let rejection = refuse_waited(&engine, &settings, tier, (refund, held, at));
-    Ok(refused(
-        &settings,
-        &rejection,
-        refunded.as_ref(),
-        policy,
-        grpc,
-    ))
 }
 
 #[cfg(feature = "redis")]
