@@ -265,3 +265,125 @@ async fn the_route_is_learned_from_axums_matched_path() {
     }
     assert_eq!(routes, ["GET /v1/items/{id}"], "one class, not one per id");
 }
+
+/// `limiters.deadline` at 50 ms over one concurrency slot per key, with `cancel` as given.
+fn deadline(cancel: bool) -> brownout::Config {
+    let mut config = common::config();
+    config.limiters.worker_utilization.mode = brownout::Mode::Off;
+    let cr = &mut config.limiters.concurrent_requests;
+    cr.mode = brownout::Mode::Enforce;
+    cr.max_in_flight = 1;
+    config.limiters.deadline.after = brownout::config::HumanDuration::from_millis(50);
+    config.limiters.deadline.cancel = cancel;
+    config
+}
+
+/// An axum app whose `/v1/slow` (GET, and the gRPC method `POST /pkg.Reports/Run`) waits for
+/// `gate`, setting `stopped` if its handler is dropped first; `/v1/items` answers at once.
+fn slow_app(
+    rig: &Rig,
+    gate: std::sync::Arc<tokio::sync::Notify>,
+    stopped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Router {
+    struct Flag(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let slow = move || {
+        let (gate, stopped) = (gate.clone(), stopped.clone());
+        async move {
+            let flag = Flag(stopped);
+            gate.notified().await;
+            std::mem::forget(flag);
+            ([("grpc-status", "0")], "done")
+        }
+    };
+    Router::new()
+        .route("/v1/slow", get(slow.clone()))
+        .route("/pkg.Reports/Run", axum::routing::post(slow))
+        .route("/v1/items", get(|| async { "ok" }))
+        .layer(rig.brownout.layer())
+}
+
+#[actix_web::test]
+async fn a_request_past_its_deadline_stops_counting_and_runs_on() {
+    let rig = Rig::new(deadline(false));
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let stopped = std::sync::Arc::default();
+    let base = serve(slow_app(
+        &rig,
+        gate.clone(),
+        std::sync::Arc::clone(&stopped),
+    ))
+    .await;
+    let c = client();
+    let key = ("Authorization", "Bearer sk_live_deadline");
+    let slow = c.get(format!("{base}/v1/slow")).insert_header(key).send();
+    tokio::pin!(slow);
+    tokio::select! {
+        _ = &mut slow => panic!("answered before the gate opened"),
+        () = tokio::time::sleep(Duration::from_millis(300)) => {}
+    }
+    assert_eq!(
+        rig.metric(r#"brownout_expired_requests_total{tier="get"}"#),
+        1.0
+    );
+    // Its slot went back: the same key (one request at a time) gets in.
+    let items = c.get(format!("{base}/v1/items")).insert_header(key);
+    assert_eq!(items.send().await.unwrap().status(), 200);
+    // The handler went on, and its answer reaches the client.
+    gate.notify_one();
+    let mut late = slow.await.unwrap();
+    assert_eq!(late.status(), 200);
+    assert_eq!(&late.body().await.unwrap()[..], b"done");
+    assert!(!stopped.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!(rig.brownout.in_flight().get, 0, "released once, not twice");
+}
+
+#[actix_web::test]
+async fn with_cancel_a_request_is_stopped_and_answered_503_or_deadline_exceeded() {
+    let rig = Rig::new(deadline(true));
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let stopped = std::sync::Arc::<std::sync::atomic::AtomicBool>::default();
+    let base = serve(slow_app(&rig, gate, stopped.clone())).await;
+    let c = client();
+    let mut res = c.get(format!("{base}/v1/slow")).send().await.unwrap();
+    assert_eq!(res.status(), 503);
+    assert_eq!(header(&res, "retry-after").as_deref(), Some("1"));
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["limiter"], "deadline");
+    assert_eq!(body["tier"], "get");
+    // gRPC: DEADLINE_EXCEEDED, trailers-only, with the pushback.
+    let res = c
+        .post(format!("{base}/pkg.Reports/Run"))
+        .insert_header(("content-type", "application/grpc"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(header(&res, "grpc-status").as_deref(), Some("4"));
+    assert_eq!(
+        header(&res, "grpc-retry-pushback-ms").as_deref(),
+        Some("1000")
+    );
+    assert!(header(&res, "grpc-message").unwrap().contains("deadline"));
+    let mut stopped_now = false;
+    for _ in 0..100 {
+        stopped_now = stopped.load(std::sync::atomic::Ordering::SeqCst);
+        if stopped_now {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(stopped_now, "the handlers were stopped");
+    assert_eq!(
+        rig.metric(r#"brownout_expired_requests_total{tier="get"}"#),
+        1.0
+    );
+    assert_eq!(rig.brownout.in_flight().get, 0);
+    // A request answered in time is untouched.
+    let res = c.get(format!("{base}/v1/items")).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+}

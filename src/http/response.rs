@@ -47,18 +47,13 @@ pub fn problem(status: StatusCode, title: &str, detail: &str, extra: Value) -> H
 
 /// The answer for a request stopped at `limiters.deadline.after` (with `deadline.cancel`).
 pub fn deadline_response(after: Duration, tier: crate::tier::Tier) -> HttpResponse {
-    let mut response = problem(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "Request took too long",
-        &format!(
-            "The server stopped this {tier} request after {} ms without an answer: it is overloaded. Retry in 1 second.",
-            after.as_millis()
-        ),
-        json!({"limiter": "deadline", "tier": tier.as_str(), "retry_after_seconds": 1}),
-    );
+    let refusal = Refusal::deadline(after, tier);
+    let mut response = HttpResponse::build(StatusCode::SERVICE_UNAVAILABLE)
+        .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)))
+        .body(refusal.body);
     response
         .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        .insert(header::RETRY_AFTER, HeaderValue::from(refusal.retry_after));
     response
 }
 
@@ -99,6 +94,24 @@ impl Refusal {
         Self {
             status: status.as_u16(),
             retry_after: secs,
+            title,
+            body: problem_body(status, title, &detail, extra).to_string(),
+        }
+    }
+
+    /// The answer for a `tier` request stopped at `limiters.deadline.after` (with
+    /// `deadline.cancel`): 503, retry in a second.
+    pub(crate) fn deadline(after: Duration, tier: crate::tier::Tier) -> Self {
+        let status = StatusCode::SERVICE_UNAVAILABLE;
+        let title = "Request took too long";
+        let detail = format!(
+            "The server stopped this {tier} request after {} ms without an answer: it is overloaded. Retry in 1 second.",
+            after.as_millis()
+        );
+        let extra = json!({"limiter": "deadline", "tier": tier.as_str(), "retry_after_seconds": 1});
+        Self {
+            status: status.as_u16(),
+            retry_after: 1,
             title,
             body: problem_body(status, title, &detail, extra).to_string(),
         }

@@ -1,17 +1,20 @@
 //! The layer's response future, and the wait of a request for adaptive_concurrency's room.
 
-use super::{refused, After, BrownoutBody};
+use super::{grpc, refused, After, BrownoutBody};
 use crate::engine::{Engine, Queued, RequestHold};
-use crate::http::wait_for_room;
+use crate::http::{wait_for_room, Refusal};
 use crate::metrics::Outcome;
 use crate::tier::Tier;
 use http::header::HeaderValue;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use std::future::Future;
+use std::panic::catch_unwind;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Sleep;
 use tower_service::Service;
 
 pin_project! {
@@ -38,6 +41,12 @@ pin_project! {
             after: Option<After>,
             engine: Arc<Engine>,
             grpc: bool,
+            tier: Tier,
+            // `limiters.deadline`: its timer, inline (no allocation), armed when the app does
+            // not answer at once.
+            #[pin]
+            timer: Option<Sleep>,
+            deadline: Deadline,
         },
         // Refused.
         Refused { response: Option<Response<BrownoutBody<B>>> },
@@ -52,7 +61,7 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         hold: RequestHold,
         after: Option<After>,
         engine: Arc<Engine>,
-        grpc: bool,
+        (tier, grpc): (Tier, bool),
     ) -> Self {
         Self {
             state: State::Allowed {
@@ -61,6 +70,9 @@ impl<F, B, E> ResponseFuture<F, B, E> {
                 after,
                 engine,
                 grpc,
+                tier,
+                timer: None,
+                deadline: Deadline::Unarmed,
             },
         }
     }
@@ -94,9 +106,22 @@ where
                 after,
                 engine,
                 grpc,
+                tier,
+                mut timer,
+                deadline,
             } => {
+                let Poll::Ready(response) = fut.poll(cx) else {
+                    let passed = std::task::ready!(waiting((timer, deadline), hold, engine, cx));
+                    let refusal = Refusal::deadline(passed, *tier);
+                    return Poll::Ready(Ok(if *grpc {
+                        grpc::deadline(&refusal, *tier, passed)
+                    } else {
+                        super::problem(refusal)
+                    }));
+                };
+                timer.set(None);
                 // An error drops the hold with the future: the request is done.
-                let mut response = std::task::ready!(fut.poll(cx))?;
+                let mut response = response?;
                 if let Some(after) = after.take() {
                     after.apply(engine, &mut response, *grpc);
                 }
@@ -108,6 +133,65 @@ where
                 .expect("ResponseFuture polled after completion"))),
             StateProj::Boxed { fut } => fut.as_mut().poll(cx),
         }
+    }
+}
+
+/// Where an allowed request's `limiters.deadline` stands.
+#[derive(Clone, Copy)]
+pub(super) enum Deadline {
+    /// The app has answered at once so far: no timer.
+    Unarmed,
+    /// The timer is armed for `after`; past it the request stops counting, and with `cancel`
+    /// it is stopped.
+    Armed { after: Duration, cancel: bool },
+    /// Past it (or the timer could not be armed): the request runs on without a timer.
+    Passed,
+}
+
+/// The app has not answered yet: arms the deadline's timer (once, for `limiters.deadline` as it
+/// is then) and polls it. Past it the request stops counting; `Ready(after)` when it is also
+/// to be stopped (`cancel`), the call's future then dropped with this one. Out of line: an app
+/// that answers at once never comes here.
+#[inline(never)]
+fn waiting(
+    (mut timer, deadline): (Pin<&mut Option<Sleep>>, &mut Deadline),
+    hold: &mut Option<RequestHold>,
+    engine: &Engine,
+    cx: &mut Context<'_>,
+) -> Poll<Duration> {
+    if let Deadline::Unarmed = deadline {
+        let settings = engine.settings().load();
+        let limit = &settings.limiters.deadline;
+        let (after, cancel) = (limit.after.get(), limit.cancel);
+        // A runtime without timers panics here: the request then runs without a deadline.
+        match catch_unwind(|| tokio::time::sleep(after)) {
+            Ok(sleep) => {
+                timer.set(Some(sleep));
+                *deadline = Deadline::Armed { after, cancel };
+            }
+            Err(_) => {
+                *deadline = Deadline::Passed;
+                engine.fail_open("deadline", "panic", || {
+                    "limiters.deadline: no timer in this runtime (build it with enable_time); the request runs without a deadline".into()
+                });
+            }
+        }
+    }
+    let (Deadline::Armed { after, cancel }, Some(sleep)) = (*deadline, timer.as_mut().as_pin_mut())
+    else {
+        return Poll::Pending;
+    };
+    std::task::ready!(sleep.poll(cx));
+    // Past the deadline: the request stops counting, once.
+    timer.set(None);
+    *deadline = Deadline::Passed;
+    if let Some(hold) = hold.take() {
+        hold.expire();
+    }
+    if cancel {
+        Poll::Ready(after)
+    } else {
+        Poll::Pending
     }
 }
 
@@ -145,7 +229,7 @@ where
     match wait_for_room(&engine, (tier, outcome), hold, queued).await {
         Ok(hold) => {
             std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            ResponseFuture::allowed(inner.call(req), hold, after, engine, grpc).await
+            ResponseFuture::allowed(inner.call(req), hold, after, engine, (tier, grpc)).await
         }
         Err((rejection, refunded)) => {
             let settings = engine.settings().load();

@@ -9,7 +9,10 @@
 //! keeps until it ends, fails or is dropped: a body streamed after the head and a client that
 //! hangs up free the request's slots exactly as in actix. A request that waits for
 //! adaptive_concurrency's room waits here, asynchronously, for at most `max_wait`. In fleet
-//! mode the shared store answers first, as in the middleware.
+//! mode the shared store answers first, as in the middleware. `limiters.deadline` arms its
+//! timer (inline in the response future) when the app does not answer at once: past it the
+//! request stops counting, and with `cancel` the app's future is dropped and the request
+//! answered 503 (gRPC: DEADLINE_EXCEEDED).
 //!
 //! The route a request's latency is learned for is axum's `MatchedPath` (feature `axum`)
 //! where the layer runs inside the router (`Router::layer`), the gRPC method for gRPC, its
@@ -332,7 +335,7 @@ where
             if let Some(route) = route.filter(|_| hold.learns_latency()) {
                 hold.set_route(route);
             }
-            ResponseFuture::allowed(inner.call(req), hold, after, engine.clone(), grpc)
+            ResponseFuture::allowed(inner.call(req), hold, after, engine.clone(), (tier, grpc))
         }
     }
 }
@@ -396,18 +399,8 @@ fn refused<B>(
     let mut response = if grpc {
         grpc::refusal(rejection, &refusal)
     } else {
-        let mut response = Response::new(BrownoutBody::refused(Bytes::from(refusal.body)));
-        *response.status_mut() =
-            StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-        response.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static(crate::http::PROBLEM_JSON),
-        );
-        response
+        problem(refusal)
     };
-    response
-        .headers_mut()
-        .insert(RETRY_AFTER, HeaderValue::from(refusal.retry_after));
     if let Some(fields) = fields {
         insert_fields(response.headers_mut(), fields);
     }
@@ -416,3 +409,17 @@ fn refused<B>(
 
 #[cfg(feature = "redis")]
 mod fleet;
+
+/// `refusal` as HTTP answers it: its status, `Retry-After` and problem+json body.
+fn problem<B>(refusal: Refusal) -> Response<BrownoutBody<B>> {
+    let mut response = Response::new(BrownoutBody::refused(Bytes::from(refusal.body)));
+    *response.status_mut() =
+        StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(crate::http::PROBLEM_JSON),
+    );
+    headers.insert(RETRY_AFTER, HeaderValue::from(refusal.retry_after));
+    response
+}
