@@ -41,14 +41,13 @@ where
         cell.set(Some(rng));
         verdict
     });
-    let route = super::route_class(&engine, &req, classified.tier, grpc);
     std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
     let fut = answer(
         &mut inner,
         &engine,
         &settings,
         req,
-        (classified.tier, route, grpc),
+        (classified.tier, grpc),
         verdict,
     );
     fut.await

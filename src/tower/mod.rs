@@ -33,7 +33,6 @@ use crate::http::{named_policy, rejected_fields, FieldCache, Refusal};
 use crate::limiter::request_rate::{FailureTicket, RateStatus};
 use crate::limiter::{Rejection, Request as LimiterRequest};
 use crate::rng::SplitMix64;
-use crate::route_class::RouteClass;
 use crate::store::Held;
 use crate::tier::Tier;
 use bytes::Bytes;
@@ -191,15 +190,22 @@ fn limiter_request<'a, B>(
     }
 }
 
-/// The route class `req`'s latency is learned for, when its route is known.
-fn route_class<B>(engine: &Engine, req: &Request<B>, tier: Tier, grpc: bool) -> Option<RouteClass> {
-    let route = route(req, grpc)?;
-    Some(
-        engine
-            .adaptive()
-            .routes()
-            .of_pattern(req.method().as_str(), route, tier),
-    )
+/// Tells `hold` the route class its latency teaches, when it teaches one and `req`'s route is
+/// known (looked up only then: a request that holds no adaptive_concurrency slot pays nothing).
+fn learn_route<B>(
+    hold: &mut RequestHold,
+    engine: &Engine,
+    req: &Request<B>,
+    tier: Tier,
+    grpc: bool,
+) {
+    if !hold.learns_latency() {
+        return;
+    }
+    if let Some(route) = route(req, grpc) {
+        let routes = engine.adaptive().routes();
+        hold.set_route(routes.of_pattern(req.method().as_str(), route, tier));
+    }
 }
 
 /// Whether `req` is a CORS preflight (`OPTIONS` with `Origin` and
@@ -260,14 +266,13 @@ where
             cell.set(Some(rng));
             verdict
         });
-        let route = route_class(&self.engine, &req, classified.tier, grpc);
         let (engine, inner) = (&self.engine, &mut self.inner);
         answer(
             inner,
             engine,
             &settings,
             req,
-            (classified.tier, route, grpc),
+            (classified.tier, grpc),
             verdict,
         )
     }
@@ -281,7 +286,7 @@ fn answer<S, ReqB, ResB, P: EngineRef>(
     engine: &Arc<Engine>,
     settings: &Settings,
     req: Request<ReqB>,
-    (tier, route, grpc): (Tier, Option<RouteClass>, bool),
+    (tier, grpc): (Tier, bool),
     verdict: Verdict<'_, P>,
 ) -> ResponseFuture<S::Future, ResB, S::Error>
 where
@@ -310,9 +315,7 @@ where
                     .and_then(|s| policy_field(settings, s));
                 let outcome = admission.outcome;
                 let mut hold = RequestHold::waiting(engine.clone(), tier, admission);
-                if let Some(route) = route.filter(|_| hold.learns_latency()) {
-                    hold.set_route(route);
-                }
+                learn_route(&mut hold, engine, &req, tier, grpc);
                 let clone = inner.clone();
                 let inner = std::mem::replace(inner, clone);
                 let waiting = Waiting {
@@ -332,9 +335,7 @@ where
                 )));
             }
             let mut hold = RequestHold::admit(engine.clone(), tier, admission);
-            if let Some(route) = route.filter(|_| hold.learns_latency()) {
-                hold.set_route(route);
-            }
+            learn_route(&mut hold, engine, &req, tier, grpc);
             ResponseFuture::allowed(inner.call(req), hold, after, engine.clone(), (tier, grpc))
         }
     }
