@@ -118,29 +118,5 @@ pub fn diff(from: &Value, to: &Value) -> Option<Value> {
 }
 
 #[cfg(test)]
-mod document_tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn the_get_document_patches_back_and_version_is_read_only() {
-        let get =
-            json!({"kill_switch": false, "limiters": {"request_rate": {"rate": 5}}, "version": 7});
-        let doc = split_document(&get, 7).unwrap();
-        assert_eq!(doc.kill_switch, Some(false));
-        assert_eq!(doc.limiters, Some(&json!({"request_rate": {"rate": 5}})));
-        let e = split_document(&json!({"version": 8}), 7).unwrap_err();
-        assert_eq!(e.key(), Some("version"));
-        let e = split_document(&json!({"request_rate": {"rate": 5}}), 7).unwrap_err();
-        assert_eq!(e.key(), Some("request_rate"));
-        assert!(e.to_string().contains("\"limiters\""), "{e}");
-        let e = split_document(&json!({"kill_switch": null}), 7).unwrap_err();
-        assert_eq!(e.key(), Some("kill_switch"));
-        let e = split_document(&json!({"limiters": null}), 7).unwrap_err();
-        assert_eq!(e.key(), Some("limiters"));
-    }
-}
-
-#[cfg(test)]
 #[path = "patch_tests.rs"]
 mod tests;

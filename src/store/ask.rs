@@ -143,7 +143,7 @@ impl Ask {
     /// pushed next are its own. A limiter opens one group at most.
     ///
     /// # Panics
-    /// With `owner` at or past [`MAX_OWNERS`], or past [`MAX_GROUPS`] groups.
+    /// With `owner` at or past `MAX_OWNERS`, or past `MAX_GROUPS` groups.
     #[inline]
     pub fn begin(&mut self, owner: u8, enforced: bool, memo: u32) {
         let at = self.ops.len() as u8;
@@ -160,7 +160,7 @@ impl Ask {
     /// Appends `op` to the open group.
     ///
     /// # Panics
-    /// With no group open, past [`MAX_OPS`] operations or past [`MAX_SLOTS`] slots (the
+    /// With no group open, past `MAX_OPS` operations or past `MAX_SLOTS` slots (the
     /// limiters' plans stay below).
     #[inline]
     pub fn push(&mut self, op: Op) {

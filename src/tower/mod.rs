@@ -16,8 +16,9 @@
 //!
 //! The route a request's latency is learned for is axum's `MatchedPath` (feature `axum`)
 //! where the layer runs inside the router (`Router::layer`), the gRPC method for gRPC, its
-//! tier's otherwise. The peer address is axum's `ConnectInfo<SocketAddr>` (feature `axum`)
-//! or a `SocketAddr` in the request's extensions (hyper users insert it).
+//! tier's otherwise. The peer address is axum's `ConnectInfo<SocketAddr>` (feature `axum`),
+//! tonic's `TcpConnectInfo` (feature `tonic`) or a `SocketAddr` in the request's extensions
+//! (hyper users insert it).
 
 mod body;
 mod future;
@@ -150,8 +151,8 @@ impl<S> BrownoutTower<S> {
     }
 }
 
-/// The peer address: axum's `ConnectInfo` (feature `axum`), or a `SocketAddr` the server put
-/// in the request's extensions.
+/// The peer address: axum's `ConnectInfo` (feature `axum`), tonic's `TcpConnectInfo` (feature
+/// `tonic`), or a `SocketAddr` the server put in the request's extensions.
 fn peer<B>(req: &Request<B>) -> Option<std::net::IpAddr> {
     #[cfg(feature = "axum")]
     if let Some(info) = req
@@ -159,6 +160,14 @@ fn peer<B>(req: &Request<B>) -> Option<std::net::IpAddr> {
         .get::<axum::extract::ConnectInfo<SocketAddr>>()
     {
         return Some(info.0.ip());
+    }
+    #[cfg(feature = "tonic")]
+    if let Some(addr) = req
+        .extensions()
+        .get::<tonic::transport::server::TcpConnectInfo>()
+        .and_then(tonic::transport::server::TcpConnectInfo::remote_addr)
+    {
+        return Some(addr.ip());
     }
     req.extensions().get::<SocketAddr>().map(SocketAddr::ip)
 }

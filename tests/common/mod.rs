@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod faulty;
+
 use brownout::clock::ManualClock;
 use brownout::config::{HumanDuration, SourceKind};
 use brownout::control::{SourceError, UtilizationSource};
