@@ -3,31 +3,12 @@
 //! One test in this binary, so no other test allocates concurrently.
 
 mod common;
+mod counting_alloc;
 
 use actix_web::{test, web, App, HttpResponse};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
 
 const N: u64 = 2_000;
 
@@ -92,7 +73,7 @@ async fn measure(config: brownout::Config, pending: bool) {
                         .to_request()
                 })
                 .collect();
-            let before = ALLOCATIONS.load(Ordering::Relaxed);
+            let before = counting_alloc::allocations();
             for req in requests {
                 let res = if app_is_wrapped {
                     test::call_service(&wrapped, req).await.status()
@@ -101,7 +82,7 @@ async fn measure(config: brownout::Config, pending: bool) {
                 };
                 assert!(res.is_success());
             }
-            let used = ALLOCATIONS.load(Ordering::Relaxed) - before;
+            let used = counting_alloc::allocations() - before;
             if round == 1 {
                 counts.push(used);
             }

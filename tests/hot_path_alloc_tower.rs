@@ -5,39 +5,20 @@
 //! allocates concurrently.
 
 mod common;
+mod counting_alloc;
 
 use axum::body::Body;
 use axum::http::{Request, Response};
 use axum::routing::get;
 use axum::Router;
 use http_body::Body as _;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use tower_service::Service;
 
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: counting_alloc::Counting = counting_alloc::Counting;
 
 const N: u64 = 2_000;
 
@@ -90,7 +71,7 @@ async fn measure(config: brownout::Config, pending: bool) {
                         .unwrap()
                 })
                 .collect();
-            let before = ALLOCATIONS.load(Ordering::Relaxed);
+            let before = counting_alloc::allocations();
             for req in requests {
                 let ok = if app_is_wrapped {
                     call(&mut wrapped.clone(), req).await
@@ -99,7 +80,7 @@ async fn measure(config: brownout::Config, pending: bool) {
                 };
                 assert!(ok);
             }
-            let used = ALLOCATIONS.load(Ordering::Relaxed) - before;
+            let used = counting_alloc::allocations() - before;
             if round == 1 {
                 counts.push(used);
             }

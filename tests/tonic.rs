@@ -8,7 +8,6 @@
 mod common;
 
 use common::Rig;
-use std::time::Duration;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
 use tonic::Code;
@@ -109,14 +108,11 @@ async fn a_stream_holds_its_slot_until_the_client_cancels_it() {
     );
     // The client cancels the stream: the slot comes back.
     drop(watch);
-    let mut freed = false;
-    for _ in 0..100 {
-        if client.check(request()).await.is_ok() {
-            freed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let freed = common::eventually(|| {
+        let mut client = client.clone();
+        async move { client.check(request()).await.is_ok() }
+    })
+    .await;
     assert!(freed, "the cancelled stream gave its slot back");
 }
 

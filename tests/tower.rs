@@ -221,14 +221,7 @@ async fn a_streamed_body_holds_its_slot_until_it_ends_or_the_client_hangs_up() {
         .unwrap();
     assert_eq!(items().await.unwrap().status(), 429);
     drop(export);
-    let mut freed = false;
-    for _ in 0..100 {
-        if items().await.unwrap().status() == 200 {
-            freed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let freed = common::eventually(|| async { items().await.unwrap().status() == 200 }).await;
     assert!(freed, "the slot came back when the client hung up");
 }
 
@@ -369,14 +362,8 @@ async fn with_cancel_a_request_is_stopped_and_answered_503_or_deadline_exceeded(
         Some("1000")
     );
     assert!(header(&res, "grpc-message").unwrap().contains("deadline"));
-    let mut stopped_now = false;
-    for _ in 0..100 {
-        stopped_now = stopped.load(std::sync::atomic::Ordering::SeqCst);
-        if stopped_now {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let stopped_now =
+        common::eventually(|| async { stopped.load(std::sync::atomic::Ordering::SeqCst) }).await;
     assert!(stopped_now, "the handlers were stopped");
     assert_eq!(
         rig.metric(r#"brownout_expired_requests_total{tier="get"}"#),

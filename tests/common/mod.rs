@@ -312,3 +312,19 @@ pub fn svg_texts(svg: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// Whether `check` comes true within 100 tries 20 ms apart (2 s): for what happens on a server
+/// task after the test's last step (a slot freed when a client hangs up).
+pub async fn eventually<F, Fut>(mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..100 {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
