@@ -4,7 +4,7 @@
 //! ```sh
 //! cargo run --example embed -- config.yaml 127.0.0.1:8080
 //! ```
-use actix_web::{web, App, HttpMessage, HttpServer};
+use actix_web::{web, App, HttpServer};
 use brownout::{Brownout, ClientKey, Config};
 
 /// Whatever your authentication layer puts in the request's extensions.

@@ -74,6 +74,7 @@ pub mod config;
 pub mod control;
 mod engine;
 mod handle;
+pub mod hook;
 pub mod http;
 pub mod limiter;
 mod logging;
@@ -98,4 +99,5 @@ pub use handle::{
     AdminServer, Admitted, Brownout, BrownoutBuilder, BucketState, ClientState, Decision, Error,
     InFlightState, KeyHook, PlanHook, Report, Settings, TierHook,
 };
+pub use hook::HookRequest;
 pub use tier::Tier;

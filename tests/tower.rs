@@ -374,3 +374,64 @@ async fn with_cancel_a_request_is_stopped_and_answered_503_or_deadline_exceeded(
     let res = c.get(format!("{base}/v1/items")).send().await.unwrap();
     assert_eq!(res.status(), 200);
 }
+
+/// The customer an earlier layer verified (here a fixed one, as `axum::Extension` inserts it).
+#[derive(Clone)]
+struct Customer(&'static str);
+
+#[actix_web::test]
+async fn the_apps_hooks_run_in_the_layer_as_in_the_middleware() {
+    // The key hook counts the customer an outer layer verified, whatever bearer key is sent.
+    let rig = Rig::with(common::slow_bucket(1), |b| {
+        b.key_hook(|req| {
+            let customer = req.extensions().get::<Customer>().cloned()?;
+            Some(brownout::ClientKey::new(customer.0))
+        })
+    });
+    let base = serve(
+        Router::new()
+            .route("/v1/items", get(|| async { "ok" }))
+            .layer(rig.brownout.layer())
+            .layer(axum::Extension(Customer("cus_42"))),
+    )
+    .await;
+    let c = client();
+    let send = |key: &'static str| {
+        c.get(format!("{base}/v1/items"))
+            .insert_header(("Authorization", key))
+            .send()
+    };
+    assert_eq!(send("Bearer sk_live_a").await.unwrap().status(), 200);
+    let refused = send("Bearer sk_live_b").await.unwrap();
+    assert_eq!(refused.status(), 429, "one customer, one bucket");
+
+    // The tier hook promotes a route to critical; a panicking one fails open, counted.
+    let rig = Rig::with(common::config(), |b| {
+        b.tier_hook(|req| match req.path() {
+            "/v1/health" => Some(brownout::Tier::Critical),
+            "/v1/boom" => panic!("hook bug"),
+            _ => None,
+        })
+    });
+    rig.shed_all().await;
+    let base = serve(
+        Router::new()
+            .route("/v1/health", get(|| async { "ok" }))
+            .route("/v1/boom", get(|| async { "ok" }))
+            .route("/v1/items", get(|| async { "ok" }))
+            .layer(rig.brownout.layer()),
+    )
+    .await;
+    let get_path = |path: &'static str| c.get(format!("{base}{path}")).send();
+    assert_eq!(get_path("/v1/health").await.unwrap().status(), 200);
+    assert_eq!(get_path("/v1/items").await.unwrap().status(), 503);
+    assert_eq!(
+        get_path("/v1/boom").await.unwrap().status(),
+        503,
+        "the built-in rules: a shed GET"
+    );
+    assert_eq!(
+        rig.metric(r#"brownout_fail_open_total{limiter="classifier",reason="panic"}"#),
+        1.0
+    );
+}

@@ -10,13 +10,13 @@ use crate::control::{
     InFlight, InFlightSource, RuntimeRegistry, RuntimeSource, ShedPlan, UtilizationSource,
 };
 use crate::engine::{Engine, Settings};
-use crate::http::Hooks;
+use crate::hook::HookRequest;
+use crate::hook::Hooks;
 use crate::limiter::adaptive_concurrency::AdaptiveState;
 use crate::ops::restore::{restore, RestoreReport, Restored};
 use crate::ops::{persist, AuditLog};
 use crate::store::{Keyed, Store};
 use crate::tier::Tier;
-use actix_web::dev::ServiceRequest;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
@@ -73,10 +73,11 @@ impl BrownoutBuilder {
     }
 
     /// Overrides the tier of requests for which `hook` returns `Some`. A panicking hook fails
-    /// open to the built-in rules.
+    /// open to the built-in rules. Hooks see a [`HookRequest`], from the actix middleware and
+    /// from the tower layer alike.
     pub fn tier_hook(
         mut self,
-        hook: impl Fn(&ServiceRequest) -> Option<Tier> + Send + Sync + 'static,
+        hook: impl Fn(&HookRequest<'_>) -> Option<Tier> + Send + Sync + 'static,
     ) -> Self {
         self.hooks.tier = Some(Arc::new(hook));
         self
@@ -92,8 +93,6 @@ impl BrownoutBuilder {
     /// # Examples
     /// ```
     /// # use brownout::{Brownout, Config};
-    /// use actix_web::HttpMessage;
-    ///
     /// #[derive(Clone)]
     /// struct Customer { id: String }   // inserted by your authentication middleware
     ///
@@ -104,7 +103,7 @@ impl BrownoutBuilder {
     /// ```
     pub fn key_hook(
         mut self,
-        hook: impl Fn(&ServiceRequest) -> Option<ClientKey> + Send + Sync + 'static,
+        hook: impl Fn(&HookRequest<'_>) -> Option<ClientKey> + Send + Sync + 'static,
     ) -> Self {
         self.hooks.key = Some(Arc::new(hook));
         self
@@ -114,7 +113,7 @@ impl BrownoutBuilder {
     /// customer record the app already loaded). A panicking hook fails open to the default plan.
     pub fn plan_hook(
         mut self,
-        hook: impl Fn(&ServiceRequest) -> Option<Arc<str>> + Send + Sync + 'static,
+        hook: impl Fn(&HookRequest<'_>) -> Option<Arc<str>> + Send + Sync + 'static,
     ) -> Self {
         self.hooks.plan = Some(Arc::new(hook));
         self

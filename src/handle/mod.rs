@@ -9,7 +9,7 @@ mod operate;
 mod peek;
 
 pub use crate::engine::Settings;
-pub use crate::http::{KeyHook, PlanHook, TierHook};
+pub use crate::hook::{KeyHook, PlanHook, TierHook};
 pub use admin::AdminServer;
 pub use builder::BrownoutBuilder;
 pub use error::{Error, Report};
@@ -20,7 +20,8 @@ use crate::classify::RequestFacts;
 use crate::config::Config;
 use crate::control::{RuntimeRegistry, ShedPlan, UtilizationSource};
 use crate::engine::{judge, Engine, RequestHold, Verdict};
-use crate::http::{BrownoutMiddleware, Hooks};
+use crate::hook::Hooks;
+use crate::http::BrownoutMiddleware;
 use crate::limiter::{LimiterName, Rejection, Request};
 use crate::metrics::Outcome;
 use crate::ops::{AuditLog, PendingRevert};
@@ -439,8 +440,8 @@ impl Brownout {
 
     /// The same limiters behind a tower [`Layer`](tower_layer::Layer), for axum, tonic and
     /// hyper apps (feature `tower`): the same engine, settings, admin API and metrics as
-    /// [`middleware`](Self::middleware), on `http` 1 requests. The tier, key and plan hooks
-    /// take actix requests, so the layer does not run them (the built-in rules apply).
+    /// [`middleware`](Self::middleware), on `http` 1 requests, with the same tier, key and
+    /// plan hooks.
     ///
     /// # Examples
     /// ```
@@ -455,13 +456,7 @@ impl Brownout {
     /// ```
     #[cfg(feature = "tower")]
     pub fn layer(&self) -> crate::tower::BrownoutLayer {
-        let hooks = &self.inner.hooks;
-        if hooks.tier.is_some() || hooks.key.is_some() || hooks.plan.is_some() {
-            tracing::warn!(
-                "brownout's tier, key and plan hooks take actix requests: the tower layer does not run them, and classifies with the built-in rules"
-            );
-        }
-        crate::tower::BrownoutLayer::new(self.engine().clone())
+        crate::tower::BrownoutLayer::new(self.engine().clone(), self.inner.hooks.clone())
     }
 }
 

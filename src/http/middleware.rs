@@ -12,12 +12,12 @@ use super::ratelimit;
 use super::request::request_of;
 use super::respond::{respond, ResponseFuture};
 use super::worker::Worker;
-use crate::classify::{Classified, ClientKey, RequestFacts, MAX_FORWARDED_LINES};
+use crate::classify::{Classified, RequestFacts, MAX_FORWARDED_LINES};
 use crate::control::RuntimeRegistry;
 use crate::engine::{judge, Admission, Engine, Settings, Verdict, WorkerEngine};
+use crate::hook::{HookRequest, Hooks};
 use crate::limiter::request_rate::RateStatus;
 use crate::rng::SplitMix64;
-use crate::tier::Tier;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::http::header::{HeaderName, HeaderValue, AUTHORIZATION};
@@ -26,31 +26,12 @@ use arc_swap::cache::Cache;
 use arc_swap::ArcSwap;
 use std::cell::RefCell;
 use std::future::{ready, Ready};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::Arc;
 
 const TEST_MODE: HeaderName = HeaderName::from_static(crate::classify::TEST_MODE_HEADER);
 const FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const PLAN: HeaderName = HeaderName::from_static("brownout-plan");
-
-/// A user hook that overrides the tier of a request (`None` keeps the built-in rules).
-pub type TierHook = Arc<dyn Fn(&ServiceRequest) -> Option<Tier> + Send + Sync>;
-
-/// A user hook that names the client a request's per-user limits count against (`None`: the
-/// bearer API key, else the client IP).
-pub type KeyHook = Arc<dyn Fn(&ServiceRequest) -> Option<ClientKey> + Send + Sync>;
-
-/// A user hook that names the request-rate plan of a request (`None`: the default plan).
-pub type PlanHook = Arc<dyn Fn(&ServiceRequest) -> Option<Arc<str>> + Send + Sync>;
-
-/// The app's hooks, run by the middleware on each request (set on the builder).
-#[derive(Clone, Default)]
-pub(crate) struct Hooks {
-    pub(crate) tier: Option<TierHook>,
-    pub(crate) key: Option<KeyHook>,
-    pub(crate) plan: Option<PlanHook>,
-}
 
 /// The middleware factory; made by [`Brownout::middleware`](crate::Brownout::middleware).
 #[derive(Clone)]
@@ -144,7 +125,12 @@ impl<S> RateFields for WorkerFields<'_, S> {
 }
 
 impl<S> BrownoutService<S> {
-    fn classify(&self, req: &ServiceRequest, settings: &Settings) -> Classified {
+    fn classify(
+        &self,
+        req: &ServiceRequest,
+        hooked: Option<&HookRequest<'_>>,
+        settings: &Settings,
+    ) -> Classified {
         let headers = req.headers();
         // Every X-Forwarded-For line, kept on the stack (the last ones: entries are read from
         // the end), and only when the header is trusted.
@@ -165,45 +151,16 @@ impl<S> BrownoutService<S> {
             test_mode: headers.get(TEST_MODE).map(|v| v.as_bytes()),
             forwarded_for: &lines[..forwarded],
             peer: req.peer_addr().map(|a| a.ip()),
-            client: self.hooked_key(req),
+            client: hooked.and_then(|h| self.hooks.key(&self.worker.engine, h)),
             preflight: super::request::is_preflight(req),
             // Read once the app has answered (the router has not run yet).
             route: None,
         };
         let mut classified = settings.classifier.classify(&facts);
-        if let Some(hook) = &self.hooks.tier {
-            match catch_unwind(AssertUnwindSafe(|| hook(req))) {
-                Ok(Some(tier)) => classified.tier = tier,
-                Ok(None) => {}
-                Err(_) => self.worker.engine.fail_open("classifier", "panic", || {
-                    "the tier hook panicked; using the built-in rules".to_owned()
-                }),
-            }
+        if let Some(tier) = hooked.and_then(|h| self.hooks.tier(&self.worker.engine, h)) {
+            classified.tier = tier;
         }
         classified
-    }
-
-    /// The client named by the app's key hook (a panicking hook fails open to the built-in
-    /// rule).
-    fn hooked_key(&self, req: &ServiceRequest) -> Option<ClientKey> {
-        let hook = self.hooks.key.as_ref()?;
-        catch_unwind(AssertUnwindSafe(|| hook(req))).unwrap_or_else(|_| {
-            self.worker.engine.fail_open("classifier", "panic", || {
-                "the key hook panicked; using the bearer key or IP".to_owned()
-            });
-            None
-        })
-    }
-
-    /// The plan named by the app's hook (a panicking hook fails open to the default plan).
-    fn hooked_plan(&self, req: &ServiceRequest) -> Option<Arc<str>> {
-        let hook = self.hooks.plan.as_ref()?;
-        catch_unwind(AssertUnwindSafe(|| hook(req))).unwrap_or_else(|_| {
-            self.worker.engine.fail_open("classifier", "panic", || {
-                "the plan hook panicked; using the default plan".to_owned()
-            });
-            None
-        })
     }
 }
 
@@ -241,8 +198,15 @@ where
                 &loaded
             }
         };
-        let classified = self.classify(&req, settings);
-        let hooked = self.hooked_plan(&req);
+        // The request as the app's hooks see it, only when there are hooks.
+        let hook_request = self
+            .hooks
+            .any()
+            .then(|| HookRequest::actix(&req, routed_path(&req)));
+        let classified = self.classify(&req, hook_request.as_ref(), settings);
+        let hooked = hook_request
+            .as_ref()
+            .and_then(|h| self.hooks.plan(engine, h));
         let header_plan = settings
             .classifier
             .trust_plan_header

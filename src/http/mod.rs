@@ -15,8 +15,7 @@ mod route;
 mod worker;
 
 pub use body::TrackedBody;
-pub(crate) use middleware::Hooks;
-pub use middleware::{BrownoutMiddleware, BrownoutService, KeyHook, PlanHook, TierHook};
+pub use middleware::{BrownoutMiddleware, BrownoutService};
 pub use respond::ResponseFuture;
 pub(crate) use response::problem;
 // What the tower layer shares with the middleware (`crate::tower`).

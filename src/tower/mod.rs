@@ -30,6 +30,7 @@ use future::{wait, Waiting};
 
 use crate::classify::{Classified, RequestFacts, MAX_FORWARDED_LINES, TEST_MODE_HEADER};
 use crate::engine::{judge, Engine, EngineRef, RequestHold, Settings, Verdict};
+use crate::hook::{HookRequest, Hooks};
 use crate::http::{named_policy, rejected_fields, FieldCache, Refusal};
 use crate::limiter::request_rate::{FailureTicket, RateStatus};
 use crate::limiter::{Rejection, Request as LimiterRequest};
@@ -41,7 +42,7 @@ use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_A
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use std::cell::{Cell, RefCell};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower_service::Service;
@@ -71,11 +72,12 @@ type ActixValue = actix_web::http::header::HeaderValue;
 #[derive(Clone)]
 pub struct BrownoutLayer {
     engine: Arc<Engine>,
+    hooks: Hooks,
 }
 
 impl BrownoutLayer {
-    pub(crate) fn new(engine: Arc<Engine>) -> Self {
-        Self { engine }
+    pub(crate) fn new(engine: Arc<Engine>, hooks: Hooks) -> Self {
+        Self { engine, hooks }
     }
 }
 
@@ -86,6 +88,7 @@ impl<S> tower_layer::Layer<S> for BrownoutLayer {
         BrownoutTower {
             inner,
             engine: self.engine.clone(),
+            hooks: self.hooks.clone(),
         }
     }
 }
@@ -95,6 +98,8 @@ impl<S> tower_layer::Layer<S> for BrownoutLayer {
 pub struct BrownoutTower<S> {
     inner: S,
     engine: Arc<Engine>,
+    /// The app's hooks (none: a clone copies nothing shared).
+    hooks: Hooks,
 }
 
 /// What a request let through leaves for its response: the RateLimit fields written at
@@ -124,7 +129,12 @@ fn insert_fields(headers: &mut http::HeaderMap, [policy, value]: [Option<HeaderV
 }
 
 impl<S> BrownoutTower<S> {
-    fn classify<B>(&self, req: &Request<B>, settings: &Settings) -> Classified {
+    fn classify<B>(
+        &self,
+        req: &Request<B>,
+        (peer, hooked): (Option<IpAddr>, Option<&HookRequest<'_>>),
+        settings: &Settings,
+    ) -> Classified {
         let headers = req.headers();
         let mut lines: [&[u8]; MAX_FORWARDED_LINES] = [&[]; MAX_FORWARDED_LINES];
         let mut forwarded = 0;
@@ -142,18 +152,22 @@ impl<S> BrownoutTower<S> {
             authorization: headers.get(AUTHORIZATION).map(HeaderValue::as_bytes),
             test_mode: headers.get(TEST_MODE).map(HeaderValue::as_bytes),
             forwarded_for: &lines[..forwarded],
-            peer: peer(req),
-            client: None,
+            peer,
+            client: hooked.and_then(|h| self.hooks.key(&self.engine, h)),
             preflight: is_preflight(req),
             route: None,
         };
-        settings.classifier.classify(&facts)
+        let mut classified = settings.classifier.classify(&facts);
+        if let Some(tier) = hooked.and_then(|h| self.hooks.tier(&self.engine, h)) {
+            classified.tier = tier;
+        }
+        classified
     }
 }
 
 /// The peer address: axum's `ConnectInfo` (feature `axum`), tonic's `TcpConnectInfo` (feature
 /// `tonic`), or a `SocketAddr` the server put in the request's extensions.
-fn peer<B>(req: &Request<B>) -> Option<std::net::IpAddr> {
+fn peer<B>(req: &Request<B>) -> Option<IpAddr> {
     #[cfg(feature = "axum")]
     if let Some(info) = req
         .extensions()
@@ -246,13 +260,20 @@ where
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         // A guard, not an Arc clone: no shared count written per request.
         let settings = self.engine.settings().load();
-        let classified = self.classify(&req, &settings);
+        let peer = peer(&req);
+        // The request as the app's hooks see it, only when there are hooks.
+        let hook_request = self.hooks.any().then(|| HookRequest::http(&req, peer));
+        let classified = self.classify(&req, (peer, hook_request.as_ref()), &settings);
+        let hooked_plan = hook_request
+            .as_ref()
+            .and_then(|h| self.hooks.plan(&self.engine, h));
         let grpc = grpc::is_grpc(req.headers());
-        let plan = settings
+        let header_plan = settings
             .classifier
             .trust_plan_header
             .then(|| req.headers().get(PLAN).and_then(|v| v.to_str().ok()))
             .flatten();
+        let plan = hooked_plan.as_deref().or(header_plan);
         let request = limiter_request(&req, &classified, plan);
         #[cfg(feature = "redis")]
         if self.engine.keyed().asks_first() {
