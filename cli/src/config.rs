@@ -127,6 +127,10 @@ pub struct DemoConfig {
     /// its own (a CPU-bound app: set `workers` to the cores the server is given; its capacity
     /// is what those cores do, less what HTTP and brownout take).
     pub work: DemoWork,
+    /// The web framework the demo's routes are served with: `actix` (the default: brownout's
+    /// middleware) or `axum` (brownout's tower layer, on a multi-threaded tokio runtime of as
+    /// many threads as actix has workers). The same routes, worker pool and answers.
+    pub framework: DemoFramework,
     /// Another crate's adaptive concurrency limiter in front of the demo's routes, for the
     /// overload scorecard's comparison arm (brownout's own limiters are set apart).
     pub alternative_limiter: AlternativeLimiter,
@@ -249,6 +253,14 @@ impl DemoConfig {
                 format!("must be between 0 and 2 (got {})", self.spread),
             ));
         }
+        if self.framework == DemoFramework::Axum
+            && self.alternative_limiter != AlternativeLimiter::Off
+        {
+            return Err(ConfigError::invalid(
+                "demo.alternative_limiter",
+                "is an actix middleware: set it off with framework: axum",
+            ));
+        }
         if !cfg!(feature = "tools") && self.alternative_limiter != AlternativeLimiter::Off {
             return Err(ConfigError::invalid(
                 "demo.alternative_limiter",
@@ -271,6 +283,18 @@ pub enum DemoWork {
     /// `/proc/thread-self/schedstat`), so a contended core stretches it as it would a real
     /// CPU-bound handler.
     Cpu,
+}
+
+/// `demo.framework:` — what serves the demo's routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DemoFramework {
+    /// actix-web, behind brownout's middleware (the default).
+    #[default]
+    Actix,
+    /// axum, behind brownout's tower layer (inside the router: routes learned by their
+    /// matched path).
+    Axum,
 }
 
 /// `demo.alternative_limiter:` — which of the congestion-limiter crate's algorithms guards
@@ -296,6 +320,7 @@ impl Default for DemoConfig {
             route_times: None,
             spread: 0.0,
             work: DemoWork::Sleep,
+            framework: DemoFramework::Actix,
             alternative_limiter: AlternativeLimiter::Off,
             capacity_drop: CapacityDrop::Slower,
             cold_start: HumanDuration::from_millis(0),

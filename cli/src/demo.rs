@@ -3,14 +3,16 @@
 //! `demo.route_times`), so load above `workers / service_time` really overloads it and the
 //! worker-utilization controller has something to react to. With `demo.work: cpu` a request
 //! burns its service time as CPU on a thread of its own instead of sleeping: a CPU-bound
-//! server, whose capacity is what its cores do.
+//! server, whose capacity is what its cores do. `demo.framework: axum` serves the same routes
+//! with axum behind brownout's tower layer (`demo/axum_app.rs`).
 
 #[cfg(feature = "tools")]
 mod alternative;
+mod axum_app;
 
-use crate::config::{CliConfig, DemoWork, Route, COLD_SLOWDOWN};
+use crate::config::{CliConfig, DemoFramework, DemoWork, Route, COLD_SLOWDOWN};
 use actix_web::dev::ServerHandle;
-use actix_web::{web, App, HttpResponse, HttpServer};
+use actix_web::{web, HttpResponse, HttpServer};
 use brownout::clock::{Clock, SystemClock};
 use brownout::config::ConfigError;
 use brownout::{Brownout, Error};
@@ -172,29 +174,44 @@ fn burn(work: Duration) {
     }
 }
 
+/// What a demo route answers once its request has had its worker: the status and JSON body,
+/// whatever framework serves it (`id`: `GET /v1/items/{id}`'s).
+fn answer(route: Route, id: &str) -> (u16, serde_json::Value) {
+    match route {
+        Route::GetItems => (200, json!({"items": [{"id": "item_1"}, {"id": "item_2"}]})),
+        Route::PostItems => (201, json!({"id": "item_3"})),
+        Route::Charges => (201, json!({"id": "ch_1", "status": "succeeded"})),
+        Route::GetItem => (200, json!({"id": id})),
+        Route::Reports => (200, json!({"report": "monthly", "rows": 2})),
+    }
+}
+
+/// `route`'s answer in actix, after its work.
+async fn served(pool: &WorkerPool, route: Route, id: &str) -> HttpResponse {
+    pool.work(route).await;
+    let (status, body) = answer(route, id);
+    let status = actix_web::http::StatusCode::from_u16(status).unwrap_or_default();
+    HttpResponse::build(status).json(body)
+}
+
 async fn list_items(pool: web::Data<WorkerPool>) -> HttpResponse {
-    pool.work(Route::GetItems).await;
-    HttpResponse::Ok().json(json!({"items": [{"id": "item_1"}, {"id": "item_2"}]}))
+    served(&pool, Route::GetItems, "").await
 }
 
 async fn create_item(pool: web::Data<WorkerPool>) -> HttpResponse {
-    pool.work(Route::PostItems).await;
-    HttpResponse::Created().json(json!({"id": "item_3"}))
+    served(&pool, Route::PostItems, "").await
 }
 
 async fn create_charge(pool: web::Data<WorkerPool>) -> HttpResponse {
-    pool.work(Route::Charges).await;
-    HttpResponse::Created().json(json!({"id": "ch_1", "status": "succeeded"}))
+    served(&pool, Route::Charges, "").await
 }
 
 async fn get_item(pool: web::Data<WorkerPool>, id: web::Path<String>) -> HttpResponse {
-    pool.work(Route::GetItem).await;
-    HttpResponse::Ok().json(json!({"id": id.into_inner()}))
+    served(&pool, Route::GetItem, &id).await
 }
 
 async fn report(pool: web::Data<WorkerPool>) -> HttpResponse {
-    pool.work(Route::Reports).await;
-    HttpResponse::Ok().json(json!({"report": "monthly", "rows": 2}))
+    served(&pool, Route::Reports, "").await
 }
 
 async fn healthz() -> HttpResponse {
@@ -223,8 +240,14 @@ pub struct Demo {
     /// Where the admin API listens.
     pub admin_addr: SocketAddr,
     pool: WorkerPool,
-    app: ServerHandle,
+    app: App,
     admin: ServerHandle,
+}
+
+/// The demo app's server, to stop it.
+enum App {
+    Actix(ServerHandle),
+    Axum(axum_app::AxumApp),
 }
 
 impl Demo {
@@ -263,28 +286,40 @@ impl Demo {
         let brownout = builder.build()?;
         brownout.start()?;
         let admin = brownout.admin_server()?;
-        let b = brownout.clone();
-        let pool_handle = pool.clone();
-        let app = HttpServer::new(move || {
-            App::new()
-                .wrap(gate.clone())
-                .wrap(b.middleware())
-                .configure(routes(pool.clone()))
-        })
-        .disable_signals()
-        .bind(&demo.bind)
-        .map_err(|e| Error::Admin(format!("demo.bind {}: {e}", demo.bind)))?;
-        let app_addr = app.addrs()[0];
-        let app = app.run();
+        let bind_error = |e: std::io::Error| Error::Admin(format!("demo.bind {}: {e}", demo.bind));
+        let (app_addr, app) = match demo.framework {
+            DemoFramework::Actix => {
+                let b = brownout.clone();
+                let pool = pool.clone();
+                let app = HttpServer::new(move || {
+                    actix_web::App::new()
+                        .wrap(gate.clone())
+                        .wrap(b.middleware())
+                        .configure(routes(pool.clone()))
+                })
+                .disable_signals()
+                .bind(&demo.bind)
+                .map_err(bind_error)?;
+                let app_addr = app.addrs()[0];
+                let app = app.run();
+                let handle = app.handle();
+                actix_web::rt::spawn(app);
+                (app_addr, App::Actix(handle))
+            }
+            DemoFramework::Axum => {
+                let (addr, app) =
+                    axum_app::start(&brownout, pool.clone(), &demo.bind).map_err(bind_error)?;
+                (addr, App::Axum(app))
+            }
+        };
         let demo = Demo {
             brownout,
-            pool: pool_handle,
+            pool,
             app_addr,
             admin_addr: admin.local_addr,
-            app: app.handle(),
+            app,
             admin: admin.server.handle(),
         };
-        actix_web::rt::spawn(app);
         actix_web::rt::spawn(admin.server);
         tracing::info!("demo app listening on http://{app_addr}");
         tracing::info!("admin API listening on http://{}", demo.admin_addr);
@@ -327,7 +362,10 @@ impl Demo {
     /// # Cancel safety
     /// Dropping the future early leaves the servers and actors stopping on their own.
     pub async fn stop(self) {
-        self.app.stop(true).await;
+        match self.app {
+            App::Actix(app) => app.stop(true).await,
+            App::Axum(app) => app.stop().await,
+        }
         self.admin.stop(true).await;
         self.brownout.shutdown().await;
     }

@@ -106,6 +106,33 @@ async fn overload_sheds_by_tier_and_recovers() {
     // The controller alone (the fast guard's own test is below), on its pinned capacity.
     let mut c = compressed_config();
     c.brownout.limiters.adaptive_concurrency.mode = brownout::Mode::Off;
+    sheds_by_tier_and_recovers(c).await;
+}
+
+#[actix_web::test]
+async fn on_axum_overload_sheds_by_tier_and_recovers_too() {
+    // The same demo served by axum behind the tower layer (`demo.framework: axum`).
+    let mut c = compressed_config();
+    c.brownout.limiters.adaptive_concurrency.mode = brownout::Mode::Off;
+    c.demo.framework = brownout_cli::config::DemoFramework::Axum;
+    let demo = Demo::start(c.clone()).expect("demo starts");
+    // The same answers as on actix.
+    let client = awc::Client::default();
+    let mut res = client
+        .get(format!("http://{}/v1/items/item_9", demo.app_addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(body["id"], "item_9");
+    demo.stop().await;
+    sheds_by_tier_and_recovers(c).await;
+}
+
+/// The demo of `c` under twice its capacity: test traffic shed first, then GETs, then POSTs,
+/// critical never, and every tier served again once the load stops.
+async fn sheds_by_tier_and_recovers(c: CliConfig) {
     let demo = Demo::start(c).expect("demo starts");
     let base = format!("http://{}", demo.app_addr);
     let client = awc::Client::default();
