@@ -2,7 +2,7 @@
 //! (the `grpc.health.v1.Health` service that tonic-health ships, generated code included): a
 //! refused call reads as a gRPC `Status` (RESOURCE_EXHAUSTED with the pushback, UNAVAILABLE when
 //! shed), critical routes written as gRPC method paths, a server stream holding its concurrency
-//! slot until the client cancels it, a unary call giving its slot back when answered, and a
+//! slot until the server finishes it or the client cancels it, a unary call giving its slot back when answered, and a
 //! panicking store failing open.
 
 mod common;
@@ -13,12 +13,18 @@ use tonic::transport::{Channel, Server};
 use tonic::Code;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
+use tonic_health::server::HealthReporter;
 
 /// The health service behind `rig`'s layer on a loopback port, and a client connected to it.
 async fn serve(rig: &Rig) -> HealthClient<Channel> {
+    serve_reporting(rig).await.0
+}
+
+/// [`serve`], and the reporter of the service's statuses (clearing one ends its streams).
+async fn serve_reporting(rig: &Rig) -> (HealthClient<Channel>, HealthReporter) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let (_reporter, health) = tonic_health::server::health_reporter();
+    let (reporter, health) = tonic_health::server::health_reporter();
     let server = Server::builder()
         .layer(rig.brownout.layer())
         .add_service(health)
@@ -29,7 +35,7 @@ async fn serve(rig: &Rig) -> HealthClient<Channel> {
         .connect()
         .await
         .unwrap();
-    HealthClient::new(channel)
+    (HealthClient::new(channel), reporter)
 }
 
 fn request() -> HealthCheckRequest {
@@ -84,14 +90,41 @@ async fn a_shed_call_reads_as_unavailable_and_a_critical_method_is_served() {
     assert!(pushback(&shed) >= 1000);
 }
 
-#[actix_web::test]
-async fn a_stream_holds_its_slot_until_the_client_cancels_it() {
+/// One concurrency slot per client, nothing else on.
+fn one_slot() -> brownout::Config {
     let mut config = common::config();
     config.limiters.worker_utilization.mode = brownout::Mode::Off;
     let cr = &mut config.limiters.concurrent_requests;
     cr.mode = brownout::Mode::Enforce;
     cr.max_in_flight = 1;
-    let rig = Rig::new(config);
+    config
+}
+
+#[actix_web::test]
+async fn a_stream_holds_its_slot_until_the_server_finishes_it() {
+    let rig = Rig::new(one_slot());
+    let (mut client, mut reporter) = serve_reporting(&rig).await;
+    let mut watch = client.watch(request()).await.unwrap().into_inner();
+    watch.message().await.unwrap().expect("the first status");
+    let refused = client.check(request()).await.expect_err("the slot is held");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    // The server ends the stream (its status is cleared): the call ends OK, its slot is free.
+    reporter.clear_service_status("").await;
+    assert!(watch.message().await.unwrap().is_none(), "the stream ended");
+    reporter
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+    let freed = common::eventually(|| {
+        let mut client = client.clone();
+        async move { client.check(request()).await.is_ok() }
+    })
+    .await;
+    assert!(freed, "the finished stream gave its slot back");
+}
+
+#[actix_web::test]
+async fn a_stream_holds_its_slot_until_the_client_cancels_it() {
+    let rig = Rig::new(one_slot());
     let mut client = serve(&rig).await;
     // Unary calls one after another: each gives its slot back when answered.
     for _ in 0..3 {
@@ -118,11 +151,7 @@ async fn a_stream_holds_its_slot_until_the_client_cancels_it() {
 
 #[actix_web::test]
 async fn a_panicking_store_fails_open() {
-    let mut config = common::config();
-    config.limiters.worker_utilization.mode = brownout::Mode::Off;
-    let cr = &mut config.limiters.concurrent_requests;
-    cr.mode = brownout::Mode::Enforce;
-    cr.max_in_flight = 1;
+    let config = one_slot();
     let store = std::sync::Arc::new(common::faulty::Faulty::new(true));
     let rig = Rig::with(config, |b| b.store(store));
     let mut client = serve(&rig).await;
