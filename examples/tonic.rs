@@ -4,10 +4,18 @@
 //!
 //! The service is `grpc.health.v1.Health`, which tonic-health ships with its generated code (no
 //! protoc needed). Run `cargo run --example tonic --features tonic -- 127.0.0.1:50051`, then
-//! call it with any gRPC client, e.g.
-//! `grpcurl -plaintext 127.0.0.1:50051 grpc.health.v1.Health/Check` (its method `Check` is
-//! critical here: never shed; `Watch`, a server stream, holds its concurrency slot while it
-//! streams).
+//! call it with any gRPC client (`grpc_health_probe -addr=127.0.0.1:50051`), or with curl (the
+//! gRPC frame of an empty request message is five zero bytes):
+//!
+//! ```sh
+//! printf '\0\0\0\0\0' | curl -si --http2-prior-knowledge -H 'content-type: application/grpc' \
+//!   -H 'te: trailers' --data-binary @- http://127.0.0.1:50051/grpc.health.v1.Health/Check
+//! ```
+//!
+//! Its method `Check` is critical here: never shed under overload (its rate limit still holds:
+//! a burst past it reads `grpc-status: 8`). `Watch`, a server stream, holds its concurrency
+//! slot while it streams. The peer address (for per-IP limits and anonymous clients) is
+//! tonic's `TcpConnectInfo`, which the `tonic` feature reads.
 
 use brownout::{Brownout, Config};
 use tonic::transport::Server;

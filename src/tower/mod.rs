@@ -183,7 +183,27 @@ fn peer<B>(req: &Request<B>) -> Option<IpAddr> {
     {
         return Some(addr.ip());
     }
-    req.extensions().get::<SocketAddr>().map(SocketAddr::ip)
+    let peer = req.extensions().get::<SocketAddr>().map(SocketAddr::ip);
+    if peer.is_none() {
+        no_peer_warning();
+    }
+    peer
+}
+
+/// Tells the operator, once per process, that requests come without a peer address: every
+/// client without a key then counts as one, and the per-IP ceiling is one for all.
+#[cold]
+fn no_peer_warning() {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        crate::logging::notice(
+            crate::logging::Level::Warn,
+            "a request reached brownout's tower layer without its peer address: clients without \
+             a key share one bucket, and the per-IP ceiling is one for all. Serve axum with \
+             into_make_service_with_connect_info::<SocketAddr>(), build brownout with its tonic \
+             feature for tonic, or put the SocketAddr in the request's extensions (hyper)",
+        );
+    });
 }
 
 /// The route that serves `req` as its router names it: axum's `MatchedPath` (feature `axum`),
