@@ -23,26 +23,27 @@
 mod body;
 mod future;
 pub mod grpc;
+mod request;
 
 pub use body::BrownoutBody;
 pub use future::ResponseFuture;
 use future::{wait, Waiting};
+use request::{learn_route, limiter_request, peer};
 
-use crate::classify::{Classified, RequestFacts, MAX_FORWARDED_LINES, TEST_MODE_HEADER};
+use crate::classify::TEST_MODE_HEADER;
 use crate::engine::{judge, Engine, EngineRef, RequestHold, Settings, Verdict};
 use crate::hook::{HookRequest, Hooks};
 use crate::http::{named_policy, rejected_fields, FieldCache, Refusal};
 use crate::limiter::request_rate::{FailureTicket, RateStatus};
-use crate::limiter::{Rejection, Request as LimiterRequest};
+use crate::limiter::Rejection;
 use crate::rng::SplitMix64;
 use crate::store::Held;
 use crate::tier::Tier;
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use std::cell::{Cell, RefCell};
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower_service::Service;
@@ -126,138 +127,6 @@ fn insert_fields(headers: &mut http::HeaderMap, [policy, value]: [Option<HeaderV
     if let Some(value) = value {
         headers.insert(RATELIMIT, value);
     }
-}
-
-impl<S> BrownoutTower<S> {
-    fn classify<B>(
-        &self,
-        req: &Request<B>,
-        (peer, hooked): (Option<IpAddr>, Option<&HookRequest<'_>>),
-        settings: &Settings,
-    ) -> Classified {
-        let headers = req.headers();
-        let mut lines: [&[u8]; MAX_FORWARDED_LINES] = [&[]; MAX_FORWARDED_LINES];
-        let mut forwarded = 0;
-        if settings.classifier.trusts_forwarded_for() {
-            let all = headers.get_all(FORWARDED_FOR);
-            let skip = all.iter().count().saturating_sub(MAX_FORWARDED_LINES);
-            for (slot, value) in lines.iter_mut().zip(all.iter().skip(skip)) {
-                *slot = value.as_bytes();
-                forwarded += 1;
-            }
-        }
-        let facts = RequestFacts {
-            method: req.method().as_str(),
-            path: req.uri().path(),
-            authorization: headers.get(AUTHORIZATION).map(HeaderValue::as_bytes),
-            test_mode: headers.get(TEST_MODE).map(HeaderValue::as_bytes),
-            forwarded_for: &lines[..forwarded],
-            peer,
-            client: hooked.and_then(|h| self.hooks.key(&self.engine, h)),
-            preflight: is_preflight(req),
-            route: None,
-        };
-        let mut classified = settings.classifier.classify(&facts);
-        if let Some(tier) = hooked.and_then(|h| self.hooks.tier(&self.engine, h)) {
-            classified.tier = tier;
-        }
-        classified
-    }
-}
-
-/// The peer address: axum's `ConnectInfo` (feature `axum`), tonic's `TcpConnectInfo` (feature
-/// `tonic`), or a `SocketAddr` the server put in the request's extensions.
-fn peer<B>(req: &Request<B>) -> Option<IpAddr> {
-    #[cfg(feature = "axum")]
-    if let Some(info) = req
-        .extensions()
-        .get::<axum::extract::ConnectInfo<SocketAddr>>()
-    {
-        return Some(info.0.ip());
-    }
-    #[cfg(feature = "tonic")]
-    if let Some(addr) = req
-        .extensions()
-        .get::<tonic::transport::server::TcpConnectInfo>()
-        .and_then(tonic::transport::server::TcpConnectInfo::remote_addr)
-    {
-        return Some(addr.ip());
-    }
-    let peer = req.extensions().get::<SocketAddr>().map(SocketAddr::ip);
-    if peer.is_none() {
-        no_peer_warning();
-    }
-    peer
-}
-
-/// Tells the operator, once per process, that requests come without a peer address: every
-/// client without a key then counts as one, and the per-IP ceiling is one for all.
-#[cold]
-fn no_peer_warning() {
-    static WARNED: std::sync::Once = std::sync::Once::new();
-    WARNED.call_once(|| {
-        crate::logging::notice(
-            crate::logging::Level::Warn,
-            "a request reached brownout's tower layer without its peer address: clients without \
-             a key share one bucket, and the per-IP ceiling is one for all. Serve axum with \
-             into_make_service_with_connect_info::<SocketAddr>(), build brownout with its tonic \
-             feature for tonic, or put the SocketAddr in the request's extensions (hyper)",
-        );
-    });
-}
-
-/// The route that serves `req` as its router names it: axum's `MatchedPath` (feature `axum`),
-/// or the gRPC method's path.
-fn route<B>(req: &Request<B>, grpc: bool) -> Option<&str> {
-    #[cfg(feature = "axum")]
-    if let Some(matched) = req.extensions().get::<axum::extract::MatchedPath>() {
-        return Some(matched.as_str());
-    }
-    grpc.then(|| req.uri().path())
-}
-
-/// The request as the limiters see it.
-fn limiter_request<'a, B>(
-    req: &'a Request<B>,
-    c: &Classified,
-    plan: Option<&'a str>,
-) -> LimiterRequest<'a> {
-    LimiterRequest {
-        tier: c.tier,
-        key: c.key,
-        ip: c.ip,
-        method: req.method().as_str(),
-        path: req.uri().path(),
-        plan,
-        preflight: is_preflight(req),
-    }
-}
-
-/// Tells `hold` the route class its latency teaches, when it teaches one and `req`'s route is
-/// known (looked up only then: a request that holds no adaptive_concurrency slot pays nothing).
-fn learn_route<B>(
-    hold: &mut RequestHold,
-    engine: &Engine,
-    req: &Request<B>,
-    tier: Tier,
-    grpc: bool,
-) {
-    if !hold.learns_latency() {
-        return;
-    }
-    if let Some(route) = route(req, grpc) {
-        let routes = engine.adaptive().routes();
-        hold.set_route(routes.of_pattern(req.method().as_str(), route, tier));
-    }
-}
-
-/// Whether `req` is a CORS preflight (`OPTIONS` with `Origin` and
-/// `Access-Control-Request-Method`).
-fn is_preflight<B>(req: &Request<B>) -> bool {
-    let headers = req.headers();
-    req.method() == http::Method::OPTIONS
-        && headers.contains_key(http::header::ORIGIN)
-        && headers.contains_key(http::header::ACCESS_CONTROL_REQUEST_METHOD)
 }
 
 impl<S, ReqB, ResB> Service<Request<ReqB>> for BrownoutTower<S>
