@@ -1,6 +1,8 @@
 //! brownout in an axum app: the same limiters, admin API and metrics as the actix middleware,
-//! behind a tower layer. `cargo run --example axum --features axum -- 127.0.0.1:8080`, then
-//! `curl -i localhost:8080/v1/charges -X POST`.
+//! behind a tower layer, with no actix crate in the build.
+//! `cargo run --example axum --no-default-features --features axum -- 127.0.0.1:8080`, then
+//! `curl -i localhost:8080/v1/charges -X POST`; the admin API (its token is printed at start)
+//! is on `127.0.0.1:9090`: `curl -H "Authorization: Bearer $TOKEN" localhost:9090/v1/state`.
 
 use axum::routing::{get, post};
 use axum::Router;
@@ -19,6 +21,10 @@ async fn main() -> Result<(), brownout::Report> {
         .build()?;
     let brownout = Brownout::builder(config).build()?;
     brownout.start()?;
+    // The admin API and /metrics on admin.bind (127.0.0.1:9090), served by hyper.
+    let admin = brownout.admin_server_hyper()?;
+    println!("admin API on http://{}", admin.local_addr);
+    tokio::spawn(admin.server);
 
     let app = Router::new()
         .route("/v1/charges", post(|| async { "charged" }))

@@ -1,9 +1,10 @@
-//! brownout in a tonic server: the same limiters and metrics as the actix middleware, behind a
-//! tower layer, with refusals in gRPC's words (a `Status` of
-//! RESOURCE_EXHAUSTED or UNAVAILABLE, with `grpc-retry-pushback-ms`).
+//! brownout in a tonic server: the same limiters, admin API and metrics as the actix
+//! middleware, behind a tower layer, with no actix crate in the build; refusals are in gRPC's
+//! words (a `Status` of RESOURCE_EXHAUSTED or UNAVAILABLE, with `grpc-retry-pushback-ms`).
 //!
 //! The service is `grpc.health.v1.Health`, which tonic-health ships with its generated code (no
-//! protoc needed). Run `cargo run --example tonic --features tonic -- 127.0.0.1:50051`, then
+//! protoc needed). Run
+//! `cargo run --example tonic --no-default-features --features tonic -- 127.0.0.1:50051`, then
 //! call it with any gRPC client (`grpc_health_probe -addr=127.0.0.1:50051`), or with curl (the
 //! gRPC frame of an empty request message is five zero bytes):
 //!
@@ -34,6 +35,10 @@ async fn main() -> Result<(), brownout::Report> {
         .build()?;
     let brownout = Brownout::builder(config).build()?;
     brownout.start()?;
+    // The admin API and /metrics on admin.bind (127.0.0.1:9090), served by hyper.
+    let admin = brownout.admin_server_hyper()?;
+    println!("admin API on http://{}", admin.local_addr);
+    tokio::spawn(admin.server);
 
     let (_reporter, health) = tonic_health::server::health_reporter();
     Server::builder()

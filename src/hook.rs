@@ -5,7 +5,9 @@
 use crate::classify::ClientKey;
 use crate::engine::Engine;
 use crate::tier::Tier;
+#[cfg(feature = "actix")]
 use actix_web::HttpMessage;
+#[cfg(feature = "actix")]
 use std::cell::Ref;
 use std::net::IpAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -51,13 +53,19 @@ pub struct HookRequest<'a> {
 /// Where a [`HookRequest`]'s headers and extensions are.
 #[derive(Clone, Copy)]
 enum Source<'a> {
+    #[cfg(feature = "actix")]
     Actix(&'a actix_web::dev::ServiceRequest),
     #[cfg(feature = "tower")]
     Http(&'a http::HeaderMap, &'a http::Extensions),
+    /// No front door is built (neither `actix` nor `tower`): nothing makes a request.
+    #[cfg(not(any(feature = "actix", feature = "tower")))]
+    #[allow(dead_code)]
+    None(std::marker::PhantomData<&'a ()>),
 }
 
 impl<'a> HookRequest<'a> {
     /// An actix request, with the path its router matches on.
+    #[cfg(feature = "actix")]
     pub(crate) fn actix(req: &'a actix_web::dev::ServiceRequest, path: &'a str) -> Self {
         Self {
             method: req.method().as_str(),
@@ -101,14 +109,18 @@ impl<'a> HookRequest<'a> {
     /// The request's extensions, where the app's earlier layers leave what they verified.
     pub fn extensions(&self) -> HookExtensions<'a> {
         match self.source {
+            #[cfg(feature = "actix")]
             Source::Actix(req) => HookExtensions(Extensions::Actix(req.extensions())),
             #[cfg(feature = "tower")]
             Source::Http(_, extensions) => HookExtensions(Extensions::Http(extensions)),
+            #[cfg(not(any(feature = "actix", feature = "tower")))]
+            Source::None(_) => HookExtensions(Extensions::None(std::marker::PhantomData)),
         }
     }
 
     /// The actix request itself, for what this type does not carry (`None` in the tower
     /// layer).
+    #[cfg(feature = "actix")]
     pub fn actix_request(&self) -> Option<&'a actix_web::dev::ServiceRequest> {
         match self.source {
             Source::Actix(req) => Some(req),
@@ -123,11 +135,18 @@ pub struct HookHeaders<'a>(Source<'a>);
 
 impl<'a> HookHeaders<'a> {
     /// The first value of the header `name` (case-insensitive), if any.
+    #[cfg_attr(
+        not(any(feature = "actix", feature = "tower")),
+        allow(unused_variables, unreachable_code)
+    )]
     pub fn get(&self, name: &str) -> Option<HookHeaderValue<'a>> {
         let bytes = match self.0 {
+            #[cfg(feature = "actix")]
             Source::Actix(req) => req.headers().get(name)?.as_bytes(),
             #[cfg(feature = "tower")]
             Source::Http(headers, _) => headers.get(name)?.as_bytes(),
+            #[cfg(not(any(feature = "actix", feature = "tower")))]
+            Source::None(_) => return None,
         };
         Some(HookHeaderValue(bytes))
     }
@@ -155,18 +174,24 @@ impl<'a> HookHeaderValue<'a> {
 pub struct HookExtensions<'a>(Extensions<'a>);
 
 enum Extensions<'a> {
+    #[cfg(feature = "actix")]
     Actix(Ref<'a, actix_web::dev::Extensions>),
     #[cfg(feature = "tower")]
     Http(&'a http::Extensions),
+    #[cfg(not(any(feature = "actix", feature = "tower")))]
+    None(std::marker::PhantomData<&'a ()>),
 }
 
 impl HookExtensions<'_> {
     /// The extension of type `T`, if the request has one.
     pub fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
         match &self.0 {
+            #[cfg(feature = "actix")]
             Extensions::Actix(extensions) => extensions.get::<T>(),
             #[cfg(feature = "tower")]
             Extensions::Http(extensions) => extensions.get::<T>(),
+            #[cfg(not(any(feature = "actix", feature = "tower")))]
+            Extensions::None(_) => None,
         }
     }
 }

@@ -41,19 +41,25 @@
 //!
 //! With a file: [`Brownout::from_config_file`] (the package's `config.yaml` documents every
 //! key), or [`Config::load`] and [`Brownout::builder`] for hooks such as
-//! [`BrownoutBuilder::key_hook`]. The admin API: [`Brownout::admin_server`]. Outside actix:
-//! [`Brownout::check`] and [`Decision`].
+//! [`BrownoutBuilder::key_hook`]. The admin API: `Brownout::admin_server` (on actix), or
+//! `Brownout::admin_server_hyper` (feature `tower`). axum, tonic and hyper apps: `Brownout::layer`
+//! (feature `tower`). Outside any server: [`Brownout::check`] and [`Decision`].
 //!
 //! ## Features
 //!
 //! | feature | adds |
 //! |---|---|
+//! | `actix` (default) | `Brownout::middleware` for actix-web apps, and `Brownout::admin_server`, the admin API on an actix server |
+//! | `tower` | `Brownout::layer`, the same limiters behind a tower `Layer` for `http` 1 services, and `Brownout::admin_server_hyper` and `Brownout::admin_service`, the admin API without actix |
+//! | `axum` | `tower`, with axum's `MatchedPath` as the route class and its `ConnectInfo` as the peer |
+//! | `tonic` | `tower`, with tonic's `TcpConnectInfo` as the peer |
 //! | `redis` | fleet mode: `store.kind: redis` (per-client limits and the fleet reserve shared through Redis, standalone or Cluster) and fleet-wide settings (`admin.scope: fleet`) |
 //! | `cpu` | the `cpu` utilization source (this process's CPU time, through sysinfo) |
 //! | `simulate` | [`simulate`]: the controller and the fast guard against a model of a server in virtual time, to check a configuration in a test |
 //!
-//! None is on by default: the middleware, the in-memory store, the admin API and the metrics
-//! are always there.
+//! Only `actix` is on by default; an axum or tonic app sets `default-features = false,
+//! features = ["axum"]` (or `"tonic"`) and builds no actix crate. The engine, the in-memory
+//! store, the admin API's implementation and the metrics are always there.
 //!
 //! ## How it is built
 //!
@@ -66,6 +72,12 @@
 //! operator's guide.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// With no front door at all (neither `actix` nor `tower`: the engine alone, through
+// `Brownout::check`), the request path's and the admin API's machinery is built but unused.
+#![cfg_attr(
+    not(any(feature = "actix", feature = "tower")),
+    allow(dead_code, unused_imports)
+)]
 
 mod actors;
 pub mod classify;
@@ -95,9 +107,13 @@ pub mod tower;
 pub use classify::ClientKey;
 pub use config::{Config, ConfigBuilder, Mode};
 pub use control::{ShedPlan, UtilizationSource};
+#[cfg(feature = "actix")]
+pub use handle::AdminServer;
+#[cfg(feature = "tower")]
+pub use handle::{AdminFuture, AdminServerFuture, AdminService, HyperAdminServer};
 pub use handle::{
-    AdminServer, Admitted, Brownout, BrownoutBuilder, BucketState, ClientState, Decision, Error,
-    InFlightState, KeyHook, PlanHook, Report, Settings, TierHook,
+    Admitted, Brownout, BrownoutBuilder, BucketState, ClientState, Decision, Error, InFlightState,
+    KeyHook, PlanHook, Report, Settings, TierHook,
 };
 pub use hook::HookRequest;
 pub use tier::Tier;

@@ -2,17 +2,16 @@
 
 mod common;
 
-use common::{config, Rig};
+use common::{config, AdminOn, Rig};
 use std::net::SocketAddr;
 
 fn loopback() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
 
-#[actix_web::test]
-async fn healthz_needs_no_token() {
+async fn healthz_needs_no_token(on: AdminOn) {
     let rig = Rig::new(config());
-    let base = rig.admin();
+    let base = rig.admin_on(on);
     let mut res = awc::Client::new()
         .get(format!("{base}/healthz"))
         .send()
@@ -22,10 +21,9 @@ async fn healthz_needs_no_token() {
     assert_eq!(res.body().await.unwrap(), "ok");
 }
 
-#[actix_web::test]
-async fn metrics_are_prometheus_text_with_help() {
+async fn metrics_are_prometheus_text_with_help(on: AdminOn) {
     let rig = Rig::new(config());
-    let base = rig.admin();
+    let base = rig.admin_on(on);
     let mut res = awc::Client::new()
         .get(format!("{base}/metrics"))
         .send()
@@ -71,10 +69,9 @@ async fn metrics_are_prometheus_text_with_help() {
     );
 }
 
-#[actix_web::test]
-async fn state_requires_the_token() {
+async fn state_requires_the_token(on: AdminOn) {
     let rig = Rig::new(config());
-    let base = rig.admin();
+    let base = rig.admin_on(on);
     let client = awc::Client::new();
     let url = format!("{base}/v1/state");
     let res = client.get(&url).send().await.unwrap();
@@ -119,21 +116,19 @@ async fn state_requires_the_token() {
     assert_eq!(state["in_flight"]["get"], 0);
 }
 
-#[actix_web::test]
-async fn state_shows_the_controller_after_shedding() {
+async fn state_shows_the_controller_after_shedding(on: AdminOn) {
     let rig = Rig::new(config());
     rig.shed_all().await;
-    let state = common::state(&rig.admin()).await;
+    let state = common::state(&rig.admin_on(on)).await;
     assert_eq!(state["controller"]["amount"], 1.0);
     assert_eq!(state["controller"]["utilization"], 1.0);
     assert_eq!(state["controller"]["probability"]["post"], 1.0);
     assert_eq!(state["controller"]["probability"]["critical"], 0.0);
 }
 
-#[actix_web::test]
-async fn wrong_method_and_unknown_path() {
+async fn wrong_method_and_unknown_path(on: AdminOn) {
     let rig = Rig::new(config());
-    let base = rig.admin();
+    let base = rig.admin_on(on);
     let client = awc::Client::new();
     let res = client
         .post(format!("{base}/v1/state"))
@@ -162,12 +157,11 @@ async fn wrong_method_and_unknown_path() {
     );
 }
 
-#[actix_web::test]
-async fn metrics_can_require_the_token() {
+async fn metrics_can_require_the_token(on: AdminOn) {
     let mut c = config();
     c.admin.metrics_auth = true;
     let rig = Rig::new(c);
-    let base = rig.admin();
+    let base = rig.admin_on(on);
     let client = awc::Client::new();
     let res = client.get(format!("{base}/metrics")).send().await.unwrap();
     assert_eq!(res.status(), 401);
@@ -180,29 +174,24 @@ async fn metrics_can_require_the_token() {
     assert_eq!(res.status(), 200);
 }
 
-#[actix_web::test]
-async fn a_generated_token_refuses_a_public_bind() {
+async fn a_generated_token_refuses_a_public_bind(on: AdminOn) {
     let mut c = config();
     c.admin.token_env = "BROWNOUT_TEST_TOKEN_THAT_IS_NEVER_SET".into();
     let b = brownout::Brownout::builder(c)
         .custom_source(common::Gauge::default())
         .build()
         .unwrap();
-    let err = b
-        .admin_server_on("0.0.0.0:0".parse().unwrap())
-        .err()
-        .unwrap();
+    let err = on.bind(&b, "0.0.0.0:0".parse().unwrap()).err().unwrap();
     assert!(
         err.to_string()
             .contains("BROWNOUT_TEST_TOKEN_THAT_IS_NEVER_SET"),
         "{err}"
     );
     // On loopback a generated token is fine.
-    assert!(b.admin_server_on(loopback()).is_ok());
+    assert!(on.bind(&b, loopback()).is_ok());
 }
 
-#[actix_web::test]
-async fn a_clients_limits_are_read_without_spending_them() {
+async fn a_clients_limits_are_read_without_spending_them(on: AdminOn) {
     use actix_web::{test, web, App};
     let mut c = config();
     let rr = &mut c.limiters.request_rate;
@@ -210,7 +199,7 @@ async fn a_clients_limits_are_read_without_spending_them() {
     let cr = &mut c.limiters.concurrent_requests;
     (cr.mode, cr.max_in_flight) = (brownout::Mode::Enforce, 3);
     let rig = Rig::new(c);
-    let base = rig.admin();
+    let base = rig.admin_on(on);
     let app = test::init_service(
         App::new()
             .wrap(rig.brownout.middleware())
@@ -272,8 +261,7 @@ async fn a_clients_limits_are_read_without_spending_them() {
     }
 }
 
-#[actix_web::test]
-async fn the_peek_reads_the_bucket_the_header_reports_while_elastic() {
+async fn the_peek_reads_the_bucket_the_header_reports_while_elastic(on: AdminOn) {
     use actix_web::{test, web, App};
     // An idle server (a sample below end_of_good) widens the bucket by elastic_factor.
     let mut c = config();
@@ -281,7 +269,7 @@ async fn the_peek_reads_the_bucket_the_header_reports_while_elastic() {
     (rr.mode, rr.rate, rr.burst, rr.elastic_factor) = (brownout::Mode::Enforce, 0.001, 100, 1.5);
     let rig = Rig::new(c);
     rig.step(0.1, std::time::Duration::from_secs(8)).await;
-    let base = rig.admin();
+    let base = rig.admin_on(on);
     let app = test::init_service(
         App::new()
             .wrap(rig.brownout.middleware())
@@ -318,3 +306,15 @@ async fn the_peek_reads_the_bucket_the_header_reports_while_elastic() {
     assert_eq!(state["request_rate"]["burst"], 150, "{state}");
     assert_eq!(state["request_rate"]["remaining"], 149, "{state}");
 }
+
+crate::on_both_admin_servers!(
+    healthz_needs_no_token,
+    metrics_are_prometheus_text_with_help,
+    state_requires_the_token,
+    state_shows_the_controller_after_shedding,
+    wrong_method_and_unknown_path,
+    metrics_can_require_the_token,
+    a_generated_token_refuses_a_public_bind,
+    a_clients_limits_are_read_without_spending_them,
+    the_peek_reads_the_bucket_the_header_reports_while_elastic,
+);

@@ -10,21 +10,13 @@ mod common;
 use brownout::config::HumanDuration;
 use brownout::ops::{Change, ChangeError};
 use brownout::Brownout;
-use common::{config, raw_http, Rig};
+use common::{config, raw_http, AdminOn, Rig};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "test-token";
-
-fn serve(brownout: &Brownout) -> SocketAddr {
-    let admin = brownout
-        .admin_server_on("127.0.0.1:0".parse().unwrap())
-        .unwrap();
-    actix_web::rt::spawn(admin.server);
-    admin.local_addr
-}
 
 fn request(method: &str, path: &str, auth: Option<&str>, body: &str) -> String {
     let auth = auth.map_or_else(String::new, |a| format!("Authorization: {a}\r\n"));
@@ -34,10 +26,9 @@ fn request(method: &str, path: &str, auth: Option<&str>, body: &str) -> String {
     )
 }
 
-#[actix_web::test]
-async fn the_scheme_is_case_insensitive() {
+async fn the_scheme_is_case_insensitive(on: AdminOn) {
     let rig = Rig::new(config());
-    let addr = serve(&rig.brownout);
+    let addr = on.serve(&rig.brownout);
     for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
         let auth = format!("{scheme} {TOKEN}");
         let res = raw_http(addr, request("GET", "/v1/state", Some(&auth), "")).await;
@@ -76,10 +67,9 @@ async fn partial(
     .unwrap()
 }
 
-#[actix_web::test]
-async fn the_token_is_checked_before_a_body_is_read() {
+async fn the_token_is_checked_before_a_body_is_read(on: AdminOn) {
     let rig = Rig::new(config());
-    let addr = serve(&rig.brownout);
+    let addr = on.serve(&rig.brownout);
     let started = Instant::now();
     // 200 KB announced, 1 KB sent, no token: 401 at once (not 413, not a wait), then closed.
     let (answer, closed) = partial(addr, None, 200_000, 1024).await;
@@ -99,12 +89,11 @@ async fn the_token_is_checked_before_a_body_is_read() {
     assert!(!rig.brownout.settings().kill_switch);
 }
 
-#[actix_web::test]
-async fn a_body_that_does_not_arrive_in_time_closes_the_connection() {
+async fn a_body_that_does_not_arrive_in_time_closes_the_connection(on: AdminOn) {
     let mut c = config();
     c.admin.body_timeout = HumanDuration::from_millis(300);
     let rig = Rig::new(c);
-    let addr = serve(&rig.brownout);
+    let addr = on.serve(&rig.brownout);
     let started = Instant::now();
     let (answer, closed) = partial(addr, Some("Bearer test-token"), 100, 10).await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
@@ -117,32 +106,28 @@ async fn a_body_that_does_not_arrive_in_time_closes_the_connection() {
     assert_eq!(rig.brownout.settings().version, 1, "nothing changed");
 }
 
-#[actix_web::test]
-async fn short_tokens_are_refused_off_loopback_and_allowed_on_it() {
+async fn short_tokens_are_refused_off_loopback_and_allowed_on_it(on: AdminOn) {
     let short = Brownout::builder(brownout::Config::default())
         .admin_token("short")
         .build()
         .unwrap();
-    let err = short
-        .admin_server_on("0.0.0.0:0".parse().unwrap())
+    let err = on
+        .bind(&short, "0.0.0.0:0".parse().unwrap())
         .map(|_| ())
         .expect_err("refused")
         .to_string();
     assert!(err.contains("at least 16"), "{err}");
-    assert!(short
-        .admin_server_on("127.0.0.1:0".parse().unwrap())
-        .is_ok());
+    assert!(on.bind(&short, "127.0.0.1:0".parse().unwrap()).is_ok());
     let long = Brownout::builder(brownout::Config::default())
         .admin_token("0123456789abcdef")
         .build()
         .unwrap();
-    assert!(long.admin_server_on("0.0.0.0:0".parse().unwrap()).is_ok());
+    assert!(on.bind(&long, "0.0.0.0:0".parse().unwrap()).is_ok());
 }
 
-#[actix_web::test]
-async fn small_answers_head_requests_and_names() {
+async fn small_answers_head_requests_and_names(on: AdminOn) {
     let rig = Rig::new(config());
-    let addr = serve(&rig.brownout);
+    let addr = on.serve(&rig.brownout);
     for path in ["/healthz", "/metrics"] {
         let res = raw_http(addr, request("HEAD", path, None, "")).await;
         assert_eq!((res.status, res.body.as_str()), (200, ""), "HEAD {path}");
@@ -194,10 +179,9 @@ async fn send(
     )
 }
 
-#[actix_web::test]
-async fn the_document_get_returns_is_the_document_patch_takes() {
+async fn the_document_get_returns_is_the_document_patch_takes(on: AdminOn) {
     let rig = Rig::new(config());
-    let addr = serve(&rig.brownout);
+    let addr = on.serve(&rig.brownout);
     let (status, mut doc) = send(addr, "GET", "/v1/config", Value::Null, &[]).await;
     assert_eq!(status, 200);
     assert_eq!(doc["version"], 1);
@@ -247,14 +231,13 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir
 }
 
-#[actix_web::test]
-async fn a_change_that_cannot_be_persisted_is_refused_and_not_made() {
+async fn a_change_that_cannot_be_persisted_is_refused_and_not_made(on: AdminOn) {
     let dir = scratch("unwritable");
     let path = dir.join("overrides.json");
     let mut c = config();
     c.admin.overrides_file = Some(path.clone());
     let rig = Rig::new(c);
-    let addr = serve(&rig.brownout);
+    let addr = on.serve(&rig.brownout);
     let engage = || {
         send(
             addr,
@@ -300,10 +283,9 @@ async fn a_change_that_cannot_be_persisted_is_refused_and_not_made() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[actix_web::test]
-async fn a_new_sample_interval_takes_effect_when_it_is_applied() {
+async fn a_new_sample_interval_takes_effect_when_it_is_applied(on: AdminOn) {
     let rig = Rig::new(config());
-    let addr = serve(&rig.brownout);
+    let addr = on.serve(&rig.brownout);
     let patch =
         |interval: &str| json!({"limiters": {"worker_utilization": {"sample_interval": interval}}});
     let (status, answer) = send(addr, "PATCH", "/v1/config", patch("1h"), &[]).await;
@@ -381,10 +363,9 @@ fn start_never_panics_while_changes_race_it() {
 /// Headers past the admin port's bound are refused before the token is compared (431), a list
 /// of ETags in If-Match matches any of them, and a list where a section or a body belongs is
 /// refused by name rather than read as the section's keys in order.
-#[actix_web::test]
-async fn huge_headers_etag_lists_and_lists_for_sections() {
+async fn huge_headers_etag_lists_and_lists_for_sections(on: AdminOn) {
     let rig = Rig::new(config());
-    let addr = serve(&rig.brownout);
+    let addr = on.serve(&rig.brownout);
     let auth = format!("Bearer {TOKEN}");
     let huge = format!("Bearer {}", "x".repeat(100_000));
     let res = raw_http(addr, request("GET", "/v1/state", Some(&huge), "")).await;
@@ -430,3 +411,15 @@ async fn huge_headers_etag_lists_and_lists_for_sections() {
     assert!(!rig.brownout.settings().kill_switch);
     assert_eq!(rig.brownout.settings().version, 2, "nothing changed");
 }
+
+crate::on_both_admin_servers!(
+    the_scheme_is_case_insensitive,
+    the_token_is_checked_before_a_body_is_read,
+    a_body_that_does_not_arrive_in_time_closes_the_connection,
+    short_tokens_are_refused_off_loopback_and_allowed_on_it,
+    small_answers_head_requests_and_names,
+    the_document_get_returns_is_the_document_patch_takes,
+    a_change_that_cannot_be_persisted_is_refused_and_not_made,
+    a_new_sample_interval_takes_effect_when_it_is_applied,
+    huge_headers_etag_lists_and_lists_for_sections,
+);

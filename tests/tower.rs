@@ -9,7 +9,7 @@ mod common;
 use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
-use common::{AdminClient as Admin, Rig};
+use common::{AdminClient as Admin, AdminOn, Rig};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -135,7 +135,8 @@ async fn tiers_and_the_kill_switch_work_as_in_actix() {
     assert!(header(&res, "retry-after").is_some());
     assert_eq!(charge().await.unwrap().status(), 200);
 
-    let admin = Admin::new(&rig).await;
+    // An axum app serves the admin API without actix: hyper.
+    let admin = Admin::on(&rig, AdminOn::Hyper);
     let engage = |on: bool| {
         let admin = &admin;
         async move {
@@ -241,7 +242,7 @@ async fn the_route_is_learned_from_axums_matched_path() {
     }
     // The window closes (manual clock; the sampler runs in real time): the class is learned.
     rig.clock.advance(Duration::from_millis(300));
-    let admin = rig.admin();
+    let admin = rig.admin_on(AdminOn::Hyper);
     let mut routes = Vec::new();
     for _ in 0..300 {
         let s = common::state(&admin).await;

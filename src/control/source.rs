@@ -183,10 +183,14 @@ impl UtilizationSource for CpuSource {
     }
 }
 
-/// The tokio runtimes of the actix workers, registered as each worker builds its middleware.
+/// The tokio runtimes that serve requests: each actix worker's, registered as the worker builds
+/// its middleware; a tower app's multi-thread runtime, registered by the layer's first request.
 #[derive(Debug, Default)]
 pub struct RuntimeRegistry {
     runtimes: Mutex<Vec<(ThreadId, tokio::runtime::RuntimeMetrics)>>,
+    /// Whether a runtime shared by several threads was registered.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    shared: std::sync::atomic::AtomicBool,
 }
 
 impl RuntimeRegistry {
@@ -199,6 +203,15 @@ impl RuntimeRegistry {
         let mut all = self.runtimes.lock().unwrap_or_else(PoisonError::into_inner);
         if !all.iter().any(|(t, _)| *t == id) {
             all.push((id, handle.metrics()));
+        }
+    }
+
+    /// Registers the calling thread's runtime once for every thread that runs it (a
+    /// multi-thread runtime: its metrics count all its workers, so once is all).
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub fn register_shared(&self) {
+        if !self.shared.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            self.register_current();
         }
     }
 
@@ -241,7 +254,7 @@ impl UtilizationSource for RuntimeSource {
         let snapshot = self.registry.snapshot();
         if snapshot.is_empty() {
             return Err(SourceError(
-                "runtime source: no actix worker runtime has registered yet".into(),
+                "runtime source: no runtime has registered yet (each actix worker's as it starts; a tower app's with the layer's first request)".into(),
             ));
         }
         let wall = self

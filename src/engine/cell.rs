@@ -38,6 +38,8 @@ impl SettingsCell {
     }
 
     /// The cell itself, for a per-worker [`arc_swap::cache::Cache`].
+    // The actix middleware's (the tower layer has its own cache).
+    #[cfg_attr(not(feature = "actix"), allow(dead_code))]
     #[inline]
     pub(crate) fn swap(&self) -> &ArcSwap<Settings> {
         &self.live

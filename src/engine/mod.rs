@@ -14,7 +14,9 @@ pub(crate) use asks::asks;
 pub(crate) use asks::elastic;
 pub(crate) use cell::SettingsCell;
 pub(crate) use chain::{run_chain, Admission, Queued, Verdict};
-pub(crate) use hold::{EngineRef, RequestHold, WorkerEngine};
+#[cfg(feature = "actix")]
+pub(crate) use hold::WorkerEngine;
+pub(crate) use hold::{EngineRef, RequestHold};
 
 use crate::classify::Classifier;
 use crate::clock::Clock;

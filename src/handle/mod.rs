@@ -10,7 +10,10 @@ mod peek;
 
 pub use crate::engine::Settings;
 pub use crate::hook::{KeyHook, PlanHook, TierHook};
+#[cfg(feature = "actix")]
 pub use admin::AdminServer;
+#[cfg(feature = "tower")]
+pub use admin::{AdminFuture, AdminServerFuture, AdminService, HyperAdminServer};
 pub use builder::BrownoutBuilder;
 pub use error::{Error, Report};
 pub use peek::{BucketState, ClientState, InFlightState};
@@ -21,6 +24,7 @@ use crate::config::Config;
 use crate::control::{RuntimeRegistry, ShedPlan, UtilizationSource};
 use crate::engine::{judge, Engine, RequestHold, Verdict};
 use crate::hook::Hooks;
+#[cfg(feature = "actix")]
 use crate::http::BrownoutMiddleware;
 use crate::limiter::{LimiterName, Rejection, Request};
 use crate::metrics::Outcome;
@@ -430,6 +434,7 @@ impl Brownout {
     /// # Ok::<(), brownout::Report>(())
     /// # }).unwrap();
     /// ```
+    #[cfg(feature = "actix")]
     pub fn middleware(&self) -> BrownoutMiddleware {
         BrownoutMiddleware::new(
             self.engine().clone(),
@@ -456,7 +461,11 @@ impl Brownout {
     /// ```
     #[cfg(feature = "tower")]
     pub fn layer(&self) -> crate::tower::BrownoutLayer {
-        crate::tower::BrownoutLayer::new(self.engine().clone(), self.inner.hooks.clone())
+        crate::tower::BrownoutLayer::new(
+            self.engine().clone(),
+            self.inner.hooks.clone(),
+            self.inner.runtimes.clone(),
+        )
     }
 }
 

@@ -1,6 +1,7 @@
 //! What is left for when the app has answered a request let through: the RateLimit fields
 //! (written down at decision time, from what the limiter saw) and the failure quotas.
 
+use super::room::count_failure;
 use crate::engine::{Admission, Engine, EngineRef};
 use crate::limiter::request_rate::{FailureTicket, RateStatus};
 use crate::store::Held;
@@ -62,21 +63,5 @@ impl AfterResponse {
         if let Some(ticket) = &self.failures {
             count_failure(engine, self.held, ticket, response.status().as_u16());
         }
-    }
-}
-
-/// Counts the failure quotas of `ticket` (the request was decided where `held` says) when the
-/// app answered with `status`, an error (4xx or 5xx).
-pub(crate) fn count_failure(engine: &Engine, held: Held, ticket: &FailureTicket, status: u16) {
-    if !(400..600).contains(&status) {
-        return;
-    }
-    let settings = engine.settings().load();
-    let keyed = engine.keyed();
-    if !keyed.count_failures_shared(held, settings.rules.failure_quotas(ticket)) {
-        let at = engine.check_time(engine.clock().now());
-        settings
-            .rules
-            .record_failure(keyed.local(), ticket, at.unix);
     }
 }

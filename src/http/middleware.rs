@@ -91,7 +91,7 @@ pub struct BrownoutService<S> {
     /// load per request (an `ArcSwap` load takes two locked instructions).
     settings: RefCell<Cache<LiveSettings, Arc<Settings>>>,
     /// The RateLimit fields this worker wrote (its own copies).
-    fields: RefCell<ratelimit::FieldCache>,
+    fields: RefCell<ratelimit::FieldCache<HeaderValue>>,
 }
 
 /// The engine's live settings, as [`Cache`] wants them.

@@ -1,29 +1,44 @@
-//! The HTTP side: the actix middleware and the responses it makes (the admin server is the
-//! handle's, in `handle/admin`).
+//! The HTTP side: what both front doors answer (refusals and their problem+json bodies, the
+//! RateLimit fields, the wait for adaptive_concurrency's room), and with the `actix` feature
+//! the actix middleware and the responses it makes. The admin API is the handle's
+//! (`handle/admin`).
 
+#[cfg(feature = "actix")]
 mod after;
+#[cfg(feature = "actix")]
 mod body;
+#[cfg(feature = "actix")]
 mod deadline;
-#[cfg(feature = "redis")]
+#[cfg(all(feature = "actix", feature = "redis"))]
 mod fleet;
+#[cfg(feature = "actix")]
 mod middleware;
 mod ratelimit;
+mod refusal;
+#[cfg(feature = "actix")]
 mod request;
+#[cfg(feature = "actix")]
 mod respond;
+#[cfg(feature = "actix")]
 mod response;
+mod room;
+#[cfg(feature = "actix")]
 mod route;
+#[cfg(feature = "actix")]
 mod worker;
 
+#[cfg(feature = "actix")]
 pub use body::TrackedBody;
+#[cfg(feature = "actix")]
 pub use middleware::{BrownoutMiddleware, BrownoutService};
+pub(crate) use refusal::problem_body;
+pub(crate) use refusal::PROBLEM_JSON;
+#[cfg(feature = "actix")]
 pub use respond::ResponseFuture;
-pub(crate) use response::problem;
 // What the tower layer shares with the middleware (`crate::tower`).
-#[cfg(feature = "tower")]
-pub(crate) use after::count_failure;
 #[cfg(feature = "tower")]
 pub(crate) use ratelimit::FieldCache;
 #[cfg(feature = "tower")]
-pub(crate) use respond::{named_policy, rejected_fields, wait_for_room};
+pub(crate) use refusal::{named_policy, rejected_fields, Refusal};
 #[cfg(feature = "tower")]
-pub(crate) use response::{Refusal, PROBLEM_JSON};
+pub(crate) use room::{count_failure, wait_for_room};

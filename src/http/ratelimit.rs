@@ -5,15 +5,53 @@
 use crate::limiter::request_rate::{saturate, secs_up, RateRules, RateStatus};
 use crate::limiter::{LimiterName, RatePolicy, Rejection};
 use crate::store::MAX_QUOTAS;
-use actix_web::http::header::HeaderValue;
 use arrayvec::ArrayVec;
+use bytes::Bytes;
 use std::fmt::Write;
+
+/// A header value of the front door at hand: actix's, or the `http` 1 crate's (the tower
+/// layer). The fields are written once as bytes and cloned from the caches as values.
+pub(crate) trait FieldValue: Clone {
+    /// `bytes` as a value, if it is one (visible ASCII, spaces and tabs).
+    fn from_shared(bytes: Bytes) -> Option<Self>;
+    /// The value's bytes.
+    fn bytes(&self) -> &[u8];
+}
+
+#[cfg(feature = "actix")]
+impl FieldValue for actix_web::http::header::HeaderValue {
+    fn from_shared(bytes: Bytes) -> Option<Self> {
+        Self::from_maybe_shared(bytes).ok()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+#[cfg(feature = "tower")]
+impl FieldValue for http::HeaderValue {
+    fn from_shared(bytes: Bytes) -> Option<Self> {
+        Self::from_maybe_shared(bytes).ok()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+/// `text` as a value, or an empty one.
+fn value_or_empty<V: FieldValue>(text: String) -> V {
+    V::from_shared(Bytes::from(text))
+        .or_else(|| V::from_shared(Bytes::new()))
+        .expect("an empty header value is valid")
+}
 
 /// `RateLimit-Policy` of every plan, normal and while elastic, for a request no quota
 /// applies to: the bucket (`q` credits, `w` the seconds to refill it from empty) and the
 /// per-IP ceiling. Computed once per settings version and worker; [`policy`] adds the quotas
 /// of a request's route.
-pub(crate) fn policies(rules: &RateRules) -> Vec<[HeaderValue; 2]> {
+pub(crate) fn policies<V: FieldValue>(rules: &RateRules) -> Vec<[V; 2]> {
     let tail = match rules.per_ip_limits {
         Some((burst, rate)) => format!(", {}", item("per_ip", burst, rate)),
         None => String::new(),
@@ -21,8 +59,7 @@ pub(crate) fn policies(rules: &RateRules) -> Vec<[HeaderValue; 2]> {
     (0..rules.plan_count())
         .map(|i| {
             rules.plan_at(i).limits.map(|(burst, rate)| {
-                let text = format!("{}{tail}", item("request_rate", burst, rate));
-                HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static(""))
+                value_or_empty(format!("{}{tail}", item("request_rate", burst, rate)))
             })
         })
         .collect()
@@ -30,15 +67,11 @@ pub(crate) fn policies(rules: &RateRules) -> Vec<[HeaderValue; 2]> {
 
 /// The `RateLimit-Policy` of a request whose plan's policies are `base`: with the quotas
 /// its route was counted in (`q` requests per `w` seconds), and only those.
-pub(crate) fn policy(
-    base: &HeaderValue,
-    rules: &RateRules,
-    status: &RateStatus,
-) -> Option<HeaderValue> {
+pub(crate) fn policy<V: FieldValue>(base: &V, rules: &RateRules, status: &RateStatus) -> Option<V> {
     if status.quotas().is_empty() {
         return Some(base.clone());
     }
-    let mut text = base.to_str().ok()?.to_owned();
+    let mut text = std::str::from_utf8(base.bytes()).ok()?.to_owned();
     for &(i, _, _) in status.quotas() {
         let q = rules.quotas.get(usize::from(i))?;
         let _ = write!(
@@ -49,7 +82,7 @@ pub(crate) fn policy(
             secs_up(q.rule.window)
         );
     }
-    HeaderValue::from_str(&text).ok()
+    V::from_shared(Bytes::from(text))
 }
 
 fn item(name: &str, burst: f64, rate: f64) -> String {
@@ -62,7 +95,9 @@ fn item(name: &str, burst: f64, rate: f64) -> String {
 
 /// The `RateLimit` field of a response the app answered: the bucket (credits left, seconds
 /// until it is full) and each quota evaluated (requests left, seconds until its window ends).
-pub(crate) fn allowed(rules: &RateRules, status: &RateStatus) -> Option<HeaderValue> {
+// The actix middleware's (the tower layer has its own cache).
+#[cfg_attr(not(feature = "actix"), allow(dead_code))]
+pub(crate) fn allowed<V: FieldValue>(rules: &RateRules, status: &RateStatus) -> Option<V> {
     service_limits(rules, status, u32::MAX)
 }
 
@@ -73,21 +108,31 @@ type Items = ArrayVec<(u16, u32, u32), { 2 + MAX_QUOTAS }>;
 /// The last allowed `RateLimit` field a worker wrote, by what it says: the next response
 /// that says the same (most clients, far from their limits, read the same credits left and
 /// the same seconds to full) clones it instead of writing, checking and allocating another.
-#[derive(Debug, Default)]
-pub(crate) struct LastField {
+#[derive(Debug)]
+pub(crate) struct LastField<V> {
     version: u64,
     items: Items,
-    value: Option<HeaderValue>,
+    value: Option<V>,
 }
 
-impl LastField {
+impl<V> Default for LastField<V> {
+    fn default() -> Self {
+        Self {
+            version: 0,
+            items: Items::new(),
+            value: None,
+        }
+    }
+}
+
+impl<V: FieldValue> LastField<V> {
     /// [`allowed`] under the settings of `version`, from this cache when it says the same.
     pub(crate) fn allowed(
         &mut self,
         version: u64,
         rules: &RateRules,
         status: &RateStatus,
-    ) -> Option<HeaderValue> {
+    ) -> Option<V> {
         let mut items = Items::new();
         items_into(rules, status, u32::MAX, &mut items)?;
         if self.version != version || self.items != items || self.value.is_none() {
@@ -105,20 +150,30 @@ impl LastField {
 /// A worker's (or a thread's) RateLimit fields: the `RateLimit-Policy` values of the live
 /// settings version, and the last allowed `RateLimit` field, so that a response clones what
 /// its own worker wrote, touching no cache line that other workers use.
-#[derive(Debug, Default)]
-pub(crate) struct FieldCache {
+#[derive(Debug)]
+pub(crate) struct FieldCache<V> {
     version: u64,
-    policies: Vec<[HeaderValue; 2]>,
-    last: LastField,
+    policies: Vec<[V; 2]>,
+    last: LastField<V>,
 }
 
-impl FieldCache {
+impl<V> Default for FieldCache<V> {
+    fn default() -> Self {
+        Self {
+            version: 0,
+            policies: Vec::new(),
+            last: LastField::default(),
+        }
+    }
+}
+
+impl<V: FieldValue> FieldCache<V> {
     /// The `RateLimit-Policy` value for `status` under `settings`.
     pub(crate) fn policy(
         &mut self,
         settings: &crate::engine::Settings,
         status: &RateStatus,
-    ) -> Option<HeaderValue> {
+    ) -> Option<V> {
         if self.version != settings.version || self.policies.is_empty() {
             self.version = settings.version;
             self.policies = policies(&settings.rules);
@@ -132,7 +187,7 @@ impl FieldCache {
         &mut self,
         settings: &crate::engine::Settings,
         status: &RateStatus,
-    ) -> Option<HeaderValue> {
+    ) -> Option<V> {
         self.last.allowed(settings.version, &settings.rules, status)
     }
 }
@@ -144,12 +199,12 @@ impl FieldCache {
 /// violated, with `t` equal to Retry-After (when enough of it is back for this request; `r` is
 /// what is left now, in credits); a request another limiter rejected reports only the policies
 /// whose window ends by then.
-pub(crate) fn rejected(
+pub(crate) fn rejected<V: FieldValue>(
     rules: &RateRules,
     status: &RateStatus,
     rejection: &Rejection,
     retry_secs: u64,
-) -> Option<HeaderValue> {
+) -> Option<V> {
     let t = saturate(retry_secs);
     if rejection.limiter != LimiterName::RequestRate {
         return service_limits(rules, status, t);
@@ -179,7 +234,7 @@ pub(crate) fn rejected(
 
 /// The bucket, the per-IP ceiling and the quotas whose effective window ends within `max_t`
 /// seconds.
-fn service_limits(rules: &RateRules, status: &RateStatus, max_t: u32) -> Option<HeaderValue> {
+fn service_limits<V: FieldValue>(rules: &RateRules, status: &RateStatus, max_t: u32) -> Option<V> {
     let mut items = Items::new();
     items_into(rules, status, max_t, &mut items)?;
     write(rules, &items)
@@ -211,7 +266,7 @@ fn items_into(rules: &RateRules, status: &RateStatus, max_t: u32, items: &mut It
 }
 
 /// The field of `items`, named as `rules` names them.
-fn write(rules: &RateRules, items: &Items) -> Option<HeaderValue> {
+fn write<V: FieldValue>(rules: &RateRules, items: &Items) -> Option<V> {
     let mut field = Field::new();
     for &(which, remaining, reset) in items {
         let name = match which {
@@ -304,7 +359,7 @@ impl Field {
 
     /// The field as a header value (`None` if it is empty). (By reference: moving the field
     /// would copy its buffer once more.)
-    fn value(&self) -> Option<HeaderValue> {
+    fn value<V: FieldValue>(&self) -> Option<V> {
         let written = if self.spill.is_empty() {
             &self.inline[..self.len]
         } else {
@@ -313,7 +368,7 @@ impl Field {
         if written.is_empty() {
             return None;
         }
-        HeaderValue::from_maybe_shared(actix_web::web::Bytes::copy_from_slice(written)).ok()
+        V::from_shared(Bytes::copy_from_slice(written))
     }
 }
 

@@ -7,15 +7,12 @@
 use super::after::{insert_rate_fields, AfterResponse, RateFields};
 use super::body::{TrackedBody, WorkerHold};
 use super::deadline::DeadlinePassed;
-use super::ratelimit;
-use super::response::{rejection_response, retry_after_secs};
+use super::refusal::{named_policy, rejected_fields, retry_after_secs};
+use super::response::rejection_response;
+use super::room::wait_for_room;
 use super::route::route_class;
 use super::worker::{Timer, Worker};
 use crate::engine::{EngineRef, Queued, RequestHold, Settings, Verdict};
-use crate::limiter::adaptive_concurrency::micros;
-use crate::limiter::request_rate::RateStatus;
-use crate::limiter::LimiterName;
-use crate::limiter::{RatePolicy, Rejection};
 use crate::metrics::Outcome;
 use crate::tier::Tier;
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
@@ -27,79 +24,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
-
-/// The RateLimit fields of a rejected response for `status`: `RateLimit-Policy` and the
-/// `RateLimit` consistent with its `Retry-After` (`rejection`, and its Retry-After in
-/// seconds).
-pub(crate) fn rejected_fields(
-    settings: &Settings,
-    policy: Option<HeaderValue>,
-    status: &RateStatus,
-    (rejection, secs): (&Rejection, u64),
-) -> [Option<HeaderValue>; 2] {
-    let value = ratelimit::rejected(&settings.rules, status, rejection, secs);
-    [policy, value]
-}
-
-/// The request-rate policy other than the client's bucket that `rejection` names: `per_ip` or
-/// a quota's name.
-pub(crate) fn named_policy<'s>(settings: &'s Settings, rejection: &Rejection) -> Option<&'s str> {
-    match rejection.policy {
-        Some(RatePolicy::Quota(i)) => settings
-            .rules
-            .quotas
-            .get(usize::from(i))
-            .map(|q| q.name.as_str()),
-        Some(RatePolicy::PerIp) => Some("per_ip"),
-        None => None,
-    }
-}
-
-/// Waits, for at most `max_wait` (`post_max_wait` for a POST), for adaptive_concurrency's
-/// room: the hold of a request let in, counted with its `outcome`; or the refusal of one not
-/// let in (timed out, or turned away for a higher tier), refused as if at once (counted, its
-/// hold's permits and its request_rate credits given back), with the RateLimit status of the
-/// credits given back. The middleware and the tower layer both wait here.
-pub(crate) async fn wait_for_room<P: EngineRef>(
-    engine: &crate::engine::Engine,
-    (tier, outcome): (Tier, Outcome),
-    mut hold: RequestHold<P>,
-    queued: Box<Queued>,
-) -> Result<RequestHold<P>, (Rejection, Option<RateStatus>)> {
-    let max_wait = engine
-        .settings()
-        .load()
-        .limiters
-        .adaptive_concurrency
-        .max_wait_for(tier);
-    let Queued {
-        wait,
-        refund,
-        held,
-        at,
-        refunded,
-    } = *queued;
-    if let Ok(Ok(admitted_at)) = tokio::time::timeout(max_wait, wait).await {
-        hold.granted(admitted_at);
-        engine.metrics().request(tier, outcome);
-        return Ok(hold);
-    }
-    // The wait has left the room; the hold gives the other limiters' permits back.
-    drop(hold);
-    let settings = engine.settings().load_full();
-    let ac = &settings.limiters.adaptive_concurrency;
-    let rejection = engine
-        .adaptive()
-        .refuse(ac, tier, micros(engine.clock().now()));
-    engine
-        .metrics()
-        .rejection(LimiterName::AdaptiveConcurrency, tier, false);
-    engine.metrics().request(tier, Outcome::Rejected);
-    if let Some(ticket) = refund {
-        settings.rules.refund(engine.keyed(), held, &ticket, at);
-    }
-    Err((rejection, refunded))
-}
 
 /// The response to a verdict: the rejection (with its RateLimit fields), or the app's
 /// response to an admitted request, which keeps its hold until the body ends.

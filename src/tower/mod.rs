@@ -31,6 +31,7 @@ use future::{wait, Waiting};
 use request::{learn_route, limiter_request, peer};
 
 use crate::classify::TEST_MODE_HEADER;
+use crate::control::RuntimeRegistry;
 use crate::engine::{judge, Engine, EngineRef, RequestHold, Settings, Verdict};
 use crate::hook::{HookRequest, Hooks};
 use crate::http::{named_policy, rejected_fields, FieldCache, Refusal};
@@ -57,16 +58,9 @@ const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 thread_local! {
     /// The layer's random stream on this thread.
     static RNG: Cell<Option<SplitMix64>> = const { Cell::new(None) };
-    /// The RateLimit fields written on this thread (the settings' policies, the last field),
-    /// and the last of each as `http` 1 writes it.
-    static FIELDS: RefCell<(FieldCache, [Converted; 2])> = RefCell::default();
+    /// The RateLimit fields written on this thread (the settings' policies, the last field).
+    static FIELDS: RefCell<FieldCache<HeaderValue>> = RefCell::default();
 }
-
-/// The last field converted: as written, and as `http` 1 writes it.
-type Converted = Option<(ActixValue, HeaderValue)>;
-
-/// A field as the RateLimit writer makes it (with actix's `http`).
-type ActixValue = actix_web::http::header::HeaderValue;
 
 /// brownout as a tower [`Layer`](tower_layer::Layer); made by
 /// [`Brownout::layer`](crate::Brownout::layer).
@@ -74,11 +68,16 @@ type ActixValue = actix_web::http::header::HeaderValue;
 pub struct BrownoutLayer {
     engine: Arc<Engine>,
     hooks: Hooks,
+    runtimes: Arc<RuntimeRegistry>,
 }
 
 impl BrownoutLayer {
-    pub(crate) fn new(engine: Arc<Engine>, hooks: Hooks) -> Self {
-        Self { engine, hooks }
+    pub(crate) fn new(engine: Arc<Engine>, hooks: Hooks, runtimes: Arc<RuntimeRegistry>) -> Self {
+        Self {
+            engine,
+            hooks,
+            runtimes,
+        }
     }
 }
 
@@ -90,6 +89,7 @@ impl<S> tower_layer::Layer<S> for BrownoutLayer {
             inner,
             engine: self.engine.clone(),
             hooks: self.hooks.clone(),
+            runtimes: self.runtimes.clone(),
         }
     }
 }
@@ -101,6 +101,8 @@ pub struct BrownoutTower<S> {
     engine: Arc<Engine>,
     /// The app's hooks (none: a clone copies nothing shared).
     hooks: Hooks,
+    /// Where the `runtime` utilization source finds the app's runtime.
+    runtimes: Arc<RuntimeRegistry>,
 }
 
 /// What a request let through leaves for its response: the RateLimit fields written at
@@ -169,6 +171,8 @@ where
             if let Some(asked) =
                 crate::engine::asks(&settings, &request, &self.engine.plan().load())
             {
+                // A round trip to Redis follows: a swap is nothing beside it.
+                self.runtimes.register_shared();
                 let plan = plan.map(str::to_owned);
                 let clone = self.inner.clone();
                 let inner = std::mem::replace(&mut self.inner, clone);
@@ -180,7 +184,11 @@ where
             }
         }
         let verdict = RNG.with(|cell| {
-            let mut rng = cell.take().unwrap_or_else(|| self.engine.random_stream());
+            let mut rng = cell.take().unwrap_or_else(|| {
+                // This thread's first request: the `runtime` source reads its runtime.
+                self.runtimes.register_shared();
+                self.engine.random_stream()
+            });
             let verdict = judge(&self.engine, &settings, &request, (&mut rng, true), None);
             cell.set(Some(rng));
             verdict
@@ -263,39 +271,19 @@ where
 /// The RateLimit fields of an allowed response for `status`, from this thread's cache.
 fn allowed_fields(settings: &Settings, status: &RateStatus) -> [Option<HeaderValue>; 2] {
     FIELDS.with(|cell| {
-        let Ok(mut cell) = cell.try_borrow_mut() else {
+        let Ok(mut cache) = cell.try_borrow_mut() else {
             return [None, None];
         };
-        let (cache, last) = &mut *cell;
-        let [policy, value] = last;
         [
-            cache.policy(settings, status).map(|v| convert(v, policy)),
-            cache.allowed(settings, status).map(|v| convert(v, value)),
+            cache.policy(settings, status),
+            cache.allowed(settings, status),
         ]
     })
 }
 
 /// The `RateLimit-Policy` field for `status`, from this thread's cache.
 fn policy_field(settings: &Settings, status: &RateStatus) -> Option<HeaderValue> {
-    FIELDS.with(|cell| {
-        let mut cell = cell.try_borrow_mut().ok()?;
-        let (cache, [policy, _]) = &mut *cell;
-        cache.policy(settings, status).map(|v| convert(v, policy))
-    })
-}
-
-/// `value` as `http` 1 writes it: the last one's copy when it says the same (most responses
-/// repeat the last field), so a response allocates nothing for it.
-fn convert(value: ActixValue, last: &mut Converted) -> HeaderValue {
-    match last {
-        Some((was, converted)) if *was == value => converted.clone(),
-        _ => {
-            let converted =
-                HeaderValue::from_bytes(value.as_bytes()).unwrap_or(HeaderValue::from_static(""));
-            *last = Some((value, converted.clone()));
-            converted
-        }
-    }
+    FIELDS.with(|cell| cell.try_borrow_mut().ok()?.policy(settings, status))
 }
 
 /// The response refusing a request for `rejection` (`rate`: its RateLimit fields, if any;
@@ -309,12 +297,8 @@ fn refused<B>(
 ) -> Response<BrownoutBody<B>> {
     let refusal = Refusal::of(rejection, named_policy(settings, rejection));
     let fields = rate.map(|status| {
-        let policy = policy.or_else(|| policy_field(settings, status)).map(|p| {
-            actix_web::http::header::HeaderValue::from_bytes(p.as_bytes())
-                .unwrap_or(actix_web::http::header::HeaderValue::from_static(""))
-        });
-        let [p, v] = rejected_fields(settings, policy, status, (rejection, refusal.retry_after));
-        [p, v].map(|v| v.and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok()))
+        let policy = policy.or_else(|| policy_field(settings, status));
+        rejected_fields(settings, policy, status, (rejection, refusal.retry_after))
     });
     let mut response = if grpc {
         grpc::refusal(rejection, &refusal)

@@ -1,5 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
+// cli's tests include this file too, where `feature = "tower"` names a feature of cli (which
+// has none by that name): there the hyper admin server is left out.
+#![allow(unexpected_cfgs)]
 
 pub mod faulty;
 
@@ -119,6 +122,11 @@ impl Rig {
     /// Drives the controller to shed everything sheddable.
     pub async fn shed_all(&self) {
         while self.step(1.0, Duration::from_secs(28)).await < 1.0 {}
+    }
+
+    /// Starts the admin API on a loopback port, served by `on`; its base URL.
+    pub fn admin_on(&self, on: AdminOn) -> String {
+        format!("http://{}", on.serve(&self.brownout))
     }
 
     /// Starts the admin API on a loopback port; its base URL.
@@ -242,8 +250,13 @@ pub struct AdminClient {
 impl AdminClient {
     /// The admin API of `rig`, started on a loopback port.
     pub async fn new(rig: &Rig) -> Self {
+        Self::on(rig, AdminOn::Actix)
+    }
+
+    /// The admin API of `rig`, served by `on` on a loopback port.
+    pub fn on(rig: &Rig, on: AdminOn) -> Self {
         Self {
-            base: rig.admin(),
+            base: rig.admin_on(on),
             http: awc::Client::new(),
         }
     }
@@ -327,4 +340,64 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     false
+}
+
+/// What serves the admin API in a test: the actix server, or hyper (feature `tower`). Tests
+/// written once against the API run on both ([`on_both_admin_servers!`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdminOn {
+    Actix,
+    #[cfg(feature = "tower")]
+    Hyper,
+}
+
+impl AdminOn {
+    /// Binds `brownout`'s admin server to `bind` and spawns it; where it listens.
+    pub fn bind(
+        self,
+        brownout: &Brownout,
+        bind: std::net::SocketAddr,
+    ) -> Result<std::net::SocketAddr, brownout::Error> {
+        match self {
+            AdminOn::Actix => {
+                let admin = brownout.admin_server_on(bind)?;
+                actix_web::rt::spawn(admin.server);
+                Ok(admin.local_addr)
+            }
+            #[cfg(feature = "tower")]
+            AdminOn::Hyper => {
+                let admin = brownout.admin_server_hyper_on(bind)?;
+                tokio::spawn(admin.server);
+                Ok(admin.local_addr)
+            }
+        }
+    }
+
+    /// Serves `brownout`'s admin API on a loopback port; where it listens.
+    pub fn serve(self, brownout: &Brownout) -> std::net::SocketAddr {
+        self.bind(brownout, "127.0.0.1:0".parse().unwrap())
+            .expect("admin server bound")
+    }
+}
+
+/// For each `async fn name(on: AdminOn)` named, a module `name` of two tests: the function
+/// against the actix admin server, and against the hyper one (feature `tower`).
+#[macro_export]
+macro_rules! on_both_admin_servers {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[actix_web::test]
+                async fn actix() {
+                    super::$name($crate::common::AdminOn::Actix).await
+                }
+
+                #[cfg(feature = "tower")]
+                #[actix_web::test]
+                async fn hyper() {
+                    super::$name($crate::common::AdminOn::Hyper).await
+                }
+            }
+        )*
+    };
 }

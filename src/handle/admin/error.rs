@@ -1,12 +1,10 @@
-//! Every refusal of the admin API as one typed error: actix turns it into the response through
-//! [`ResponseError`], a problem+json body (RFC 9457) naming the field where there is one.
+//! Every refusal of the admin API as one typed error, answered by every admin server alike
+//! ([`AdminError::reply`]): a problem+json body (RFC 9457) naming the field where there is one.
 
+use super::route::Reply;
 use super::{MAX_BODY, MAX_HEADERS};
-use crate::http::problem;
+use crate::http::{problem_body, PROBLEM_JSON};
 use crate::ops::ChangeError;
-use actix_web::http::header::{self, HeaderValue};
-use actix_web::http::{ConnectionType, StatusCode};
-use actix_web::{HttpResponse, ResponseError};
 use serde_json::{json, Value};
 
 /// Why an admin request was refused; nothing changed.
@@ -112,47 +110,46 @@ impl AdminError {
     }
 }
 
-impl ResponseError for AdminError {
-    fn status_code(&self) -> StatusCode {
+impl AdminError {
+    /// The HTTP status of this refusal.
+    pub(crate) fn status(&self) -> u16 {
         match self {
-            AdminError::Unauthorized => StatusCode::UNAUTHORIZED,
-            AdminError::NotFound | AdminError::UnknownLimiter(_) => StatusCode::NOT_FOUND,
-            AdminError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            AdminError::Invalid { .. } | AdminError::Change(ChangeError::Invalid(_)) => {
-                StatusCode::BAD_REQUEST
-            }
-            AdminError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            AdminError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            AdminError::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            AdminError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            AdminError::Change(ChangeError::Stale { .. }) => StatusCode::PRECONDITION_FAILED,
-            AdminError::Change(ChangeError::Contended) => StatusCode::CONFLICT,
-            AdminError::Change(_) => StatusCode::SERVICE_UNAVAILABLE,
-            AdminError::NotReadable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AdminError::Unauthorized => 401,
+            AdminError::NotFound | AdminError::UnknownLimiter(_) => 404,
+            AdminError::MethodNotAllowed => 405,
+            AdminError::Invalid { .. } | AdminError::Change(ChangeError::Invalid(_)) => 400,
+            AdminError::UnsupportedMediaType => 415,
+            AdminError::PayloadTooLarge => 413,
+            AdminError::HeadersTooLarge => 431,
+            AdminError::BodyTimeout(_) => 408,
+            AdminError::Change(ChangeError::Stale { .. }) => 412,
+            AdminError::Change(ChangeError::Contended) => 409,
+            AdminError::Change(_) => 503,
+            AdminError::NotReadable(_) => 503,
         }
     }
 
-    fn error_response(&self) -> HttpResponse {
+    /// The refusal as every admin server answers it: a problem+json body, a challenge for a
+    /// missing token, and a closed connection where the body was not (or not wholly) read, so
+    /// that it is not taken for the next request.
+    pub(crate) fn reply(&self) -> Reply {
         let (detail, extra) = self.detail();
-        let mut response = problem(self.status_code(), self.title(), &detail, extra);
-        if matches!(self, AdminError::Unauthorized) {
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"brownout-admin\""),
-            );
+        let status = self.status();
+        Reply {
+            status,
+            content_type: PROBLEM_JSON,
+            body: problem_body(status, self.title(), &detail, extra)
+                .to_string()
+                .into_bytes(),
+            etag: None,
+            challenge: matches!(self, AdminError::Unauthorized),
+            close: matches!(
+                self,
+                AdminError::Unauthorized
+                    | AdminError::PayloadTooLarge
+                    | AdminError::HeadersTooLarge
+                    | AdminError::BodyTimeout(_)
+            ),
         }
-        // A body that was not (or not wholly) read must not be taken for the next request.
-        if matches!(
-            self,
-            AdminError::Unauthorized
-                | AdminError::PayloadTooLarge
-                | AdminError::HeadersTooLarge
-                | AdminError::BodyTimeout(_)
-        ) {
-            response
-                .head_mut()
-                .set_connection_type(ConnectionType::Close);
-        }
-        response
     }
 }

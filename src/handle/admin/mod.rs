@@ -1,23 +1,30 @@
-//! The admin server: its own actix server (default `127.0.0.1:9090`) with health, metrics and
-//! state endpoints, and the operator's write side (`write.rs`), behind a bearer token
-//! (docs/admin-api.md).
+//! The admin API (default `127.0.0.1:9090`): health, metrics and state endpoints, and the
+//! operator's write side (`write.rs`), behind a bearer token (docs/admin-api.md). One
+//! implementation (`route.rs`), served by actix (`actix.rs`, feature `actix`) or by hyper
+//! and as a tower service (`hyper.rs`, feature `tower`).
 
+#[cfg(feature = "actix")]
+mod actix;
 mod error;
 mod gate;
+#[cfg(feature = "tower")]
+mod hyper;
+mod route;
 mod write;
 
+#[cfg(feature = "actix")]
+pub use actix::AdminServer;
 pub use error::AdminError;
+#[cfg(feature = "tower")]
+pub use hyper::{AdminFuture, AdminServerFuture, AdminService, HyperAdminServer};
 
 use super::{Brownout, Error};
 use crate::config::Mode;
 use crate::limiter::LimiterName;
 use crate::tier::Tier;
-use actix_web::dev::Server;
-use actix_web::middleware::from_fn;
-use actix_web::{web, App, HttpResponse, HttpServer};
+use route::{AdminRequest, Reply};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
-use std::time::Duration;
 
 /// Shortest admin token accepted on a non-loopback address.
 pub(crate) const MIN_TOKEN_LEN: usize = 16;
@@ -29,98 +36,17 @@ pub const MAX_BODY: usize = 64 * 1024;
 /// request's head is 128 KiB, and fixed): an admin client sends a token and a few headers.
 pub const MAX_HEADERS: usize = 16 * 1024;
 
-/// A bound, not yet awaited admin server.
-pub struct AdminServer {
-    /// The server future; spawn or await it.
-    pub server: Server,
-    /// Where it listens (useful when bound to port 0).
-    pub local_addr: SocketAddr,
-}
-
 impl Brownout {
-    /// Binds the admin server to `admin.bind`.
-    ///
-    /// Refuses a non-loopback address unless a token was configured explicitly: a generated
-    /// token is only logged, which is fine on one machine, not on a network.
-    ///
-    /// # Errors
-    /// [`Error::Admin`] when `admin.bind` is not an address, cannot be bound, or is not on
-    /// loopback while the token is generated or shorter than 16 characters.
-    ///
-    /// # Examples
-    /// ```no_run
-    /// # #[actix_web::main]
-    /// # async fn main() -> Result<(), brownout::Report> {
-    /// let brownout = brownout::Brownout::from_config_file("config.yaml")?;
-    /// brownout.start()?;
-    /// let admin = brownout.admin_server()?; // on admin.bind, behind the admin token
-    /// println!("admin API on http://{}", admin.local_addr);
-    /// actix_web::rt::spawn(admin.server);
-    /// # Ok(()) }
-    /// ```
-    pub fn admin_server(&self) -> Result<AdminServer, Error> {
-        let bind: SocketAddr = self.config().admin.bind.parse().map_err(|_| {
+    /// `admin.bind` as an address.
+    fn admin_bind(&self) -> Result<SocketAddr, Error> {
+        self.config().admin.bind.parse().map_err(|_| {
             Error::Admin(format!(
                 "admin.bind {:?} is not an address",
                 self.config().admin.bind
             ))
-        })?;
-        self.admin_server_on(bind)
-    }
-
-    /// Binds the admin server to `bind` instead of `admin.bind`.
-    ///
-    /// A generated token is handed to the operator whatever logging the app set up: written to
-    /// `admin.token_file` (mode 0600) when set, else printed once to stderr. A token shorter
-    /// than 16 characters is refused on a non-loopback address and warned about on
-    /// loopback.
-    ///
-    /// # Errors
-    /// As for [`admin_server`](Self::admin_server).
-    pub fn admin_server_on(&self, bind: SocketAddr) -> Result<AdminServer, Error> {
-        self.check_admin_token(bind)?;
-        let brownout = self.clone();
-        let server = HttpServer::new(move || {
-            App::new()
-                .app_data(web::Data::new(brownout.clone()))
-                .wrap(from_fn(gate::require_token))
-                .service(
-                    resource("/healthz")
-                        .route(web::get().to(healthz))
-                        .route(web::head().to(healthz)),
-                )
-                .service(
-                    resource("/metrics")
-                        .route(web::get().to(metrics))
-                        .route(web::head().to(metrics)),
-                )
-                .service(resource("/v1/state").route(web::get().to(state)))
-                .service(resource("/v1/limiters/{name}/mode").route(web::put().to(write::put_mode)))
-                .service(resource("/v1/kill-switch").route(web::put().to(write::put_kill_switch)))
-                .service(
-                    resource("/v1/config")
-                        .route(web::get().to(write::get_config))
-                        .route(web::patch().to(write::patch_config)),
-                )
-                .service(resource("/v1/audit").route(web::get().to(write::get_audit)))
-                .service(resource("/v1/clients/{key}").route(web::get().to(client)))
-                .default_service(web::to(not_found))
-        })
-        .workers(1)
-        .disable_signals()
-        // Request heads must arrive within this; bodies have admin.body_timeout.
-        .client_request_timeout(Duration::from_secs(5))
-        .bind(bind)
-        .map_err(|e| Error::Admin(format!("cannot listen on {bind}: {e}")))?;
-        let local_addr = server.addrs()[0];
-        Ok(AdminServer {
-            server: server.run(),
-            local_addr,
         })
     }
-}
 
-impl Brownout {
     /// Refuses a token that is not safe on `bind`, and hands a generated one to the operator.
     fn check_admin_token(&self, bind: SocketAddr) -> Result<(), Error> {
         let inner = &self.inner;
@@ -200,37 +126,13 @@ fn write_secret(path: &std::path::Path, secret: &str) -> std::io::Result<()> {
     }
 }
 
-fn resource(path: &str) -> actix_web::Resource {
-    web::resource(path).default_service(web::to(method_not_allowed))
-}
-
-async fn method_not_allowed() -> Result<HttpResponse, AdminError> {
-    Err(AdminError::MethodNotAllowed)
-}
-
-async fn not_found() -> Result<HttpResponse, AdminError> {
-    Err(AdminError::NotFound)
-}
-
-async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().content_type("text/plain").body("ok")
-}
-
-/// `GET /metrics` (the token is required by the gate when `admin.metrics_auth`).
-async fn metrics(brownout: web::Data<Brownout>) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(brownout.render_metrics())
-}
-
 /// `GET /v1/clients/{key}[?plan=NAME]`: the per-client limits of the client whose API key
 /// (as sent after `Bearer `) is `key`, read without spending any of them.
 async fn client(
-    brownout: web::Data<Brownout>,
-    req: actix_web::HttpRequest,
-    key: web::Path<String>,
-) -> Result<HttpResponse, AdminError> {
-    let key = key.into_inner();
+    brownout: &Brownout,
+    req: &AdminRequest<'_>,
+    key: String,
+) -> Result<Reply, AdminError> {
     if key.is_empty() || key.len() > 256 || !key.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(AdminError::invalid(
             "key",
@@ -238,7 +140,7 @@ async fn client(
         ));
     }
     let mut plan = None;
-    for pair in req.query_string().split('&').filter(|p| !p.is_empty()) {
+    for pair in req.query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
             Some(("plan", name)) if plan.is_some() => {
                 return Err(AdminError::invalid(
@@ -269,11 +171,7 @@ async fn client(
         .read_client(&facts, plan)
         .await
         .map_err(|e| AdminError::NotReadable(e.to_string()))?;
-    Ok(HttpResponse::Ok().json(state))
-}
-
-async fn state(brownout: web::Data<Brownout>) -> HttpResponse {
-    HttpResponse::Ok().json(state_json(&brownout))
+    Ok(Reply::json(&state))
 }
 
 /// Whether the controller's plan drops requests, and if not, why, in plain words: the

@@ -3,14 +3,12 @@
 //! nothing changes.
 
 use super::error::AdminError;
-use super::gate::read_body;
+use super::route::{AdminRequest, Reply};
 use crate::config::describe_json;
 use crate::config::Mode;
 use crate::handle::Brownout;
 use crate::limiter::LimiterName;
 use crate::ops::Change;
-use actix_web::http::header::{self, HeaderValue};
-use actix_web::{web, HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -35,17 +33,17 @@ struct KillSwitchBody {
 }
 
 /// Whether the request says its body is JSON (`application/json` or any `+json` type).
-fn is_json(req: &HttpRequest) -> bool {
-    req.headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
+fn is_json(req: &AdminRequest<'_>) -> bool {
+    req.headers
+        .get("content-type")
+        .and_then(|v| std::str::from_utf8(v).ok())
         .and_then(|v| v.split(';').next())
         .map(|t| t.trim().to_ascii_lowercase())
         .is_some_and(|t| t == "application/json" || t.ends_with("+json"))
 }
 
 /// Parses a JSON body, naming the offending field.
-fn parse<T: DeserializeOwned>(req: &HttpRequest, body: &[u8]) -> Result<T, AdminError> {
+fn parse<T: DeserializeOwned>(req: &AdminRequest<'_>, body: &[u8]) -> Result<T, AdminError> {
     if !is_json(req) {
         return Err(AdminError::UnsupportedMediaType);
     }
@@ -65,40 +63,14 @@ fn parse<T: DeserializeOwned>(req: &HttpRequest, body: &[u8]) -> Result<T, Admin
     })
 }
 
-/// Reads (size limit, deadline) and parses a JSON body. The token was checked before: an
-/// unauthenticated body is never read.
-async fn accept<T: DeserializeOwned>(
-    req: &HttpRequest,
-    payload: web::Payload,
-    brownout: &Brownout,
-) -> Result<T, AdminError> {
-    let deadline = brownout.config().admin.body_timeout.get();
-    let body = read_body(req, payload, deadline).await?;
-    parse(req, &body)
-}
-
-fn source(req: &HttpRequest) -> String {
-    req.peer_addr()
-        .map_or_else(|| "unknown".to_owned(), |a| a.to_string())
-}
-
-fn with_etag(mut response: HttpResponse, version: u64) -> HttpResponse {
-    if let Ok(value) = HeaderValue::from_str(&format!("\"{version}\"")) {
-        response.headers_mut().insert(header::ETAG, value);
-    }
-    response
-}
-
 /// `PUT /v1/limiters/{name}/mode`
 pub(super) async fn put_mode(
-    req: HttpRequest,
-    name: web::Path<String>,
-    payload: web::Payload,
-    brownout: web::Data<Brownout>,
-) -> Result<HttpResponse, AdminError> {
-    let name = name.into_inner();
-    let limiter = LimiterName::parse(&name).ok_or(AdminError::UnknownLimiter(name))?;
-    let body: ModeBody = accept(&req, payload, &brownout).await?;
+    brownout: &Brownout,
+    req: &AdminRequest<'_>,
+    limiter: LimiterName,
+    body: &[u8],
+) -> Result<Reply, AdminError> {
+    let body: ModeBody = parse(req, body)?;
     let ttl = match body.ttl_seconds {
         Some(ttl) => match u64::try_from(ttl)
             .ok()
@@ -119,8 +91,8 @@ pub(super) async fn put_mode(
         mode: body.mode,
         ttl,
     };
-    let applied = brownout.change(change, source(&req)).await?;
-    Ok(HttpResponse::Ok().json(json!({
+    let applied = brownout.change(change, req.source()).await?;
+    Ok(Reply::json(&json!({
         "version": applied.version,
         "scope": scope(applied),
         "limiter": limiter.as_str(),
@@ -131,15 +103,15 @@ pub(super) async fn put_mode(
 
 /// `PUT /v1/kill-switch`
 pub(super) async fn put_kill_switch(
-    req: HttpRequest,
-    payload: web::Payload,
-    brownout: web::Data<Brownout>,
-) -> Result<HttpResponse, AdminError> {
-    let body: KillSwitchBody = accept(&req, payload, &brownout).await?;
+    brownout: &Brownout,
+    req: &AdminRequest<'_>,
+    body: &[u8],
+) -> Result<Reply, AdminError> {
+    let body: KillSwitchBody = parse(req, body)?;
     let applied = brownout
-        .change(Change::KillSwitch(body.engaged), source(&req))
+        .change(Change::KillSwitch(body.engaged), req.source())
         .await?;
-    Ok(HttpResponse::Ok().json(json!({
+    Ok(Reply::json(&json!({
         "version": applied.version,
         "scope": scope(applied),
         "engaged": body.engaged,
@@ -155,28 +127,23 @@ fn scope(applied: crate::ops::Applied) -> &'static str {
     }
 }
 
-fn config_response(brownout: &Brownout) -> HttpResponse {
+/// `GET /v1/config`, and the answer to a `PATCH` of it: the document, its version as the
+/// `ETag`.
+pub(super) fn config_reply(brownout: &Brownout) -> Reply {
     let (version, kill_switch, limiters) = brownout.limiters_json();
-    with_etag(
-        HttpResponse::Ok().json(json!({
-            "version": version,
-            "kill_switch": kill_switch,
-            "limiters": limiters,
-        })),
-        version,
-    )
-}
-
-/// `GET /v1/config`
-pub(super) async fn get_config(brownout: web::Data<Brownout>) -> HttpResponse {
-    config_response(&brownout)
+    Reply::json(&json!({
+        "version": version,
+        "kill_switch": kill_switch,
+        "limiters": limiters,
+    }))
+    .with_etag(version)
 }
 
 /// The version `If-Match` asks for (`"12"`, `W/"12"` or `12`, or a list of them: any of them
 /// matches, as RFC 9110 says); `*` or no header: any. With a list, the one the settings are at
 /// now (`current`), else the first: the operator checks it again when it applies the patch.
-fn if_match(req: &HttpRequest, current: u64) -> Result<Option<u64>, AdminError> {
-    let Some(value) = req.headers().get(header::IF_MATCH) else {
+fn if_match(req: &AdminRequest<'_>, current: u64) -> Result<Option<u64>, AdminError> {
+    let Some(value) = req.headers.get("if-match") else {
         return Ok(None);
     };
     let refused = || {
@@ -185,7 +152,7 @@ fn if_match(req: &HttpRequest, current: u64) -> Result<Option<u64>, AdminError> 
             "must be an ETag from GET /v1/config, like \"12\" (or a list of them)",
         )
     };
-    let text = value.to_str().map_err(|_| refused())?;
+    let text = std::str::from_utf8(value).map_err(|_| refused())?;
     let mut versions = Vec::new();
     for tag in text.split(',').map(str::trim) {
         if tag == "*" {
@@ -208,21 +175,16 @@ fn if_match(req: &HttpRequest, current: u64) -> Result<Option<u64>, AdminError> 
 
 /// `PATCH /v1/config`
 pub(super) async fn patch_config(
-    req: HttpRequest,
-    payload: web::Payload,
-    brownout: web::Data<Brownout>,
-) -> Result<HttpResponse, AdminError> {
+    brownout: &Brownout,
+    req: &AdminRequest<'_>,
+    body: &[u8],
+) -> Result<Reply, AdminError> {
     // An object, as every body (`parse`): a merge patch (RFC 7396) of GET /v1/config's document.
-    let patch: Value = accept(&req, payload, &brownout).await?;
+    let patch: Value = parse(req, body)?;
     let change = Change::Patch {
         patch,
-        if_match: if_match(&req, brownout.settings().version)?,
+        if_match: if_match(req, brownout.settings().version)?,
     };
-    brownout.change(change, source(&req)).await?;
-    Ok(config_response(&brownout))
-}
-
-/// `GET /v1/audit`
-pub(super) async fn get_audit(brownout: web::Data<Brownout>) -> HttpResponse {
-    HttpResponse::Ok().json(json!({ "entries": brownout.audit() }))
+    brownout.change(change, req.source()).await?;
+    Ok(config_reply(brownout))
 }

@@ -1,0 +1,238 @@
+//! The admin API, whatever serves it: a request as plain strings and header lookups in, a
+//! [`Reply`] out. The actix server (`actix.rs`) and the hyper server and tower service
+//! (`hyper.rs`) only translate; the routes, the gate, the bodies and every answer are here, so
+//! both servers answer alike.
+
+use super::error::AdminError;
+use super::gate::{authorized, is_open};
+use super::{write, MAX_BODY, MAX_HEADERS};
+use crate::handle::Brownout;
+use crate::limiter::LimiterName;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// A request's headers as the admin API reads them.
+pub(crate) trait AdminHeaders {
+    /// The first value of `name` (lowercase).
+    fn get(&self, name: &str) -> Option<&[u8]>;
+    /// The bytes of all names and values together.
+    fn size(&self) -> usize;
+}
+
+/// An admin request, read from whatever server received it.
+pub(crate) struct AdminRequest<'a> {
+    pub(crate) method: &'a str,
+    /// The path as sent (still percent-encoded), without the query.
+    pub(crate) path: &'a str,
+    pub(crate) query: &'a str,
+    pub(crate) headers: &'a (dyn AdminHeaders + Sync),
+    pub(crate) peer: Option<SocketAddr>,
+}
+
+impl AdminRequest<'_> {
+    /// Who asked, for the audit log.
+    pub(crate) fn source(&self) -> String {
+        self.peer
+            .map_or_else(|| "unknown".to_owned(), |a| a.to_string())
+    }
+}
+
+/// What a refusal for a missing or wrong token asks for (`WWW-Authenticate`).
+pub(crate) const CHALLENGE: &str = "Bearer realm=\"brownout-admin\"";
+
+/// An admin answer, as every server writes it.
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) content_type: &'static str,
+    pub(crate) body: Vec<u8>,
+    /// The settings version, as an `ETag` (`"12"`).
+    pub(crate) etag: Option<u64>,
+    /// Whether to ask for the token (`WWW-Authenticate: Bearer`).
+    pub(crate) challenge: bool,
+    /// Whether to close the connection after the answer (a body left unread).
+    pub(crate) close: bool,
+}
+
+impl Reply {
+    /// 200 with `body` of `content_type`.
+    pub(crate) fn ok(content_type: &'static str, body: impl Into<Vec<u8>>) -> Self {
+        Self {
+            status: 200,
+            content_type,
+            body: body.into(),
+            etag: None,
+            challenge: false,
+            close: false,
+        }
+    }
+
+    /// 200 with a JSON document.
+    pub(crate) fn json(value: &impl serde::Serialize) -> Self {
+        let body = serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec());
+        Self::ok("application/json", body)
+    }
+
+    /// The same answer with an `ETag` of `version`.
+    pub(crate) fn with_etag(self, version: u64) -> Self {
+        Self {
+            etag: Some(version),
+            ..self
+        }
+    }
+}
+
+/// What an admin request asks for.
+enum Endpoint {
+    Healthz,
+    Metrics,
+    State,
+    Mode(LimiterName),
+    KillSwitch,
+    GetConfig,
+    PatchConfig,
+    Audit,
+    Client(String),
+}
+
+impl Endpoint {
+    /// The endpoint of `method` on `path`: 404 for no such path, 405 for a method the path
+    /// does not take.
+    fn of(method: &str, path: &str) -> Result<Self, AdminError> {
+        let segments: Vec<&str> = match path.strip_prefix('/') {
+            Some(rest) => rest.split('/').collect(),
+            None => return Err(AdminError::NotFound),
+        };
+        let methods = |allowed: &[&str], endpoint: Endpoint| {
+            if allowed.contains(&method) {
+                Ok(endpoint)
+            } else {
+                Err(AdminError::MethodNotAllowed)
+            }
+        };
+        match segments.as_slice() {
+            ["healthz"] => methods(&["GET", "HEAD"], Endpoint::Healthz),
+            ["metrics"] => methods(&["GET", "HEAD"], Endpoint::Metrics),
+            ["v1", "state"] => methods(&["GET"], Endpoint::State),
+            ["v1", "kill-switch"] => methods(&["PUT"], Endpoint::KillSwitch),
+            ["v1", "config"] => match method {
+                "GET" => Ok(Endpoint::GetConfig),
+                "PATCH" => Ok(Endpoint::PatchConfig),
+                _ => Err(AdminError::MethodNotAllowed),
+            },
+            ["v1", "audit"] => methods(&["GET"], Endpoint::Audit),
+            ["v1", "limiters", name, "mode"] if !name.is_empty() => {
+                if method != "PUT" {
+                    return Err(AdminError::MethodNotAllowed);
+                }
+                let name =
+                    decode(name).map_err(|()| AdminError::UnknownLimiter(name.to_string()))?;
+                LimiterName::parse(&name)
+                    .map(Endpoint::Mode)
+                    .ok_or(AdminError::UnknownLimiter(name))
+            }
+            ["v1", "clients", key] if !key.is_empty() => {
+                let key = decode(key).map_err(|()| {
+                    AdminError::invalid("key", "is not percent-encoded UTF-8 text")
+                })?;
+                methods(&["GET"], Endpoint::Client(key))
+            }
+            _ => Err(AdminError::NotFound),
+        }
+    }
+
+    /// Whether the endpoint reads a request body.
+    fn reads_body(&self) -> bool {
+        matches!(
+            self,
+            Endpoint::Mode(_) | Endpoint::KillSwitch | Endpoint::PatchConfig
+        )
+    }
+}
+
+/// A path segment with its `%XX` escapes decoded.
+fn decode(segment: &str) -> Result<String, ()> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3).ok_or(())?;
+            let hex = std::str::from_utf8(hex).map_err(|_| ())?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| ())?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| ())
+}
+
+/// Answers `req`. The headers' size and the token are checked before anything else, so an
+/// unauthenticated client cannot make the server route, buffer or wait for anything;
+/// `read_body` reads at most [`MAX_BODY`] bytes within the deadline it is given, and only for
+/// an endpoint that takes a body.
+pub(crate) async fn answer<F, Fut>(
+    brownout: &Brownout,
+    req: &AdminRequest<'_>,
+    read_body: F,
+) -> Reply
+where
+    F: FnOnce(Duration) -> Fut,
+    Fut: Future<Output = Result<bytes::Bytes, AdminError>>,
+{
+    match route(brownout, req, read_body).await {
+        Ok(reply) => reply,
+        Err(refused) => refused.reply(),
+    }
+}
+
+async fn route<F, Fut>(
+    brownout: &Brownout,
+    req: &AdminRequest<'_>,
+    read_body: F,
+) -> Result<Reply, AdminError>
+where
+    F: FnOnce(Duration) -> Fut,
+    Fut: Future<Output = Result<bytes::Bytes, AdminError>>,
+{
+    // Before the token: a 100 KB Authorization is not compared.
+    if req.headers.size() > MAX_HEADERS {
+        return Err(AdminError::HeadersTooLarge);
+    }
+    let token = &brownout.inner.admin_token;
+    if !is_open(req.path, brownout) && !authorized(req.headers.get("authorization"), token) {
+        return Err(AdminError::Unauthorized);
+    }
+    let endpoint = Endpoint::of(req.method, req.path)?;
+    let body = if endpoint.reads_body() {
+        let announced = req
+            .headers
+            .get("content-length")
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if announced.is_some_and(|n| n > MAX_BODY as u64) {
+            return Err(AdminError::PayloadTooLarge);
+        }
+        read_body(brownout.config().admin.body_timeout.get()).await?
+    } else {
+        bytes::Bytes::new()
+    };
+    match endpoint {
+        Endpoint::Healthz => Ok(Reply::ok("text/plain", "ok")),
+        Endpoint::Metrics => Ok(Reply::ok(
+            "text/plain; version=0.0.4; charset=utf-8",
+            brownout.render_metrics(),
+        )),
+        Endpoint::State => Ok(Reply::json(&super::state_json(brownout))),
+        Endpoint::Mode(limiter) => write::put_mode(brownout, req, limiter, &body).await,
+        Endpoint::KillSwitch => write::put_kill_switch(brownout, req, &body).await,
+        Endpoint::GetConfig => Ok(write::config_reply(brownout)),
+        Endpoint::PatchConfig => write::patch_config(brownout, req, &body).await,
+        Endpoint::Audit => Ok(Reply::json(
+            &serde_json::json!({ "entries": brownout.audit() }),
+        )),
+        Endpoint::Client(key) => super::client(brownout, req, key).await,
+    }
+}
