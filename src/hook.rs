@@ -2,8 +2,8 @@
 //! see, [`HookRequest`]: the same type whichever front door runs them, the actix middleware or
 //! the tower layer. A panicking hook fails open to the built-in rule, counted.
 
-use crate::classify::ClientKey;
-use crate::engine::Engine;
+use crate::classify::{Classified, ClientKey, RequestFacts};
+use crate::engine::{Engine, Settings};
 use crate::tier::Tier;
 #[cfg(feature = "actix")]
 use actix_web::HttpMessage;
@@ -208,6 +208,25 @@ impl Hooks {
     /// Whether any hook is set (a request builds its [`HookRequest`] only then).
     pub(crate) fn any(&self) -> bool {
         self.tier.is_some() || self.key.is_some() || self.plan.is_some()
+    }
+
+    /// A request's client and tier, as both front doors decide them: the classifier on
+    /// `facts`, with the client the key hook names and the tier the tier hook sets (`hooked`:
+    /// the request as they see it, made only when a hook is set).
+    #[inline]
+    pub(crate) fn classify(
+        &self,
+        engine: &Engine,
+        settings: &Settings,
+        mut facts: RequestFacts<'_>,
+        hooked: Option<&HookRequest<'_>>,
+    ) -> Classified {
+        facts.client = hooked.and_then(|h| self.key(engine, h));
+        let mut classified = settings.classifier.classify(&facts);
+        if let Some(tier) = hooked.and_then(|h| self.tier(engine, h)) {
+            classified.tier = tier;
+        }
+        classified
     }
 
     /// The client the key hook names.

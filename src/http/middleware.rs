@@ -12,7 +12,7 @@ use super::ratelimit;
 use super::request::request_of;
 use super::respond::{respond, ResponseFuture};
 use super::worker::Worker;
-use crate::classify::{Classified, RequestFacts, MAX_FORWARDED_LINES};
+use crate::classify::{forwarded_lines, Classified, RequestFacts, MAX_FORWARDED_LINES};
 use crate::control::RuntimeRegistry;
 use crate::engine::{judge, Admission, Engine, Settings, Verdict, WorkerEngine};
 use crate::hook::{HookRequest, Hooks};
@@ -132,18 +132,14 @@ impl<S> BrownoutService<S> {
         settings: &Settings,
     ) -> Classified {
         let headers = req.headers();
-        // Every X-Forwarded-For line, kept on the stack (the last ones: entries are read from
-        // the end), and only when the header is trusted.
+        // The X-Forwarded-For lines, only when the header is trusted.
         let mut lines: [&[u8]; MAX_FORWARDED_LINES] = [&[]; MAX_FORWARDED_LINES];
-        let mut forwarded = 0;
-        if settings.classifier.trusts_forwarded_for() {
-            let all = headers.get_all(FORWARDED_FOR);
-            let skip = all.len().saturating_sub(MAX_FORWARDED_LINES);
-            for (slot, value) in lines.iter_mut().zip(all.skip(skip)) {
-                *slot = value.as_bytes();
-                forwarded += 1;
-            }
-        }
+        let forwarded = if settings.classifier.trusts_forwarded_for() {
+            let values = || headers.get_all(FORWARDED_FOR).map(HeaderValue::as_bytes);
+            forwarded_lines(values, &mut lines)
+        } else {
+            0
+        };
         let facts = RequestFacts {
             method: req.method().as_str(),
             path: routed_path(req),
@@ -151,16 +147,13 @@ impl<S> BrownoutService<S> {
             test_mode: headers.get(TEST_MODE).map(|v| v.as_bytes()),
             forwarded_for: &lines[..forwarded],
             peer: req.peer_addr().map(|a| a.ip()),
-            client: hooked.and_then(|h| self.hooks.key(&self.worker.engine, h)),
+            client: None,
             preflight: super::request::is_preflight(req),
             // Read once the app has answered (the router has not run yet).
             route: None,
         };
-        let mut classified = settings.classifier.classify(&facts);
-        if let Some(tier) = hooked.and_then(|h| self.hooks.tier(&self.worker.engine, h)) {
-            classified.tier = tier;
-        }
-        classified
+        self.hooks
+            .classify(&self.worker.engine, settings, facts, hooked)
     }
 }
 

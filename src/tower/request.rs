@@ -3,7 +3,7 @@
 //! it.
 
 use super::{BrownoutTower, FORWARDED_FOR, TEST_MODE};
-use crate::classify::{Classified, RequestFacts, MAX_FORWARDED_LINES};
+use crate::classify::{forwarded_lines, Classified, RequestFacts, MAX_FORWARDED_LINES};
 use crate::engine::{Engine, RequestHold, Settings};
 use crate::hook::HookRequest;
 use crate::limiter::Request as LimiterRequest;
@@ -21,15 +21,12 @@ impl<S> BrownoutTower<S> {
     ) -> Classified {
         let headers = req.headers();
         let mut lines: [&[u8]; MAX_FORWARDED_LINES] = [&[]; MAX_FORWARDED_LINES];
-        let mut forwarded = 0;
-        if settings.classifier.trusts_forwarded_for() {
-            let all = headers.get_all(FORWARDED_FOR);
-            let skip = all.iter().count().saturating_sub(MAX_FORWARDED_LINES);
-            for (slot, value) in lines.iter_mut().zip(all.iter().skip(skip)) {
-                *slot = value.as_bytes();
-                forwarded += 1;
-            }
-        }
+        let forwarded = if settings.classifier.trusts_forwarded_for() {
+            let values = || headers.get_all(FORWARDED_FOR).into_iter();
+            forwarded_lines(|| values().map(HeaderValue::as_bytes), &mut lines)
+        } else {
+            0
+        };
         let facts = RequestFacts {
             method: req.method().as_str(),
             path: req.uri().path(),
@@ -37,15 +34,11 @@ impl<S> BrownoutTower<S> {
             test_mode: headers.get(TEST_MODE).map(HeaderValue::as_bytes),
             forwarded_for: &lines[..forwarded],
             peer,
-            client: hooked.and_then(|h| self.hooks.key(&self.engine, h)),
+            client: None,
             preflight: is_preflight(req),
             route: None,
         };
-        let mut classified = settings.classifier.classify(&facts);
-        if let Some(tier) = hooked.and_then(|h| self.hooks.tier(&self.engine, h)) {
-            classified.tier = tier;
-        }
-        classified
+        self.hooks.classify(&self.engine, settings, facts, hooked)
     }
 }
 

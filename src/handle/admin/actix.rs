@@ -2,7 +2,8 @@
 //! the one implementation (`route.rs`), its body read from actix's payload.
 
 use super::error::AdminError;
-use super::route::{answer, AdminHeaders, AdminRequest, Reply, CHALLENGE};
+use super::reply::{AdminHeaders, AdminRequest, Reply, CHALLENGE};
+use super::route::answer;
 use super::MAX_BODY;
 use crate::handle::{Brownout, Error};
 use actix_web::dev::Server;

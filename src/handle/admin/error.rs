@@ -1,7 +1,7 @@
 //! Every refusal of the admin API as one typed error, answered by every admin server alike
 //! ([`AdminError::reply`]): a problem+json body (RFC 9457) naming the field where there is one.
 
-use super::route::Reply;
+use super::reply::Reply;
 use super::{MAX_BODY, MAX_HEADERS};
 use crate::http::{problem_body, PROBLEM_JSON};
 use crate::ops::ChangeError;

@@ -4,7 +4,8 @@
 //! through the one implementation (`route.rs`), exactly as the actix server does.
 
 use super::error::AdminError;
-use super::route::{answer, AdminHeaders, AdminRequest, Reply, CHALLENGE};
+use super::reply::{AdminHeaders, AdminRequest, Reply, CHALLENGE};
+use super::route::answer;
 use super::MAX_BODY;
 #[cfg(doc)]
 use super::MAX_HEADERS;

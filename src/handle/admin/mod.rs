@@ -9,6 +9,7 @@ mod error;
 mod gate;
 #[cfg(feature = "tower")]
 mod hyper;
+mod reply;
 mod route;
 mod write;
 
@@ -22,7 +23,7 @@ use super::{Brownout, Error};
 use crate::config::Mode;
 use crate::limiter::LimiterName;
 use crate::tier::Tier;
-use route::{AdminRequest, Reply};
+use reply::{AdminRequest, Reply};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 

@@ -3,7 +3,7 @@
 //! nothing changes.
 
 use super::error::AdminError;
-use super::route::{AdminRequest, Reply};
+use super::reply::{AdminRequest, Reply};
 use crate::config::describe_json;
 use crate::config::Mode;
 use crate::handle::Brownout;
