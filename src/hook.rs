@@ -218,11 +218,13 @@ impl Hooks {
         &self,
         engine: &Engine,
         settings: &Settings,
-        mut facts: RequestFacts<'_>,
+        facts: &mut RequestFacts<'_>,
         hooked: Option<&HookRequest<'_>>,
     ) -> Classified {
-        facts.client = hooked.and_then(|h| self.key(engine, h));
-        let mut classified = settings.classifier.classify(&facts);
+        if let Some(hooked) = hooked {
+            facts.client = self.key(engine, hooked);
+        }
+        let mut classified = settings.classifier.classify(facts);
         if let Some(tier) = hooked.and_then(|h| self.tier(engine, h)) {
             classified.tier = tier;
         }

@@ -59,20 +59,18 @@ impl From<u64> for ClientKey {
     }
 }
 
-/// The last [`MAX_FORWARDED_LINES`] of a request's `X-Forwarded-For` lines (`values()` yields
-/// them in the order received) into `lines`, kept on the stack (entries are read from the
-/// end); how many. Both front doors read the header so.
+/// The last [`MAX_FORWARDED_LINES`] of a request's `count` `X-Forwarded-For` lines (`values`,
+/// in the order received) into `lines`, kept on the stack (entries are read from the end);
+/// how many. Both front doors read the header so, each looking it up once.
 #[inline]
-pub(crate) fn forwarded_lines<'a, I>(
-    values: impl Fn() -> I,
+pub(crate) fn forwarded_lines<'a>(
+    count: usize,
+    values: impl Iterator<Item = &'a [u8]>,
     lines: &mut [&'a [u8]; MAX_FORWARDED_LINES],
-) -> usize
-where
-    I: Iterator<Item = &'a [u8]>,
-{
-    let skip = values().count().saturating_sub(MAX_FORWARDED_LINES);
+) -> usize {
+    let skip = count.saturating_sub(MAX_FORWARDED_LINES);
     let mut read = 0;
-    for (slot, value) in lines.iter_mut().zip(values().skip(skip)) {
+    for (slot, value) in lines.iter_mut().zip(values.skip(skip)) {
         *slot = value;
         read += 1;
     }

@@ -135,12 +135,12 @@ impl<S> BrownoutService<S> {
         // The X-Forwarded-For lines, only when the header is trusted.
         let mut lines: [&[u8]; MAX_FORWARDED_LINES] = [&[]; MAX_FORWARDED_LINES];
         let forwarded = if settings.classifier.trusts_forwarded_for() {
-            let values = || headers.get_all(FORWARDED_FOR).map(HeaderValue::as_bytes);
-            forwarded_lines(values, &mut lines)
+            let all = headers.get_all(FORWARDED_FOR);
+            forwarded_lines(all.len(), all.map(HeaderValue::as_bytes), &mut lines)
         } else {
             0
         };
-        let facts = RequestFacts {
+        let mut facts = RequestFacts {
             method: req.method().as_str(),
             path: routed_path(req),
             authorization: headers.get(AUTHORIZATION).map(|v| v.as_bytes()),
@@ -153,7 +153,7 @@ impl<S> BrownoutService<S> {
             route: None,
         };
         self.hooks
-            .classify(&self.worker.engine, settings, facts, hooked)
+            .classify(&self.worker.engine, settings, &mut facts, hooked)
     }
 }
 

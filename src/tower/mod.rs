@@ -184,11 +184,9 @@ where
             }
         }
         let verdict = RNG.with(|cell| {
-            let mut rng = cell.take().unwrap_or_else(|| {
-                // This thread's first request: the `runtime` source reads its runtime.
-                self.runtimes.register_shared();
-                self.engine.random_stream()
-            });
+            let mut rng = cell
+                .take()
+                .unwrap_or_else(|| first_on_thread(&self.engine, &self.runtimes));
             let verdict = judge(&self.engine, &settings, &request, (&mut rng, true), None);
             cell.set(Some(rng));
             verdict
@@ -203,6 +201,15 @@ where
             verdict,
         )
     }
+}
+
+/// This thread's random stream, made on its first request, when the `runtime` source also
+/// learns its runtime. Out of line: it runs once per thread.
+#[cold]
+#[inline(never)]
+fn first_on_thread(engine: &Engine, runtimes: &RuntimeRegistry) -> SplitMix64 {
+    runtimes.register_shared();
+    engine.random_stream()
 }
 
 /// What a request is answered with: the refusal, or the app's answer with its hold. (The

@@ -22,12 +22,13 @@ impl<S> BrownoutTower<S> {
         let headers = req.headers();
         let mut lines: [&[u8]; MAX_FORWARDED_LINES] = [&[]; MAX_FORWARDED_LINES];
         let forwarded = if settings.classifier.trusts_forwarded_for() {
-            let values = || headers.get_all(FORWARDED_FOR).into_iter();
-            forwarded_lines(|| values().map(HeaderValue::as_bytes), &mut lines)
+            let all = headers.get_all(FORWARDED_FOR);
+            let values = all.iter().map(HeaderValue::as_bytes);
+            forwarded_lines(all.iter().count(), values, &mut lines)
         } else {
             0
         };
-        let facts = RequestFacts {
+        let mut facts = RequestFacts {
             method: req.method().as_str(),
             path: req.uri().path(),
             authorization: headers.get(AUTHORIZATION).map(HeaderValue::as_bytes),
@@ -38,7 +39,8 @@ impl<S> BrownoutTower<S> {
             preflight: is_preflight(req),
             route: None,
         };
-        self.hooks.classify(&self.engine, settings, facts, hooked)
+        self.hooks
+            .classify(&self.engine, settings, &mut facts, hooked)
     }
 }
 
