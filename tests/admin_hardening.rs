@@ -412,7 +412,48 @@ async fn huge_headers_etag_lists_and_lists_for_sections(on: AdminOn) {
     assert_eq!(rig.brownout.settings().version, 2, "nothing changed");
 }
 
+/// Paths are matched segment by segment, each percent-decoded as actix's router reads them:
+/// an escaped letter names the same endpoint, a broken escape names none, and the token is
+/// asked for before any of it.
+async fn percent_encoded_paths_name_the_same_endpoints(on: AdminOn) {
+    let rig = Rig::new(config());
+    let addr = on.serve(&rig.brownout);
+    let auth = format!("Bearer {TOKEN}");
+    let res = raw_http(addr, request("GET", "/v1/st%61te", None, "")).await;
+    assert_eq!(res.status, 401, "{}", res.body);
+    let res = raw_http(addr, request("GET", "/v1/st%61te", Some(&auth), "")).await;
+    assert_eq!(res.status, 200, "{}", res.body);
+    assert!(res.body.contains("\"kill_switch\""), "{}", res.body);
+    for (path, status) in [
+        ("/v1/state/", 404),
+        ("//v1/state", 404),
+        ("/v1/st%6", 404),
+        ("/v1/st%+1te", 404),
+        ("/v1/clients/%zz", 400),
+        ("/v1/clients/sk%20live", 400),
+    ] {
+        let res = raw_http(addr, request("GET", path, Some(&auth), "")).await;
+        assert_eq!(res.status, status, "{path}: {}", res.body);
+    }
+    let res = raw_http(
+        addr,
+        request(
+            "PUT",
+            "/v1/limiters/request%5Frate/mode",
+            Some(&auth),
+            r#"{"mode":"dark"}"#,
+        ),
+    )
+    .await;
+    assert_eq!(res.status, 200, "{}", res.body);
+    assert_eq!(
+        rig.brownout.settings().limiters.request_rate.mode,
+        brownout::Mode::Dark
+    );
+}
+
 crate::on_both_admin_servers!(
+    percent_encoded_paths_name_the_same_endpoints,
     the_scheme_is_case_insensitive,
     the_token_is_checked_before_a_body_is_read,
     a_body_that_does_not_arrive_in_time_closes_the_connection,

@@ -29,10 +29,14 @@ impl Endpoint {
     /// The endpoint of `method` on `path`: 404 for no such path, 405 for a method the path
     /// does not take.
     fn of(method: &str, path: &str) -> Result<Self, AdminError> {
-        let segments: Vec<&str> = match path.strip_prefix('/') {
-            Some(rest) => rest.split('/').collect(),
-            None => return Err(AdminError::NotFound),
+        let Some(rest) = path.strip_prefix('/') else {
+            return Err(AdminError::NotFound);
         };
+        // Matched segment by segment, each percent-decoded (`/v1/st%61te` is `/v1/state`, as
+        // actix's router reads it; `%2F` stays inside its segment). A segment that does not
+        // decode matches no name (`None`).
+        let decoded: Vec<Option<String>> = rest.split('/').map(decode).collect();
+        let segments: Vec<Option<&str>> = decoded.iter().map(Option::as_deref).collect();
         let methods = |allowed: &[&str], endpoint: Endpoint| {
             if allowed.contains(&method) {
                 Ok(endpoint)
@@ -41,31 +45,30 @@ impl Endpoint {
             }
         };
         match segments.as_slice() {
-            ["healthz"] => methods(&["GET", "HEAD"], Endpoint::Healthz),
-            ["metrics"] => methods(&["GET", "HEAD"], Endpoint::Metrics),
-            ["v1", "state"] => methods(&["GET"], Endpoint::State),
-            ["v1", "kill-switch"] => methods(&["PUT"], Endpoint::KillSwitch),
-            ["v1", "config"] => match method {
+            [Some("healthz")] => methods(&["GET", "HEAD"], Endpoint::Healthz),
+            [Some("metrics")] => methods(&["GET", "HEAD"], Endpoint::Metrics),
+            [Some("v1"), Some("state")] => methods(&["GET"], Endpoint::State),
+            [Some("v1"), Some("kill-switch")] => methods(&["PUT"], Endpoint::KillSwitch),
+            [Some("v1"), Some("config")] => match method {
                 "GET" => Ok(Endpoint::GetConfig),
                 "PATCH" => Ok(Endpoint::PatchConfig),
                 _ => Err(AdminError::MethodNotAllowed),
             },
-            ["v1", "audit"] => methods(&["GET"], Endpoint::Audit),
-            ["v1", "limiters", name, "mode"] if !name.is_empty() => {
+            [Some("v1"), Some("audit")] => methods(&["GET"], Endpoint::Audit),
+            [Some("v1"), Some("limiters"), name, Some("mode")] if *name != Some("") => {
                 if method != "PUT" {
                     return Err(AdminError::MethodNotAllowed);
                 }
-                let name =
-                    decode(name).map_err(|()| AdminError::UnknownLimiter(name.to_string()))?;
-                LimiterName::parse(&name)
+                let name = name.unwrap_or(rest.split('/').nth(2).unwrap_or_default());
+                LimiterName::parse(name)
                     .map(Endpoint::Mode)
-                    .ok_or(AdminError::UnknownLimiter(name))
+                    .ok_or_else(|| AdminError::UnknownLimiter(name.to_owned()))
             }
-            ["v1", "clients", key] if !key.is_empty() => {
-                let key = decode(key).map_err(|()| {
+            [Some("v1"), Some("clients"), key] if *key != Some("") => {
+                let key = key.ok_or_else(|| {
                     AdminError::invalid("key", "is not percent-encoded UTF-8 text")
                 })?;
-                methods(&["GET"], Endpoint::Client(key))
+                methods(&["GET"], Endpoint::Client(key.to_owned()))
             }
             _ => Err(AdminError::NotFound),
         }
@@ -80,23 +83,25 @@ impl Endpoint {
     }
 }
 
-/// A path segment with its `%XX` escapes decoded.
-fn decode(segment: &str) -> Result<String, ()> {
+/// A path segment with its `%XX` escapes decoded (`None`: a broken escape, or not UTF-8).
+fn decode(segment: &str) -> Option<String> {
     let bytes = segment.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3).ok_or(())?;
-            let hex = std::str::from_utf8(hex).map_err(|_| ())?;
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| ())?);
+            let hex = bytes.get(i + 1..i + 3)?;
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
             i += 3;
         } else {
             out.push(bytes[i]);
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| ())
+    String::from_utf8(out).ok()
 }
 
 /// Answers `req`. The headers' size and the token are checked before anything else, so an
