@@ -1,5 +1,7 @@
 //! brownout in an axum app: the same limiters, admin API and metrics as the actix middleware,
-//! behind a tower layer, with no actix crate in the build.
+//! behind a tower layer: an app with `default-features = false, features = ["axum"]` builds no
+//! actix crate (`cargo tree -e normal`; building this example here also builds the
+//! repository's dev-dependencies). Ctrl-C stops it.
 //! `cargo run --example axum --no-default-features --features axum -- 127.0.0.1:8080`, then
 //! `curl -i localhost:8080/v1/charges -X POST`; the admin API (its token is printed at start)
 //! is on `127.0.0.1:9090`: `curl -H "Authorization: Bearer $TOKEN" localhost:9090/v1/state`.
@@ -36,6 +38,9 @@ async fn main() -> Result<(), brownout::Report> {
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
+    .with_graceful_shutdown(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
     .await?;
     brownout.shutdown().await;
     Ok(())

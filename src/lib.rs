@@ -1,6 +1,6 @@
 //! # brownout
 //!
-//! Keep an actix-web service up under abuse and overload: Stripe's four production limiters
+//! Keep an actix-web, axum or tonic service up under abuse and overload: Stripe's four production limiters
 //! and a fast guard, in one middleware, with an admin HTTP API, Prometheus metrics, and Redis
 //! as the shared store of a fleet.
 //!
@@ -55,7 +55,7 @@
 //! | `tonic` | `tower`, with tonic's `TcpConnectInfo` as the peer |
 //! | `redis` | fleet mode: `store.kind: redis` (per-client limits and the fleet reserve shared through Redis, standalone or Cluster) and fleet-wide settings (`admin.scope: fleet`) |
 //! | `cpu` | the `cpu` utilization source (this process's CPU time, through sysinfo) |
-//! | `simulate` | [`simulate`]: the controller and the fast guard against a model of a server in virtual time, to check a configuration in a test |
+//! | `simulate` | `brownout::simulate`: the controller and the fast guard against a model of a server in virtual time, to check a configuration in a test |
 //!
 //! Only `actix` is on by default; an axum or tonic app sets `default-features = false,
 //! features = ["axum"]` (or `"tonic"`) and builds no actix crate. The engine, the in-memory

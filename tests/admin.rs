@@ -137,6 +137,23 @@ async fn wrong_method_and_unknown_path(on: AdminOn) {
         .await
         .unwrap();
     assert_eq!(res.status(), 405);
+    assert_eq!(res.headers().get("allow").unwrap(), "GET");
+    let res = client
+        .delete(format!("{base}/v1/config"))
+        .bearer_auth("test-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 405);
+    assert_eq!(res.headers().get("allow").unwrap(), "GET, PATCH");
+    // The method before what the path names: no key is read for a method the path refuses.
+    let res = client
+        .post(format!("{base}/v1/clients/%zz"))
+        .bearer_auth("test-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 405);
     let res = client
         .get(format!("{base}/nope"))
         .bearer_auth("test-token")

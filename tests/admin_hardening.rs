@@ -452,6 +452,32 @@ async fn percent_encoded_paths_name_the_same_endpoints(on: AdminOn) {
     );
 }
 
+/// Clients that hold connections open and send nothing (no token needed for that) do not lock
+/// the operator out of the hyper admin server: past its bound on open connections, a new one
+/// closes the oldest idle one. (actix's bound is 25,000 a worker.)
+#[cfg(feature = "tower")]
+#[actix_web::test]
+async fn idle_connections_cannot_fill_the_hyper_admin_server() {
+    let rig = Rig::new(config());
+    let addr = AdminOn::Hyper.serve(&rig.brownout);
+    let idle = tokio::task::spawn_blocking(move || {
+        (0..300)
+            .map(|_| TcpStream::connect(addr).unwrap())
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let res = raw_http(addr, request("GET", "/healthz", None, "")).await;
+    assert_eq!((res.status, res.body.as_str()), (200, "ok"));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(idle);
+}
+
 crate::on_both_admin_servers!(
     percent_encoded_paths_name_the_same_endpoints,
     the_scheme_is_case_insensitive,

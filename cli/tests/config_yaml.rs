@@ -259,7 +259,7 @@ fn a_short_admin_token_is_warned_about_once() {
     let _ = child.wait();
     let warned = lines
         .iter()
-        .filter(|l| l.contains("has 6 characters; use at least 16"))
+        .filter(|l| l.contains("is 6 characters long; use at least 16"))
         .count();
     assert_eq!(warned, 1, "{lines:#?}");
     std::fs::remove_dir_all(&dir).unwrap();

@@ -445,7 +445,7 @@ impl Brownout {
 
     /// The same limiters behind a tower [`Layer`](tower_layer::Layer), for axum, tonic and
     /// hyper apps (feature `tower`): the same engine, settings, admin API and metrics as
-    /// [`middleware`](Self::middleware), on `http` 1 requests, with the same tier, key and
+    /// `middleware` (feature `actix`), on `http` 1 requests, with the same tier, key and
     /// plan hooks.
     ///
     /// # Examples

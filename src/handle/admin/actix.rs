@@ -130,6 +130,9 @@ fn respond(reply: Reply) -> HttpResponse {
             headers.insert(header::ETAG, value);
         }
     }
+    if let Some(methods) = reply.allow {
+        headers.insert(header::ALLOW, HeaderValue::from_static(methods));
+    }
     if reply.challenge {
         headers.insert(
             header::WWW_AUTHENTICATE,

@@ -16,9 +16,9 @@ pub enum AdminError {
     /// No such route.
     #[error("No such admin endpoint.")]
     NotFound,
-    /// The route exists, not with this method.
-    #[error("This endpoint does not support that method.")]
-    MethodNotAllowed,
+    /// The route exists, not with this method; the methods it takes (`Allow`).
+    #[error("This endpoint takes {0} only.")]
+    MethodNotAllowed(&'static str),
     /// `PUT /v1/limiters/{name}/mode` with a name that is not a limiter.
     #[error("There is no limiter named `{0}`; the limiters are {names}.", names = crate::limiter::LimiterName::names())]
     UnknownLimiter(String),
@@ -63,7 +63,7 @@ impl AdminError {
         match self {
             AdminError::Unauthorized => "Unauthorized",
             AdminError::NotFound => "Not found",
-            AdminError::MethodNotAllowed => "Method not allowed",
+            AdminError::MethodNotAllowed(_) => "Method not allowed",
             AdminError::UnknownLimiter(_) => "Unknown limiter",
             AdminError::Invalid { .. } | AdminError::Change(ChangeError::Invalid(_)) => {
                 "Invalid request"
@@ -116,7 +116,7 @@ impl AdminError {
         match self {
             AdminError::Unauthorized => 401,
             AdminError::NotFound | AdminError::UnknownLimiter(_) => 404,
-            AdminError::MethodNotAllowed => 405,
+            AdminError::MethodNotAllowed(_) => 405,
             AdminError::Invalid { .. } | AdminError::Change(ChangeError::Invalid(_)) => 400,
             AdminError::UnsupportedMediaType => 415,
             AdminError::PayloadTooLarge => 413,
@@ -142,6 +142,10 @@ impl AdminError {
                 .to_string()
                 .into_bytes(),
             etag: None,
+            allow: match self {
+                AdminError::MethodNotAllowed(methods) => Some(methods),
+                _ => None,
+            },
             challenge: matches!(self, AdminError::Unauthorized),
             close: matches!(
                 self,

@@ -16,15 +16,19 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// Most connections the hyper admin server holds open at once (more wait to be accepted).
+/// Most connections the hyper admin server holds open at once: past it, a new connection
+/// closes the oldest one that is not answering a request (idle, or still sending its head),
+/// so that clients holding connections open without a token cannot lock the operator out.
 const MAX_CONNECTIONS: usize = 256;
 
 /// The largest request head read, as actix's (128 KiB): a larger one is refused by hyper
@@ -68,7 +72,7 @@ impl Brownout {
 
     /// Binds the admin server to `admin.bind`, served by hyper (HTTP/1) on the tokio runtime
     /// it is spawned on: the admin API without actix. The same endpoints, token rules and
-    /// answers as [`admin_server`](Self::admin_server) (feature `actix`).
+    /// answers as `admin_server` (feature `actix`).
     ///
     /// # Errors
     /// [`Error::Admin`] when `admin.bind` is not an address, cannot be bound, or is not on
@@ -117,11 +121,9 @@ async fn serve(listener: std::net::TcpListener, service: AdminService) {
             return;
         }
     };
-    let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    // The open connections, oldest first: whether each is answering a request, and its task.
+    let mut open: VecDeque<(Arc<AtomicBool>, tokio::task::AbortHandle)> = VecDeque::new();
     loop {
-        let Ok(permit) = open.clone().acquire_owned().await else {
-            return;
-        };
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
@@ -134,12 +136,24 @@ async fn serve(listener: std::net::TcpListener, service: AdminService) {
                 continue;
             }
         };
+        open.retain(|(_, task)| !task.is_finished());
+        if open.len() >= MAX_CONNECTIONS {
+            let idle = open
+                .iter()
+                .position(|(busy, _)| !busy.load(Ordering::Relaxed));
+            match idle.and_then(|i| open.remove(i)) {
+                Some((_, task)) => task.abort(),
+                // Every one is answering a request: the new one waits for none of them.
+                None => continue,
+            }
+        }
+        let busy = Arc::new(AtomicBool::new(false));
         let connection = Connection {
             service: service.clone(),
             peer,
+            busy: busy.clone(),
         };
-        tokio::spawn(async move {
-            let _open = permit;
+        let task = tokio::spawn(async move {
             // A connection that fails (a client gone, a malformed request) ends here.
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -148,13 +162,15 @@ async fn serve(listener: std::net::TcpListener, service: AdminService) {
                 .serve_connection(TokioIo::new(stream), connection)
                 .await;
         });
+        open.push_back((busy, task.abort_handle()));
     }
 }
 
-/// One connection of the hyper admin server, and its peer.
+/// One connection of the hyper admin server: its peer, and whether it is answering a request.
 struct Connection {
     service: AdminService,
     peer: SocketAddr,
+    busy: Arc<AtomicBool>,
 }
 
 impl hyper::service::Service<Request<hyper::body::Incoming>> for Connection {
@@ -164,7 +180,14 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Connection {
 
     fn call(&self, mut req: Request<hyper::body::Incoming>) -> AdminFuture {
         req.extensions_mut().insert(self.peer);
-        handle(self.service.brownout.clone(), req)
+        let busy = self.busy.clone();
+        busy.store(true, Ordering::Relaxed);
+        let answer = handle(self.service.brownout.clone(), req);
+        Box::pin(async move {
+            let answered = answer.await;
+            busy.store(false, Ordering::Relaxed);
+            answered
+        })
     }
 }
 
@@ -262,6 +285,9 @@ fn respond(reply: Reply) -> Response<Full<Bytes>> {
         if let Ok(value) = HeaderValue::from_str(&format!("\"{version}\"")) {
             headers.insert(header::ETAG, value);
         }
+    }
+    if let Some(methods) = reply.allow {
+        headers.insert(header::ALLOW, HeaderValue::from_static(methods));
     }
     if reply.challenge {
         headers.insert(

@@ -63,7 +63,7 @@ impl Brownout {
         }
         if inner.admin_token.len() < MIN_TOKEN_LEN {
             let problem = format!(
-                "the admin token (from {env}, admin.token_env) has {} characters; use at least {MIN_TOKEN_LEN}",
+                "the admin token (from {env}, admin.token_env) is {} characters long; use at least {MIN_TOKEN_LEN}",
                 inner.admin_token.len()
             );
             if !bind.ip().is_loopback() {

@@ -39,6 +39,8 @@ pub(crate) struct Reply {
     pub(crate) body: Vec<u8>,
     /// The settings version, as an `ETag` (`"12"`).
     pub(crate) etag: Option<u64>,
+    /// The methods the path takes, when it does not take the one asked (`Allow`).
+    pub(crate) allow: Option<&'static str>,
     /// Whether to ask for the token (`WWW-Authenticate: Bearer`).
     pub(crate) challenge: bool,
     /// Whether to close the connection after the answer (a body left unread).
@@ -53,6 +55,7 @@ impl Reply {
             content_type,
             body: body.into(),
             etag: None,
+            allow: None,
             challenge: false,
             close: false,
         }

@@ -37,38 +37,42 @@ impl Endpoint {
         // decode matches no name (`None`).
         let decoded: Vec<Option<String>> = rest.split('/').map(decode).collect();
         let segments: Vec<Option<&str>> = decoded.iter().map(Option::as_deref).collect();
-        let methods = |allowed: &[&str], endpoint: Endpoint| {
-            if allowed.contains(&method) {
-                Ok(endpoint)
+        // The path first, then the method (405 with the methods it takes, in `Allow`), then
+        // what the path names.
+        let allowing = |allowed: &'static str| {
+            if allowed.split(", ").any(|m| m == method) {
+                Ok(())
             } else {
-                Err(AdminError::MethodNotAllowed)
+                Err(AdminError::MethodNotAllowed(allowed))
             }
         };
         match segments.as_slice() {
-            [Some("healthz")] => methods(&["GET", "HEAD"], Endpoint::Healthz),
-            [Some("metrics")] => methods(&["GET", "HEAD"], Endpoint::Metrics),
-            [Some("v1"), Some("state")] => methods(&["GET"], Endpoint::State),
-            [Some("v1"), Some("kill-switch")] => methods(&["PUT"], Endpoint::KillSwitch),
-            [Some("v1"), Some("config")] => match method {
-                "GET" => Ok(Endpoint::GetConfig),
-                "PATCH" => Ok(Endpoint::PatchConfig),
-                _ => Err(AdminError::MethodNotAllowed),
-            },
-            [Some("v1"), Some("audit")] => methods(&["GET"], Endpoint::Audit),
+            [Some("healthz")] => allowing("GET, HEAD").map(|()| Endpoint::Healthz),
+            [Some("metrics")] => allowing("GET, HEAD").map(|()| Endpoint::Metrics),
+            [Some("v1"), Some("state")] => allowing("GET").map(|()| Endpoint::State),
+            [Some("v1"), Some("kill-switch")] => allowing("PUT").map(|()| Endpoint::KillSwitch),
+            [Some("v1"), Some("config")] => {
+                allowing("GET, PATCH")?;
+                Ok(if method == "GET" {
+                    Endpoint::GetConfig
+                } else {
+                    Endpoint::PatchConfig
+                })
+            }
+            [Some("v1"), Some("audit")] => allowing("GET").map(|()| Endpoint::Audit),
             [Some("v1"), Some("limiters"), name, Some("mode")] if *name != Some("") => {
-                if method != "PUT" {
-                    return Err(AdminError::MethodNotAllowed);
-                }
+                allowing("PUT")?;
                 let name = name.unwrap_or(rest.split('/').nth(2).unwrap_or_default());
                 LimiterName::parse(name)
                     .map(Endpoint::Mode)
                     .ok_or_else(|| AdminError::UnknownLimiter(name.to_owned()))
             }
             [Some("v1"), Some("clients"), key] if *key != Some("") => {
+                allowing("GET")?;
                 let key = key.ok_or_else(|| {
                     AdminError::invalid("key", "is not percent-encoded UTF-8 text")
                 })?;
-                methods(&["GET"], Endpoint::Client(key.to_owned()))
+                Ok(Endpoint::Client(key.to_owned()))
             }
             _ => Err(AdminError::NotFound),
         }
