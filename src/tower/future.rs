@@ -4,9 +4,10 @@ use super::{grpc, refused, After, BrownoutBody};
 use crate::engine::{Engine, Queued, RequestHold};
 use crate::http::{wait_for_room, Refusal};
 use crate::metrics::Outcome;
+use crate::route_class::RouteClass;
 use crate::tier::Tier;
 use http::header::HeaderValue;
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::panic::catch_unwind;
@@ -125,7 +126,17 @@ where
                 if let Some(after) = after.take() {
                     after.apply(engine, &mut response, *grpc);
                 }
-                let hold = hold.take();
+                let mut hold = hold.take();
+                // The router's own answer to a method or path it has no handler for teaches no
+                // route's service time (axum names the route even for a method it refuses).
+                if let Some(h) = hold.as_mut().filter(|h| h.learns_latency()) {
+                    if matches!(
+                        response.status(),
+                        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
+                    ) {
+                        h.set_route(RouteClass::unmatched(*tier));
+                    }
+                }
                 Poll::Ready(Ok(response.map(|body| BrownoutBody::app(body, hold))))
             }
             StateProj::Refused { response } => Poll::Ready(Ok(response
