@@ -2,12 +2,12 @@
 //! the one implementation (`route.rs`), its body read from actix's payload.
 
 use super::error::AdminError;
-use super::reply::{AdminHeaders, AdminRequest, Reply, CHALLENGE};
+use super::reply::{AdminHeaders, AdminRequest, Reply};
 use super::route::answer;
 use super::MAX_BODY;
 use crate::handle::{Brownout, Error};
 use actix_web::dev::Server;
-use actix_web::http::header::{self, HeaderMap, HeaderValue};
+use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use actix_web::http::{ConnectionType, StatusCode};
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use std::net::SocketAddr;
@@ -119,25 +119,17 @@ async fn read_body(payload: web::Payload, deadline: Duration) -> Result<web::Byt
 }
 
 /// `reply` as actix writes it.
-fn respond(reply: Reply) -> HttpResponse {
+fn respond(mut reply: Reply) -> HttpResponse {
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = HttpResponse::build(status)
         .insert_header((header::CONTENT_TYPE, reply.content_type))
-        .body(reply.body);
-    let headers = response.headers_mut();
-    if let Some(version) = reply.etag {
-        if let Ok(value) = HeaderValue::from_str(&format!("\"{version}\"")) {
-            headers.insert(header::ETAG, value);
+        .body(std::mem::take(&mut reply.body));
+    for (name, value) in reply.fields() {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response
+                .headers_mut()
+                .insert(HeaderName::from_static(name), value);
         }
-    }
-    if let Some(methods) = reply.allow {
-        headers.insert(header::ALLOW, HeaderValue::from_static(methods));
-    }
-    if reply.challenge {
-        headers.insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static(CHALLENGE),
-        );
     }
     if reply.close {
         response

@@ -4,7 +4,7 @@
 //! through the one implementation (`route.rs`), exactly as the actix server does.
 
 use super::error::AdminError;
-use super::reply::{AdminHeaders, AdminRequest, Reply, CHALLENGE};
+use super::reply::{AdminHeaders, AdminRequest, Reply};
 use super::route::answer;
 use super::MAX_BODY;
 #[cfg(doc)]
@@ -12,7 +12,7 @@ use super::MAX_HEADERS;
 use crate::handle::{Brownout, Error};
 use crate::logging::{notice, Level, LogGate};
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -272,8 +272,8 @@ where
 }
 
 /// `reply` as `http` 1 writes it.
-fn respond(reply: Reply) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(reply.body)));
+fn respond(mut reply: Reply) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(std::mem::take(&mut reply.body))));
     *response.status_mut() =
         StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = response.headers_mut();
@@ -281,19 +281,10 @@ fn respond(reply: Reply) -> Response<Full<Bytes>> {
         header::CONTENT_TYPE,
         HeaderValue::from_static(reply.content_type),
     );
-    if let Some(version) = reply.etag {
-        if let Ok(value) = HeaderValue::from_str(&format!("\"{version}\"")) {
-            headers.insert(header::ETAG, value);
+    for (name, value) in reply.fields() {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), value);
         }
-    }
-    if let Some(methods) = reply.allow {
-        headers.insert(header::ALLOW, HeaderValue::from_static(methods));
-    }
-    if reply.challenge {
-        headers.insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static(CHALLENGE),
-        );
     }
     if reply.close {
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));

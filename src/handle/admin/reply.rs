@@ -67,6 +67,17 @@ impl Reply {
         Self::ok("application/json", body)
     }
 
+    /// The answer's fields beyond its content type (and the connection's close), as every
+    /// server writes them: the `ETag`, `Allow` and the token's challenge, where they apply.
+    pub(crate) fn fields(&self) -> impl Iterator<Item = (&'static str, String)> + '_ {
+        let etag = self.etag.map(|version| ("etag", format!("\"{version}\"")));
+        let allow = self.allow.map(|methods| ("allow", methods.to_owned()));
+        let challenge = self
+            .challenge
+            .then(|| ("www-authenticate", CHALLENGE.to_owned()));
+        etag.into_iter().chain(allow).chain(challenge)
+    }
+
     /// The same answer with an `ETag` of `version`.
     pub(crate) fn with_etag(self, version: u64) -> Self {
         Self {
