@@ -25,6 +25,8 @@ mod future;
 pub mod grpc;
 mod request;
 
+pub(crate) use request::peer_addr;
+
 pub use body::BrownoutBody;
 pub use future::ResponseFuture;
 use future::{wait, Waiting};

@@ -47,26 +47,29 @@ impl<S> BrownoutTower<S> {
 /// The peer address: axum's `ConnectInfo` (feature `axum`), tonic's `TcpConnectInfo` (feature
 /// `tonic`), or a `SocketAddr` the server put in the request's extensions.
 pub(super) fn peer<B>(req: &Request<B>) -> Option<IpAddr> {
-    #[cfg(feature = "axum")]
-    if let Some(info) = req
-        .extensions()
-        .get::<axum::extract::ConnectInfo<SocketAddr>>()
-    {
-        return Some(info.0.ip());
-    }
-    #[cfg(feature = "tonic")]
-    if let Some(addr) = req
-        .extensions()
-        .get::<tonic::transport::server::TcpConnectInfo>()
-        .and_then(tonic::transport::server::TcpConnectInfo::remote_addr)
-    {
-        return Some(addr.ip());
-    }
-    let peer = req.extensions().get::<SocketAddr>().map(SocketAddr::ip);
+    let peer = peer_addr(req.extensions()).map(|addr| addr.ip());
     if peer.is_none() {
         no_peer_warning();
     }
     peer
+}
+
+/// The peer's address as the server left it in a request's extensions (see [`peer`]); the
+/// admin service reads it too, for its audit log.
+#[inline]
+pub(crate) fn peer_addr(extensions: &http::Extensions) -> Option<SocketAddr> {
+    #[cfg(feature = "axum")]
+    if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
+        return Some(info.0);
+    }
+    #[cfg(feature = "tonic")]
+    if let Some(addr) = extensions
+        .get::<tonic::transport::server::TcpConnectInfo>()
+        .and_then(tonic::transport::server::TcpConnectInfo::remote_addr)
+    {
+        return Some(addr);
+    }
+    extensions.get::<SocketAddr>().copied()
 }
 
 /// Tells the operator, once per process, that requests come without a peer address: every

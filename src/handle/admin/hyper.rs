@@ -240,20 +240,11 @@ where
             path: parts.uri.path(),
             query: parts.uri.query().unwrap_or(""),
             headers: &parts.headers,
-            peer: peer(&parts.extensions),
+            peer: crate::tower::peer_addr(&parts.extensions),
         };
         let reply = answer(&brownout, &request, |deadline| read_body(body, deadline)).await;
         Ok(respond(reply))
     })
-}
-
-/// The peer address an app's server left in the request's extensions.
-fn peer(extensions: &http::Extensions) -> Option<SocketAddr> {
-    #[cfg(feature = "axum")]
-    if let Some(info) = extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
-        return Some(info.0);
-    }
-    extensions.get::<SocketAddr>().copied()
 }
 
 /// Reads a body of at most [`MAX_BODY`] bytes within `deadline`: 413 for one too large, 408
