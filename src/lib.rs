@@ -113,7 +113,7 @@ pub use handle::AdminServer;
 pub use handle::{AdminFuture, AdminServerFuture, AdminService, HyperAdminServer};
 pub use handle::{
     Admitted, Brownout, BrownoutBuilder, BucketState, ClientState, Decision, Error, InFlightState,
-    KeyHook, PlanHook, Report, Settings, TierHook,
+    KeyHook, PlanHook, QuotaState, Report, Settings, TierHook,
 };
 pub use hook::HookRequest;
 pub use tier::Tier;

@@ -2,6 +2,7 @@
 
 mod common;
 
+use brownout::config::{HumanDuration, QuotaAlgorithm, QuotaConfig};
 use common::{config, AdminOn, Rig};
 use std::net::SocketAddr;
 
@@ -215,6 +216,12 @@ async fn a_clients_limits_are_read_without_spending_them(on: AdminOn) {
     (rr.mode, rr.rate, rr.burst) = (brownout::Mode::Enforce, 0.001, 5);
     let cr = &mut c.limiters.concurrent_requests;
     (cr.mode, cr.max_in_flight) = (brownout::Mode::Enforce, 3);
+    // Two quotas per client: a counter and a sliding log, each shown as it stands.
+    for algorithm in [QuotaAlgorithm::FixedWindow, QuotaAlgorithm::SlidingLog] {
+        let name = format!("{algorithm:?}").to_lowercase();
+        let quota = QuotaConfig::new(name, algorithm, 10, HumanDuration::from_secs(3_600));
+        rr.quotas.push(quota.with_routes(["GET /v1/items"]));
+    }
     let rig = Rig::new(c);
     let base = rig.admin_on(on);
     let app = test::init_service(
@@ -250,6 +257,18 @@ async fn a_clients_limits_are_read_without_spending_them(on: AdminOn) {
         assert!(state["request_rate"]["full_in_seconds"].as_u64().unwrap() > 0);
         assert_eq!(state["concurrent_requests"]["in_flight"], 0);
         assert_eq!(state["concurrent_requests"]["max_in_flight"], 3);
+        for (i, name) in ["fixedwindow", "slidinglog"].into_iter().enumerate() {
+            let quota = &state["quotas"][i];
+            assert_eq!(
+                (&quota["name"], &quota["limit"]),
+                (&name.into(), &10.into())
+            );
+            assert_eq!(quota["remaining"], 8, "{quota}");
+        }
+        assert_eq!(
+            state["quotas"][1]["reset_seconds"], 3_600,
+            "the oldest event's"
+        );
     }
     // A client never seen has a full bucket; reading it claims nothing.
     let mut res = get("/v1/clients/sk_live_new".into(), Some("test-token"))
@@ -258,6 +277,8 @@ async fn a_clients_limits_are_read_without_spending_them(on: AdminOn) {
     let state: serde_json::Value = res.json().await.unwrap();
     assert_eq!(state["request_rate"]["remaining"], 5, "{state}");
     assert_eq!(state["request_rate"]["full_in_seconds"], 0);
+    assert_eq!(state["quotas"][1]["remaining"], 10, "{state}");
+    assert_eq!(state["quotas"][1]["reset_seconds"], 0);
     // The token is required; hostile keys and queries are refused by name.
     assert_eq!(
         get("/v1/clients/sk_live_peek".into(), None)

@@ -55,3 +55,25 @@ async fn check_reads_every_change_at_once_and_keeps_two_instances_apart() {
     let elsewhere = std::thread::spawn(move || allowed(&b.check(&facts(key), None)));
     assert!(!elsewhere.join().unwrap());
 }
+
+/// `Brownout::check` answers at once, so it cannot hold a request for its turn: with
+/// `excess: delay` a request over its bucket is refused with the wait it would have had, and
+/// that turn is given back (the next is told the same wait, not a longer one).
+#[actix_web::test]
+async fn check_refuses_what_it_cannot_hold_and_gives_the_turn_back() {
+    let mut config = common::slow_bucket(1);
+    let rr = &mut config.limiters.request_rate;
+    (rr.rate, rr.excess) = (20.0, brownout::config::Excess::Delay);
+    let rig = Rig::new(config);
+    let key = "Bearer sk_test_check_paced";
+    assert!(allowed(&rig.brownout.check(&facts(key), None)));
+    for _ in 0..3 {
+        match rig.brownout.check(&facts(key), None) {
+            Decision::Rejected(r) => {
+                assert_eq!(r.status.as_u16(), 429);
+                assert_eq!(r.retry_after, std::time::Duration::from_millis(50));
+            }
+            Decision::Allowed(_) => panic!("check cannot wait for a turn"),
+        }
+    }
+}

@@ -347,6 +347,73 @@ async fn credits_charged_in_redis_come_back_when_the_controller_sheds() {
     );
 }
 
+/// A sliding log's events come back from Redis when the request that recorded them is then
+/// shed: five test-mode charges, each recorded in the log of three and then shed by
+/// worker_utilization, leave it empty, and three charges pass after them.
+#[actix_web::test]
+async fn a_logs_events_recorded_in_redis_come_back_when_the_controller_sheds() {
+    let redis = RedisServer::start();
+    let mut config = common::slow_bucket(1_000);
+    config.limiters.request_rate.quotas.push(
+        QuotaConfig::new(
+            "charges",
+            QuotaAlgorithm::SlidingLog,
+            3,
+            HumanDuration::from_secs(3_600),
+        )
+        .with_routes(["POST /v1/charges"]),
+    );
+    let mut config = fleet(config, &redis);
+    config.limiters.worker_utilization.mode = Mode::Enforce;
+    let rig = Rig::new(config);
+    shared(&rig).await;
+    let app = app!(rig, gate());
+    rig.shed_all().await;
+    let charge = |test_mode: bool| {
+        let req = test::TestRequest::post()
+            .uri("/v1/charges")
+            .insert_header(("Authorization", "Bearer sk_live_log"));
+        if test_mode {
+            req.insert_header(("Brownout-Test-Mode", "true"))
+        } else {
+            req
+        }
+    };
+    let mut c = redis.connection();
+    let log = || -> Option<String> {
+        let mut c = redis.connection();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("brownout:*:quota:0")
+            .query(&mut c)
+            .unwrap();
+        keys.into_iter().next()
+    };
+    for _ in 0..5 {
+        let res = test::call_service(&*app, charge(true).to_request()).await;
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+    // The give-backs reach Redis off the request path.
+    until("every event given back", || {
+        log().is_none_or(|key| card(&mut c, &key) == 0)
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let res = test::call_service(&*app, charge(false).to_request()).await;
+        statuses.push(res.status());
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::CREATED,
+            StatusCode::CREATED,
+            StatusCode::CREATED,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+    assert_eq!(card(&mut c, &log().expect("the log")), 3);
+}
+
 /// Requests for `key` alternating between two servers: how many were admitted. Every answer
 /// must be 200 or 429: brownout never fails a request.
 macro_rules! alternate {
@@ -458,12 +525,19 @@ async fn a_redis_outage_degrades_to_local_limits_and_shared_limits_come_back() {
 
 #[actix_web::test]
 async fn failures_count_against_a_quota_across_servers() {
+    for algorithm in [QuotaAlgorithm::SlidingWindow, QuotaAlgorithm::SlidingLog] {
+        failures_across_servers(algorithm).await;
+    }
+}
+
+/// Two failures, one on each server, in a quota of two counted by `algorithm` in Redis.
+async fn failures_across_servers(algorithm: QuotaAlgorithm) {
     let redis = RedisServer::start();
     let mut config = common::slow_bucket(1_000);
     config.limiters.request_rate.quotas.push(
         QuotaConfig::new(
             "card_failures",
-            QuotaAlgorithm::SlidingWindow,
+            algorithm,
             2,
             HumanDuration::from_secs(86_400),
         )
@@ -507,14 +581,19 @@ async fn failures_count_against_a_quota_across_servers() {
             .arg("brownout:*:quota:0")
             .query(&mut c)
             .unwrap();
+        // A counter is "window count previous"; a log, a sorted set of its events.
         keys.len() == 1
-            && redis::cmd("GET")
-                .arg(&keys[0])
-                .query::<String>(&mut c)
-                .unwrap()
-                .split(' ')
-                .nth(1)
-                == Some("2")
+            && if algorithm == QuotaAlgorithm::SlidingLog {
+                card(&mut c, &keys[0]) == 2
+            } else {
+                redis::cmd("GET")
+                    .arg(&keys[0])
+                    .query::<String>(&mut c)
+                    .unwrap()
+                    .split(' ')
+                    .nth(1)
+                    == Some("2")
+            }
     })
     .await;
     // Two failures between the servers: the third attempt is refused on either.
@@ -733,6 +812,14 @@ async fn a_clients_shared_limits_are_read_from_redis_without_spending_them() {
     let mut config = fleet(common::slow_bucket(10), &redis);
     let cr = &mut config.limiters.concurrent_requests;
     (cr.mode, cr.max_in_flight) = (Mode::Enforce, 4);
+    let reads = QuotaConfig::new(
+        "reads",
+        QuotaAlgorithm::SlidingLog,
+        20,
+        HumanDuration::from_secs(3_600),
+    );
+    let quotas = &mut config.limiters.request_rate.quotas;
+    quotas.push(reads.with_routes(["GET /v1/items"]));
     let (a, b) = (Rig::new(config.clone()), Rig::new(config));
     shared(&a).await;
     shared(&b).await;
@@ -775,6 +862,10 @@ async fn a_clients_shared_limits_are_read_from_redis_without_spending_them() {
         "10 less 4 spent: {last}"
     );
     assert_eq!(last["request_rate"]["burst"], 10);
+    // The sliding log's three events, read from Redis, and again: nothing recorded.
+    assert_eq!(last["quotas"][0]["name"], "reads");
+    assert_eq!(last["quotas"][0]["remaining"], 17, "{last}");
+    assert!(last["quotas"][0]["reset_seconds"].as_u64().unwrap() > 3_590);
     gate.add_permits(1);
     assert_eq!(held.await.unwrap(), StatusCode::OK);
     // Reading spent nothing: 6 more pass, then 429.
@@ -1053,4 +1144,36 @@ async fn a_raised_rate_frees_a_client_on_redis_per_request_and_local_first() {
     for sync in [StoreSync::PerRequest, StoreSync::LocalFirst] {
         a_raised_rate_frees_a_client_within_the_new_refill(sync).await;
     }
+}
+
+/// `excess: delay` in Redis: the script gives the request its turn (the TAT it wrote says how
+/// long to wait), the request waits it out, and the other limiters decide it in a second round
+/// trip. Three requests of a client at 20 a second with a burst of one all pass, the last two
+/// after waiting (about 50 ms each, on Redis's clock).
+#[actix_web::test]
+async fn a_request_over_its_rate_waits_for_its_turn_in_redis() {
+    let redis = RedisServer::start();
+    let mut config = common::slow_bucket(1);
+    let rr = &mut config.limiters.request_rate;
+    rr.rate = 20.0;
+    (rr.excess, rr.max_delay) = (brownout::config::Excess::Delay, HumanDuration::from_secs(1));
+    let rig = Rig::new(fleet(config, &redis));
+    shared(&rig).await;
+    let app = app!(rig, gate());
+    let started = Instant::now();
+    for _ in 0..3 {
+        let res = test::call_service(&*app, get("sk_live_paced").to_request()).await;
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(90),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        rig.metric("brownout_requests_delayed_total{tier=\"get\"}"),
+        2.0
+    );
+    let sum = rig.metric("brownout_request_delay_seconds_sum");
+    assert!((0.06..0.11).contains(&sum), "delays summed to {sum}");
 }

@@ -76,7 +76,11 @@ async fn credits_come_back_when_a_later_limiter_refuses() {
 
 #[actix_web::test]
 async fn a_quotas_count_comes_back_when_a_later_limiter_refuses() {
-    for algorithm in [QuotaAlgorithm::FixedWindow, QuotaAlgorithm::SlidingWindow] {
+    for algorithm in [
+        QuotaAlgorithm::FixedWindow,
+        QuotaAlgorithm::SlidingWindow,
+        QuotaAlgorithm::SlidingLog,
+    ] {
         let mut c = bucket(1_000);
         let quota = QuotaConfig::new("charges", algorithm, 3, HumanDuration::from_secs(3_600))
             .with_routes(["POST /v1/charges"]);

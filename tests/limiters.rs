@@ -7,7 +7,7 @@ use actix_web::http::StatusCode;
 use actix_web::{test, web, App, HttpRequest, HttpResponse};
 use brownout::classify::RequestFacts;
 use brownout::config::{
-    HumanDuration, PerIp, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey,
+    Excess, HumanDuration, PerIp, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey,
 };
 use brownout::limiter::LimiterName;
 use brownout::store::{StoreError, Table};
@@ -15,7 +15,7 @@ use brownout::{Config, Mode};
 use common::{header, Rig};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 /// The base config: every limiter off but the ones a test turns on.
@@ -413,9 +413,14 @@ async fn plans_come_from_a_trusted_header_or_the_hook() {
 
 /// Three failed charges a day per client (a sliding window of failures on POST /v1/charges).
 fn card_failures() -> QuotaConfig {
+    card_failures_by(QuotaAlgorithm::SlidingWindow)
+}
+
+/// Three failed charges a day per client, counted by `algorithm`.
+fn card_failures_by(algorithm: QuotaAlgorithm) -> QuotaConfig {
     QuotaConfig::new(
         "card_failures",
-        QuotaAlgorithm::SlidingWindow,
+        algorithm,
         3,
         HumanDuration::from_secs(86_400),
     )
@@ -458,8 +463,17 @@ async fn the_policy_lists_what_applies_to_the_request_and_each_has_its_remaining
 
 #[actix_web::test]
 async fn failed_card_attempts_quota_counts_only_failures() {
+    for algorithm in [QuotaAlgorithm::SlidingWindow, QuotaAlgorithm::SlidingLog] {
+        failed_card_attempts_by(algorithm).await;
+    }
+}
+
+async fn failed_card_attempts_by(algorithm: QuotaAlgorithm) {
     let mut c = rated(100.0, 100);
-    c.limiters.request_rate.quotas.push(card_failures());
+    c.limiters
+        .request_rate
+        .quotas
+        .push(card_failures_by(algorithm));
     let rig = Rig::new(c);
     let app = app!(rig, gate());
     let charge = |decline: bool| {
@@ -497,6 +511,74 @@ async fn failed_card_attempts_quota_counts_only_failures() {
             .await
             .status(),
         StatusCode::OK
+    );
+}
+
+/// A sliding log is exact where the counters estimate: three a minute, sent at 0 s, 30 s and
+/// 50 s, refuse a fourth until 60 s (when the first leaves), then again until 90 s; the
+/// RateLimit field says what is left and when the oldest event leaves, and Retry-After when
+/// one more fits.
+#[actix_web::test]
+async fn a_sliding_log_quota_is_exact_and_its_fields_follow_the_oldest_event() {
+    let mut c = rated(100.0, 100);
+    c.limiters.request_rate.quotas.push(
+        QuotaConfig::new(
+            "exports",
+            QuotaAlgorithm::SlidingLog,
+            3,
+            HumanDuration::from_secs(60),
+        )
+        .with_routes(["POST /v1/accounts"]),
+    );
+    let rig = Rig::new(c);
+    let app = app!(rig, gate());
+    let export = || {
+        test::TestRequest::post()
+            .uri("/v1/accounts")
+            .insert_header(("Authorization", "Bearer sk_live_exports"))
+            .to_request()
+    };
+    let field = |all: String| {
+        let at = all.find("\"exports\"").expect("the quota is shown");
+        all[at..].split(',').next().unwrap_or_default().to_owned()
+    };
+    let mut seen = Vec::new();
+    for (wait, status) in [
+        (0, StatusCode::CREATED),
+        (30, StatusCode::CREATED),
+        (20, StatusCode::CREATED),
+        (9, StatusCode::TOO_MANY_REQUESTS),
+        (1, StatusCode::CREATED),
+        (29, StatusCode::TOO_MANY_REQUESTS),
+        (1, StatusCode::CREATED),
+    ] {
+        rig.clock.advance(Duration::from_secs(wait));
+        let res = test::call_service(&*app, export()).await;
+        assert_eq!(res.status(), status, "after {seen:?}");
+        seen.push((
+            field(header(&res, "ratelimit")),
+            header(&res, "retry-after"),
+        ));
+    }
+    let first = |i: usize| seen[i].0.clone();
+    assert_eq!(first(0), "\"exports\";r=2;t=60");
+    assert_eq!(
+        first(2),
+        "\"exports\";r=0;t=10",
+        "the oldest leaves at 60 s"
+    );
+    assert_eq!(
+        (first(3).as_str(), seen[3].1.as_str()),
+        ("\"exports\";r=0;t=1", "1")
+    );
+    assert_eq!(
+        first(4),
+        "\"exports\";r=0;t=30",
+        "the event of 30 s is now the oldest"
+    );
+    assert_eq!(
+        seen[5].1, "1",
+        "a fourth fits at 90 s, when the event of 30 s leaves"
     );
 }
 
@@ -852,4 +934,102 @@ async fn a_store_that_provides_some_operations_runs_them_and_fails_open_on_the_r
     let series = "brownout_fail_open_total{limiter=\"request_rate\",reason=\"store_error\"}";
     assert_eq!(rig.metric(series), 2.0, "{series}");
     assert_eq!(rig.brownout.tracked_keys(LimiterName::RequestRate), None);
+}
+
+/// `excess: delay`, the leaky bucket as a queue, through the middleware: at 20 a second with
+/// a burst of one, a second request waits its 50 ms turn (holding no slot meanwhile) and
+/// passes; a client that hangs up while it waits gives its turn back, so the next request
+/// waits 100 ms and not 150; past `max_delay` a request is refused. (The rig's clock stands
+/// still: every turn is measured from one instant, while the waits are real.)
+#[actix_web::test]
+#[allow(clippy::disallowed_methods)] // the wait is real: it is timed
+async fn a_request_over_its_rate_waits_for_its_turn_and_one_that_gives_up_gives_it_back() {
+    let mut c = rated(20.0, 1);
+    let rr = &mut c.limiters.request_rate;
+    (rr.excess, rr.max_delay) = (Excess::Delay, HumanDuration::from_millis(120));
+    let cr = &mut c.limiters.concurrent_requests;
+    (cr.mode, cr.max_in_flight) = (Mode::Enforce, 1);
+    let rig = Rig::new(c);
+    let app = app!(rig, gate());
+    macro_rules! call {
+        () => {{
+            let app = Rc::clone(&app);
+            actix_web::rt::spawn(async move {
+                let res = test::call_service(&*app, get("sk_live_paced").to_request()).await;
+                (res.status(), header(&res, "ratelimit"))
+            })
+        }};
+    }
+    assert_eq!(call!().await.unwrap().0, StatusCode::OK);
+    let started = Instant::now();
+    let waiting = call!();
+    actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(
+        rig.brownout.in_flight().get,
+        0,
+        "a request waiting its turn is not in flight"
+    );
+    let (status, fields) = waiting.await.unwrap();
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "one permit each: nothing was held while it waited"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(45),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(fields.starts_with("\"request_rate\";r=0;t="), "{fields}");
+    // The third request's turn is 100 ms away; its client gives up after 10 ms.
+    let gave_up = actix_web::rt::time::timeout(
+        Duration::from_millis(10),
+        test::call_service(&*app, get("sk_live_paced").to_request()),
+    )
+    .await;
+    assert!(gave_up.is_err(), "still waiting when its client hung up");
+    // Its turn came back: the next waits 100 ms again (the delays' sum is 50 + 100 + 100).
+    assert_eq!(call!().await.unwrap().0, StatusCode::OK);
+    let sum = rig.metric("brownout_request_delay_seconds_sum");
+    assert!((sum - 0.25).abs() < 1e-6, "delays summed to {sum}");
+    assert_eq!(
+        rig.metric("brownout_requests_delayed_total{tier=\"get\"}"),
+        3.0
+    );
+    // The next turn is 150 ms away, past max_delay: refused, told when to come back.
+    let res = test::call_service(&*app, get("sk_live_paced").to_request()).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&res, "retry-after"), "1");
+}
+
+/// A request refused after its wait gives its turn back: here worker_utilization sheds it
+/// once its turn has come (test traffic, with every sheddable tier shed), so the next
+/// request's turn is as far away as its own was (the delays sum to 50 + 50 ms, not 50 +
+/// 100). A critical charge spent the burst first.
+#[actix_web::test]
+async fn a_request_refused_after_its_wait_gives_its_turn_back() {
+    let mut c = rated(20.0, 1);
+    let rr = &mut c.limiters.request_rate;
+    (rr.excess, rr.max_delay) = (Excess::Delay, HumanDuration::from_secs(1));
+    c.limiters.worker_utilization.mode = Mode::Enforce;
+    let rig = Rig::new(c);
+    let app = app!(rig, gate());
+    rig.shed_all().await;
+    let charge = |test_mode: &str| {
+        test::TestRequest::post()
+            .uri("/v1/charges")
+            .insert_header(("Authorization", "Bearer sk_live_turn"))
+            .insert_header(("Brownout-Test-Mode", test_mode))
+            .to_request()
+    };
+    let res = test::call_service(&*app, charge("false")).await;
+    assert_eq!(res.status(), StatusCode::CREATED, "critical: never shed");
+    for _ in 0..2 {
+        let res = test::call_service(&*app, charge("true")).await;
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body: serde_json::Value = serde_json::from_slice(&test::read_body(res).await).unwrap();
+        assert_eq!(body["limiter"], "worker_utilization");
+    }
+    let sum = rig.metric("brownout_request_delay_seconds_sum");
+    assert!((sum - 0.1).abs() < 1e-6, "delays summed to {sum}");
 }

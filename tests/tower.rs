@@ -449,3 +449,44 @@ async fn the_apps_hooks_run_in_the_layer_as_in_the_middleware() {
         1.0
     );
 }
+
+/// `excess: delay` through the layer as through the middleware: at 20 a second with a burst
+/// of one, the second and third requests of a client wait their turns (50 and 100 ms, the
+/// delays' sum), and a fourth, whose turn is past `max_delay`, is refused.
+#[actix_web::test]
+#[allow(clippy::disallowed_methods)] // the wait is real: it is timed
+async fn a_request_over_its_rate_waits_for_its_turn_in_the_layer() {
+    let mut config = common::slow_bucket(1);
+    let rr = &mut config.limiters.request_rate;
+    rr.rate = 20.0;
+    (rr.excess, rr.max_delay) = (
+        brownout::config::Excess::Delay,
+        brownout::config::HumanDuration::from_millis(120),
+    );
+    let rig = Rig::new(config);
+    let base = serve(
+        Router::new()
+            .route("/v1/items", get(|| async { "ok" }))
+            .layer(rig.brownout.layer()),
+    )
+    .await;
+    let c = client();
+    let send = || {
+        c.get(format!("{base}/v1/items"))
+            .insert_header(("Authorization", "Bearer sk_live_paced_tower"))
+            .send()
+    };
+    let started = std::time::Instant::now();
+    for _ in 0..3 {
+        assert_eq!(send().await.unwrap().status(), 200);
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(140),
+        "{:?}",
+        started.elapsed()
+    );
+    let sum = rig.metric("brownout_request_delay_seconds_sum");
+    assert!((sum - 0.15).abs() < 1e-6, "delays summed to {sum}");
+    let res = send().await.unwrap();
+    assert_eq!(res.status(), 429);
+}

@@ -11,7 +11,7 @@ pub(crate) mod sections;
 mod validate;
 
 pub use crate::limiter::request_rate::{
-    PerIp, PerIpConfig, PlanConfig, QuotaConfig, QuotaCount, QuotaKey, AUTO_PER_IP_CLIENTS,
+    Excess, PerIp, PerIpConfig, PlanConfig, QuotaConfig, QuotaCount, QuotaKey, AUTO_PER_IP_CLIENTS,
 };
 pub use crate::limiter::LimitersConfig;
 pub(crate) use crate::schema::parse::describe_json;

@@ -28,6 +28,7 @@ fn limiters() -> LimitersConfig {
     for (name, algorithm) in [
         ("fixed", QuotaAlgorithm::FixedWindow),
         ("sliding", QuotaAlgorithm::SlidingWindow),
+        ("log", QuotaAlgorithm::SlidingLog),
     ] {
         rr.quotas.push(
             QuotaConfig::new(name, algorithm, 5, HumanDuration::from_secs(60))
@@ -60,6 +61,7 @@ async fn every_limiters_operations_are_answered_by_redis_as_in_memory() {
         path: "/v1/charges",
         plan: None,
         preflight: false,
+        paid: false,
     };
     let mut ask = Ask::default();
     assert!(add_to_ask(

@@ -80,6 +80,29 @@ pub(crate) enum Verdict<'a, P: EngineRef> {
     Allow(Admission<'a, P>),
     /// Answer with this rejection (and the RateLimit fields, if any).
     Reject(Rejection, Option<RateStatus>),
+    /// Hold it for its turn in its client's bucket, then decide it again without
+    /// request_rate (`Request::paid`): `excess: delay` (boxed: only over a client's rate).
+    Pace(Box<Paced>),
+}
+
+/// A request request_rate charged a turn in its client's queue (`excess: delay`): what the
+/// other limiters decide once its wait is over. Nothing else is held meanwhile: it is not in
+/// flight in the app.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Paced {
+    /// How long it waits.
+    pub(crate) wait: Duration,
+    pub(crate) tier: Tier,
+    /// Its charge, given back if it is refused or its client hangs up; charged at `at` and
+    /// held as `held`.
+    pub(crate) ticket: RateTicket,
+    pub(crate) held: Held,
+    pub(crate) at: CheckTime,
+    /// Its RateLimit fields (when shown), and those of a refusal (its charge given back).
+    pub(crate) shown: Option<RateStatus>,
+    pub(crate) refunded: Option<RateStatus>,
+    /// Failure quotas to count if the app answers with an error.
+    pub(crate) failures: Option<FailureTicket>,
 }
 
 /// Runs every limiter over one request; `owner` is the handle its permits keep. `may_wait`:
@@ -200,6 +223,22 @@ fn run<'a: 'k, 'k, P: EngineRef>(
     let ticket = admitted.map(|a| a.ticket);
     let shown = admitted.filter(|_| headers);
     let refunded_status = shown.map(|a| a.status.with_tat(a.refunded));
+    // Its turn in the client's queue: held first, decided by the others after (an enforced
+    // charge that stands: in dark mode nothing waits).
+    if let Some(a) = admitted.filter(|a| a.pace > 0) {
+        if mode(LimiterName::RequestRate) == Mode::Enforce {
+            return Verdict::Pace(Box::new(Paced {
+                wait: Duration::from_micros(a.pace),
+                tier: req.tier,
+                ticket: a.ticket,
+                held,
+                at,
+                shown: shown.map(|a| a.status),
+                refunded: refunded_status,
+                failures: a.ticket.failure_ticket(),
+            }));
+        }
+    }
     // A later limiter's rejection gives the request's credits back (its permits go back
     // as they are dropped with the unfinished admission).
     let reject = |rejection: Rejection| {

@@ -13,7 +13,7 @@ mod hold;
 pub(crate) use asks::asks;
 pub(crate) use asks::elastic;
 pub(crate) use cell::SettingsCell;
-pub(crate) use chain::{run_chain, Admission, Queued, Verdict};
+pub(crate) use chain::{run_chain, Admission, Paced, Queued, Verdict};
 #[cfg(feature = "actix")]
 pub(crate) use hold::WorkerEngine;
 pub(crate) use hold::{EngineRef, RequestHold};
@@ -106,7 +106,8 @@ impl Settings {
     /// The mode each limiter runs under for `req`: the configured one, but `Off` for every
     /// limiter under the kill switch, for the per-client limiters (request_rate,
     /// concurrent_requests) on a CORS preflight unless `classifier.charge_preflights`, and for
-    /// fleet_usage on a critical request (its reserve is what critical requests use). The one
+    /// fleet_usage on a critical request (its reserve is what critical requests use), and for
+    /// request_rate on a request it has charged already (it waited for its turn). The one
     /// rule for what applies to a request: the chain decides under it, and fleet mode asks the
     /// shared store for what it says applies.
     #[inline]
@@ -116,6 +117,7 @@ impl Settings {
             killed: self.kill_switch,
             per_client: req.per_client(self.classifier.charge_preflights),
             critical: req.tier == Tier::Critical,
+            paid: req.paid,
         }
     }
 }
@@ -127,6 +129,7 @@ pub(crate) struct RequestModes<'s> {
     killed: bool,
     per_client: bool,
     critical: bool,
+    paid: bool,
 }
 
 impl RequestModes<'_> {
@@ -136,7 +139,8 @@ impl RequestModes<'_> {
         // One arm per limiter: a new one must say when a request skips it.
         let skipped = self.killed
             || match limiter {
-                LimiterName::RequestRate | LimiterName::ConcurrentRequests => !self.per_client,
+                LimiterName::RequestRate => !self.per_client || self.paid,
+                LimiterName::ConcurrentRequests => !self.per_client,
                 LimiterName::FleetUsage => self.critical,
                 LimiterName::WorkerUtilization | LimiterName::AdaptiveConcurrency => false,
             };
@@ -298,6 +302,8 @@ pub(crate) fn judge<'a: 'k, 'k, P: EngineRef>(
     }
     let outcome = match &verdict {
         Verdict::Reject(..) => Outcome::Rejected,
+        // Counted once its wait is over.
+        Verdict::Pace(_) => return verdict,
         Verdict::Allow(admission) if admission.queued.is_some() => return verdict,
         Verdict::Allow(admission) => admission.outcome,
     };

@@ -17,7 +17,7 @@ pub use admin::AdminServer;
 pub use admin::{AdminFuture, AdminServerFuture, AdminService, HyperAdminServer};
 pub use builder::BrownoutBuilder;
 pub use error::{Error, Report};
-pub use peek::{BucketState, ClientState, InFlightState};
+pub use peek::{BucketState, ClientState, InFlightState, QuotaState};
 
 use crate::actors::{self, Actors, SamplerMsg};
 use crate::classify::RequestFacts;
@@ -285,6 +285,7 @@ impl Brownout {
             path: facts.path,
             plan,
             preflight: facts.preflight,
+            paid: false,
         };
         let verdict = CHECK_RNG.with(|cell| {
             // Each thread draws from its own stream: no shared counter on this path.
@@ -295,6 +296,9 @@ impl Brownout {
         });
         match verdict {
             Verdict::Reject(rejection, _) => Decision::Rejected(rejection),
+            // An answer given at once cannot wait for its turn: refused as `excess: refuse`
+            // would, its turn given back.
+            Verdict::Pace(paced) => Decision::Rejected(crate::http::refuse_paced(engine, &paced).0),
             Verdict::Allow(admission) => {
                 let admission_outcome = admission.outcome;
                 let mut hold = RequestHold::admit(engine.clone(), classified.tier, admission);

@@ -4,7 +4,9 @@
 use super::Brownout;
 use crate::classify::RequestFacts;
 use crate::config::Mode;
-use crate::store::{ClientReading, StoreError};
+use crate::limiter::request_rate::{Quota, QuotaKey};
+use crate::math::window::WindowCheck;
+use crate::store::{ClientReading, Op, StoreError, Table};
 use serde::Serialize;
 
 /// A client's per-client limits as they stand, read without spending any of them.
@@ -15,6 +17,44 @@ pub struct ClientState {
     pub request_rate: Option<BucketState>,
     /// concurrent_requests (`None` while it is off).
     pub concurrent_requests: Option<InFlightState>,
+    /// request_rate's quotas counted per client (`key: client`), in config order (none while
+    /// request_rate is off).
+    pub quotas: Vec<QuotaState>,
+}
+
+/// A quota of the client's, as the `RateLimit` field would report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct QuotaState {
+    /// The quota's name.
+    pub name: String,
+    /// Most requests per window.
+    pub limit: u32,
+    /// Requests left now.
+    pub remaining: u32,
+    /// Seconds until the count goes down (a counter: its window ends; a sliding log: its
+    /// oldest event leaves); 0 with nothing counted.
+    pub reset_seconds: u32,
+}
+
+impl QuotaState {
+    fn of(quota: &Quota, check: WindowCheck) -> Self {
+        Self {
+            name: quota.name.clone(),
+            limit: quota.rule.limit,
+            remaining: check.remaining,
+            reset_seconds: u32::try_from(check.reset.div_ceil(1_000_000)).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// request_rate's quotas counted per client, with their tables.
+fn client_quotas(settings: &crate::engine::Settings) -> impl Iterator<Item = (&Quota, Table)> {
+    let on = settings.limiters.request_rate.mode != Mode::Off;
+    let quotas = settings.rules.quotas.iter().enumerate();
+    quotas
+        .filter(move |(_, q)| on && q.key == QuotaKey::Client)
+        .map(|(i, q)| (q, crate::limiter::request_rate::quota_table(i)))
 }
 
 /// A request_rate bucket, as the `RateLimit` field would report it.
@@ -89,9 +129,14 @@ impl Brownout {
             in_flight: (store.peek(crate::limiter::concurrent_requests::PERMITS, key)?)
                 .unwrap_or(0),
         };
-        let now = engine.check_time(engine.clock().now()).mono;
+        let at = engine.check_time(engine.clock().now());
+        let mut quotas = Vec::new();
+        for (quota, table) in client_quotas(&settings) {
+            let check = store.window(table, key, at.unix, &quota.rule, false)?;
+            quotas.push(QuotaState::of(quota, check));
+        }
         let elastic = crate::engine::elastic(&settings, &engine.plan().load());
-        Ok(state(&settings, (plan, elastic), reading, now))
+        Ok(state(&settings, (plan, elastic), reading, at.mono, quotas))
     }
 
     /// Like [`peek`](Self::peek), and in fleet mode with `store.sync: per_request` reads the
@@ -109,8 +154,22 @@ impl Brownout {
             let settings = engine.settings().load_full();
             let key = settings.classifier.classify(facts).key;
             let (now, reading) = engine.keyed().read_shared(key).await?;
+            let mut quotas = Vec::new();
+            for (quota, table) in client_quotas(&settings) {
+                let rule = quota.rule;
+                let op = Op::Window {
+                    table,
+                    key,
+                    rule,
+                    count: false,
+                };
+                quotas.push(QuotaState::of(
+                    quota,
+                    engine.keyed().check_shared(op).await?,
+                ));
+            }
             let elastic = crate::engine::elastic(&settings, &engine.plan().load());
-            return Ok(state(&settings, (plan, elastic), reading, now));
+            return Ok(state(&settings, (plan, elastic), reading, now, quotas));
         }
         self.peek(facts, plan)
     }
@@ -124,6 +183,7 @@ fn state(
     (plan, elastic): (Option<&str>, bool),
     reading: ClientReading,
     now: u64,
+    quotas: Vec<QuotaState>,
 ) -> ClientState {
     let l = &settings.limiters;
     let request_rate = (l.request_rate.mode != Mode::Off).then(|| {
@@ -149,5 +209,6 @@ fn state(
     ClientState {
         request_rate,
         concurrent_requests,
+        quotas,
     }
 }

@@ -6,15 +6,14 @@
 
 use super::after::RateFields;
 use super::body::TrackedBody;
-#[cfg(feature = "redis")]
-use super::fleet;
+use super::later;
 use super::ratelimit;
 use super::request::request_of;
 use super::respond::{respond, ResponseFuture};
 use super::worker::Worker;
 use crate::classify::{forwarded_lines, Classified, RequestFacts, MAX_FORWARDED_LINES};
 use crate::control::RuntimeRegistry;
-use crate::engine::{judge, Admission, Engine, Settings, Verdict, WorkerEngine};
+use crate::engine::{judge, Admission, Engine, Paced, Settings, Verdict, WorkerEngine};
 use crate::hook::{HookRequest, Hooks};
 use crate::limiter::request_rate::RateStatus;
 use crate::rng::SplitMix64;
@@ -125,6 +124,34 @@ impl<S> RateFields for WorkerFields<'_, S> {
 }
 
 impl<S> BrownoutService<S> {
+    /// The response to a request whose decision waits: for the shared store, or for its
+    /// turn (`paced`).
+    fn later<B>(
+        &self,
+        req: ServiceRequest,
+        classified: Classified,
+        plan: Option<String>,
+        paced: Option<Box<Paced>>,
+    ) -> ResponseFuture<S::Future, B>
+    where
+        S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+        B: MessageBody + 'static,
+    {
+        let seed = self.rng.try_borrow_mut().map_or(0, |mut r| r.next_u64());
+        ResponseFuture::Shared {
+            fut: Box::pin(later::decide_later(later::Later {
+                service: self.service.clone(),
+                worker: self.worker.clone(),
+                settings: self.worker.engine.settings().load_full(),
+                req,
+                classified,
+                plan,
+                paced,
+                rng: SplitMix64::new(seed),
+            })),
+        }
+    }
+
     fn classify(
         &self,
         req: &ServiceRequest,
@@ -207,27 +234,13 @@ where
             .flatten();
         let request = request_of(&req, &classified, hooked.as_deref().or(header_plan));
         // Fleet mode asks the shared store first (local_first: the store is reconciled in
-        // rounds, never asked per request).
+        // rounds, never asked per request): the decision waits for it.
         #[cfg(feature = "redis")]
-        if engine.keyed().asks_first() {
-            // The settings the request is asked and decided under, both.
-            let live = engine.settings().load_full();
-            if let Some(asked) = crate::engine::asks(&live, &request, &engine.plan().load()) {
-                let plan = request.plan.map(str::to_owned);
-                let seed = self.rng.try_borrow_mut().map_or(0, |mut r| r.next_u64());
-                return ResponseFuture::Shared {
-                    fut: Box::pin(fleet::judge_shared(fleet::AwaitingStore {
-                        service: self.service.clone(),
-                        worker: self.worker.clone(),
-                        settings: live,
-                        req,
-                        classified,
-                        plan,
-                        asked,
-                        rng: SplitMix64::new(seed),
-                    })),
-                };
-            }
+        if engine.keyed().asks_first()
+            && crate::engine::asks(settings, &request, &engine.plan().load()).is_some()
+        {
+            let plan = request.plan.map(str::to_owned);
+            return self.later(req, classified, plan, None);
         }
         let verdict = match self.rng.try_borrow_mut() {
             Ok(mut rng) => judge(
@@ -239,6 +252,14 @@ where
             ),
             // Unreachable on a single-threaded worker; never fail the request over it.
             Err(_) => Verdict::Allow(Admission::new(crate::metrics::Outcome::Allowed)),
+        };
+        // Held for its turn in its client's queue first (pacing).
+        let verdict = match verdict {
+            Verdict::Pace(paced) => {
+                let plan = request.plan.map(str::to_owned);
+                return self.later(req, classified, plan, Some(paced));
+            }
+            verdict => verdict,
         };
         respond(
             &self.service,

@@ -1,5 +1,5 @@
 //! The HTTP side: what both front doors answer (refusals and their problem+json bodies, the
-//! RateLimit fields, the wait for adaptive_concurrency's room), and with the `actix` feature
+//! RateLimit fields, the wait for adaptive_concurrency's room, pacing's wait), and with the `actix` feature
 //! the actix middleware and the responses it makes. The admin API is the handle's
 //! (`handle/admin`).
 
@@ -9,10 +9,11 @@ mod after;
 mod body;
 #[cfg(feature = "actix")]
 mod deadline;
-#[cfg(all(feature = "actix", feature = "redis"))]
-mod fleet;
+#[cfg(feature = "actix")]
+mod later;
 #[cfg(feature = "actix")]
 mod middleware;
+mod pace;
 mod ratelimit;
 mod refusal;
 #[cfg(feature = "actix")]
@@ -36,6 +37,7 @@ pub(crate) use refusal::PROBLEM_JSON;
 #[cfg(feature = "actix")]
 pub use respond::ResponseFuture;
 // What the tower layer shares with the middleware (`crate::tower`).
+pub(crate) use pace::{refuse as refuse_paced, Turn};
 #[cfg(feature = "tower")]
 pub(crate) use ratelimit::FieldCache;
 #[cfg(feature = "tower")]

@@ -60,6 +60,7 @@ fn a_quota_rejection_reports_the_refunded_bucket_and_the_quota() {
         path: "/v1/accounts",
         plan: None,
         preflight: false,
+        paid: false,
     };
     let at = CheckTime::default();
     for _ in 0..2 {
@@ -93,6 +94,7 @@ fn the_last_field_is_reused_only_while_it_says_the_same() {
             path,
             plan: None,
             preflight: false,
+            paid: false,
         };
         match r.check(&store, &req, CheckTime::default(), false).unwrap() {
             Check::Allowed(admitted) => admitted.status,

@@ -22,6 +22,7 @@ pub(super) fn request_of<'a>(
         path: req.match_info().as_str(),
         plan,
         preflight: is_preflight(req),
+        paid: false,
     }
 }
 

@@ -57,6 +57,20 @@ where
                 response: Some(Box::new(req.into_response(response))),
             }
         }
+        // Where it cannot wait for its turn: refused, as `excess: refuse` would (the
+        // middleware waits before it answers, in `later.rs`).
+        Verdict::Pace(paced) => {
+            let (rejection, rate) = super::refuse_paced(&worker.engine, &paced);
+            respond(
+                service,
+                worker,
+                settings,
+                req,
+                tier,
+                Verdict::<Q>::Reject(rejection, rate),
+                fields,
+            )
+        }
         Verdict::Allow(mut admission) => {
             let engine = &worker.engine;
             let after = AfterResponse::new(&admission, fields);

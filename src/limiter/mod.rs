@@ -293,6 +293,9 @@ pub(crate) struct Request<'a> {
     pub plan: Option<&'a str>,
     /// A CORS preflight: `OPTIONS` with `Origin` and `Access-Control-Request-Method`.
     pub preflight: bool,
+    /// request_rate has charged it already: it waited for its turn (`excess: delay`), and
+    /// the other limiters decide it now.
+    pub paid: bool,
 }
 
 impl Request<'_> {

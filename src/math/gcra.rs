@@ -47,7 +47,10 @@ pub struct Bucket {
     /// Extra share of `burst` that may be used before the key is limited (soft throttling).
     pub overage: f64,
     tolerance: u64,
-    /// [`stamp`] of the step and tolerance.
+    /// µs past the tolerance a TAT may run while requests are held for their turn
+    /// (`excess: delay`'s `max_delay`; 0: a request over the bucket is refused).
+    queue: u64,
+    /// [`stamp`] of the step and the tolerance with the queue.
     stamp: u16,
 }
 
@@ -64,14 +67,28 @@ impl Bucket {
             burst,
             overage,
             tolerance: round(burst * (1.0 + overage) * step as f64),
+            queue: 0,
             stamp: 0,
         }
         .remembered()
     }
 
+    /// Itself, with requests over the bucket held for up to `queue` µs until their turn
+    /// instead of refused (the leaky bucket as a queue): a charge lets the TAT run that far
+    /// past the tolerance, and a request whose TAT does waits until it no longer does.
+    pub fn paced(mut self, queue: u64) -> Self {
+        self.queue = queue;
+        self.remembered()
+    }
+
+    /// µs past the tolerance a request may be held ([`paced`](Self::paced)).
+    pub fn queue(&self) -> u64 {
+        self.queue
+    }
+
     /// Itself, stamped, its step remembered under its stamp ([`step_of`]).
     fn remembered(mut self) -> Self {
-        self.stamp = stamp(self.step, self.tolerance);
+        self.stamp = stamp(self.step, self.tolerance + self.queue);
         STEPS[usize::from(self.stamp)].store(self.step, Ordering::Relaxed);
         self
     }
@@ -102,7 +119,7 @@ impl Bucket {
     /// A TAT written by a bucket of `from` µs per credit, as this bucket reads it at `now`
     /// ([`carry`]).
     pub fn carry(&self, tat: u64, now: u64, from: u64) -> u64 {
-        carry(tat, now, from, self.step, self.tolerance)
+        carry(tat, now, from, self.step, self.tolerance + self.queue)
     }
 
     /// What charging a request of `cost` credits asks of the store.
@@ -110,7 +127,7 @@ impl Bucket {
     pub fn charging(&self, cost: u32) -> BucketCharge {
         BucketCharge {
             increment: self.increment(cost),
-            tolerance: self.tolerance,
+            tolerance: self.tolerance + self.queue,
             step: self.step,
             stamp: self.stamp,
         }

@@ -73,7 +73,9 @@ impl WindowRule {
     fn estimate(&self, c: Counts, elapsed: u64) -> f64 {
         match self.algorithm {
             QuotaAlgorithm::FixedWindow => f64::from(c.current),
-            QuotaAlgorithm::SlidingWindow => {
+            // A log's rule answered from a counter (a store that keeps no log for it, such
+            // as an app's own that predates logs) reads as its nearest estimate.
+            QuotaAlgorithm::SlidingWindow | QuotaAlgorithm::SlidingLog => {
                 let unexpired = 1.0 - elapsed as f64 / self.window as f64;
                 f64::from(c.previous) * unexpired + f64::from(c.current)
             }

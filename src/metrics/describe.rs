@@ -29,6 +29,7 @@ pub(super) fn describe(r: &PrometheusRecorder) {
         ("brownout_admin_changes_total", "Accepted admin changes, by action (mode, kill_switch, patch, revert, reload)."),
         ("brownout_fail_open_total", "Times a limiter or source failed and the request was let through, by limiter and reason."),
         ("brownout_fleet_settings_total", "Fleet settings documents this instance read from Redis, by result: applied, or rejected (they fail its validation; it keeps its settings)."),
+        ("brownout_requests_delayed_total", "Requests request_rate held for their turn in their client's bucket (excess: delay), by tier."),
         ("brownout_expired_requests_total", "Admitted requests still unanswered after limiters.deadline.after, by tier: they stopped counting against in-flight limits (and with deadline.cancel were stopped and answered 503)."),
     ];
     for (name, help) in counters {

@@ -84,6 +84,15 @@ static DECISION_BUCKETS: [f64; 12] = [
     1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 1e-4, 1e-3, 5e-3, 1e-2,
 ];
 
+const DELAY: &str = "brownout_request_delay_seconds";
+const DELAY_HELP: &str =
+    "How long request_rate held a request for its turn (excess: delay), in seconds.";
+
+/// Delay histogram buckets, in seconds (1 ms .. 60 s, `max_delay`'s range).
+static DELAY_BUCKETS: [f64; 12] = [
+    1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0,
+];
+
 /// `threshold` label values of `brownout_utilization_threshold_ratio`, in the order
 /// [`Metrics::publish_thresholds`] takes them.
 const THRESHOLDS: [&str; 2] = ["end_of_good", "start_of_bad"];
@@ -106,6 +115,8 @@ pub(crate) struct Metrics {
     shed_probability: [Gauge; 4],
     in_flight: [Gauge; 4],
     expired: [Counter; 4],
+    delayed: [Counter; 4],
+    delay: AtomicHistogram,
     limiter_mode: [[Gauge; 3]; LimiterName::COUNT],
     concurrency_limit: Gauge,
     concurrency_waiting: Gauge,
@@ -221,6 +232,9 @@ impl Metrics {
             in_flight: tier_gauges("brownout_in_flight_requests"),
             expired: Tier::ALL
                 .map(|t| counter("brownout_expired_requests_total", &[("tier", t.as_str())])),
+            delayed: Tier::ALL
+                .map(|t| counter("brownout_requests_delayed_total", &[("tier", t.as_str())])),
+            delay: AtomicHistogram::new(&DELAY_BUCKETS),
             limiter_mode,
             concurrency_limit: gauge("brownout_concurrency_limit", &[]),
             concurrency_waiting: gauge("brownout_concurrency_waiting", &[]),
@@ -294,6 +308,13 @@ impl Metrics {
         for t in Tier::ALL {
             self.shed_probability[t.index()].set(plan.probability.get(t));
         }
+    }
+
+    /// Counts a request held `wait` for its turn (`excess: delay`).
+    pub fn delayed(&self, tier: Tier, wait: std::time::Duration) {
+        self.delayed[tier.index()].increment(1);
+        let nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+        self.delay.record_nanos(nanos);
     }
 
     /// Counts an admitted request that passed `limiters.deadline.after` unanswered.
@@ -430,6 +451,7 @@ impl Metrics {
         handle.run_upkeep();
         let mut text = handle.render();
         self.decision.render(DECISION, DECISION_HELP, &mut text);
+        self.delay.render(DELAY, DELAY_HELP, &mut text);
         text
     }
 }

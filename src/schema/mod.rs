@@ -61,6 +61,9 @@ pub enum QuotaAlgorithm {
     FixedWindow,
     /// Weights the previous window by its unexpired fraction; no boundary burst.
     SlidingWindow,
+    /// Exact: keeps the time of every event still in the window (8 bytes each, at most
+    /// `limit` a key), so that no rolling window ever holds more than `limit`.
+    SlidingLog,
 }
 
 /// `admin:` — the admin server.

@@ -10,7 +10,7 @@ use super::redis::RedisStore;
 use super::{Answer, Ask, HybridStore, Unanswered};
 use super::{ClientReading, MemoryStore, Op, Store, StoreError, Table};
 use crate::clock::Clock;
-use crate::math::window::WindowRule;
+use crate::math::window::{WindowCheck, WindowRule};
 use crate::schema::{ConfigError, StoreConfig};
 use std::sync::Arc;
 
@@ -151,6 +151,24 @@ impl Keyed {
         Err(StoreError::Failed("a client's state is local here".into()))
     }
 
+    /// Checks `op` (a quota's window, counting nothing) in the shared store: a quota read
+    /// without spending it (one round trip). An error when the client's state is local.
+    pub(crate) async fn check_shared(&self, op: Op) -> Result<WindowCheck, StoreError> {
+        #[cfg(feature = "redis")]
+        if let Some(shared) = self.per_request() {
+            let mut ask = Ask::default();
+            ask.begin(0, false, 0);
+            ask.push(op);
+            let answer = shared.answer_detached(ask).await.map_err(|u| u.error)?;
+            return match answer.reply.replies.first() {
+                Some(Some(super::Reply::Window(check))) => Ok(*check),
+                _ => Err(StoreError::Failed("no window in the reply".into())),
+            };
+        }
+        let _ = op;
+        Err(StoreError::Failed("a client's state is local here".into()))
+    }
+
     /// Keyed state kept in `local` alone.
     pub(crate) fn local_only(local: Arc<dyn Store>) -> Self {
         Self {
@@ -230,7 +248,7 @@ impl Keyed {
         }
         #[cfg(feature = "redis")]
         if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
-            shared.refund(op);
+            shared.refund(op, held.0);
             return;
         }
         let _ = held;
@@ -273,7 +291,7 @@ impl Keyed {
         #[cfg(feature = "redis")]
         if let Some(shared) = self.shared.as_ref().filter(|_| held != Held::LOCAL) {
             for op in windows {
-                shared.count_failure(op);
+                shared.count_failure(op, held.0);
             }
             return true;
         }

@@ -2,10 +2,12 @@
 //! limiter keeps, and an atomic counter for a pool of slots (the fleet's). "Fleet" here is
 //! this process; a shared store makes it fleet-wide.
 
+use super::log::LogTable;
 use super::table::{KeyTable, Update, WideTable};
 use super::{Store, StoreError, Table, TableKind, TableSpec};
 use crate::math::gcra::{self, BucketCharge, Charge};
 use crate::math::window::{WindowCheck, WindowRule};
+use crate::schema::QuotaAlgorithm;
 use crate::shard::{CachePadded, Sharded};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -25,6 +27,8 @@ enum LocalTable {
     Gcra(WideTable),
     /// Windows: a packed window per key.
     Window(KeyTable),
+    /// Sliding logs: a key's event times (sliding_log quotas).
+    Log(LogTable),
     /// Slots taken per key. While the table is small, a key whose last slot comes back
     /// keeps its entry at zero (the next request of that client finds it without claiming an
     /// entry again); zero entries are the first victims when a bucket is full, and the
@@ -55,6 +59,7 @@ impl MemoryStore {
             tables[spec.table.id()] = match spec.kind {
                 TableKind::Gcra => LocalTable::Gcra(WideTable::new(spec.keys)),
                 TableKind::Window => LocalTable::Window(KeyTable::new(spec.keys)),
+                TableKind::Log => LocalTable::Log(LogTable::new(spec.keys)),
                 TableKind::Slots => LocalTable::Slots {
                     table: KeyTable::new(spec.keys),
                     holders: Sharded::default(),
@@ -92,6 +97,7 @@ impl MemoryStore {
             LocalTable::None
             | LocalTable::Gcra(_)
             | LocalTable::Window(_)
+            | LocalTable::Log(_)
             | LocalTable::Slots { .. } => 0,
         }
     }
@@ -127,6 +133,7 @@ impl Store for MemoryStore {
         match self.kept(table) {
             LocalTable::Gcra(t) => Ok(t.peek(key)),
             LocalTable::Window(t) | LocalTable::Slots { table: t, .. } => Ok(t.peek(key)),
+            LocalTable::Log(t) => Ok(t.peek(key)),
             LocalTable::Pool(count) => Ok(Some(count.0.load(Ordering::Relaxed))),
             LocalTable::None => Err(no_table(table, "peek")),
         }
@@ -175,8 +182,24 @@ impl Store for MemoryStore {
         rule: &WindowRule,
         count: bool,
     ) -> Result<WindowCheck, StoreError> {
-        let LocalTable::Window(t) = self.kept(table) else {
-            return Err(no_table(table, "window"));
+        let t = match self.kept(table) {
+            // A log's rule on a counter would answer an estimate, silently: a table listed
+            // with the wrong kind fails open instead (counted).
+            LocalTable::Window(_) if rule.algorithm == QuotaAlgorithm::SlidingLog => {
+                return Err(no_table(table, "a sliding log"));
+            }
+            LocalTable::Window(t) => t,
+            LocalTable::Log(log) => {
+                return log
+                    .hit(key, now, rule, count)
+                    .ok_or(StoreError::Full("log"));
+            }
+            LocalTable::None
+            | LocalTable::Gcra(_)
+            | LocalTable::Slots { .. }
+            | LocalTable::Pool(_) => {
+                return Err(no_table(table, "window"));
+            }
         };
         // Peeking an untracked key must not take a slot.
         if !count && t.peek(key).is_none() {
@@ -200,8 +223,18 @@ impl Store for MemoryStore {
         now: u64,
         rule: &WindowRule,
     ) -> Result<(), StoreError> {
-        let LocalTable::Window(t) = self.kept(table) else {
-            return Err(no_table(table, "window_refund"));
+        let t = match self.kept(table) {
+            LocalTable::Window(t) => t,
+            LocalTable::Log(log) => {
+                log.refund(key, now, rule);
+                return Ok(());
+            }
+            LocalTable::None
+            | LocalTable::Gcra(_)
+            | LocalTable::Slots { .. }
+            | LocalTable::Pool(_) => {
+                return Err(no_table(table, "window_refund"));
+            }
         };
         t.update(
             key,
@@ -243,7 +276,7 @@ impl Store for MemoryStore {
                 count.0.fetch_sub(1, Ordering::AcqRel);
                 Ok(false)
             }
-            LocalTable::None | LocalTable::Gcra(_) | LocalTable::Window(_) => {
+            LocalTable::None | LocalTable::Gcra(_) | LocalTable::Window(_) | LocalTable::Log(_) => {
                 Err(no_table(table, "slot_take"))
             }
         }
@@ -276,7 +309,8 @@ impl Store for MemoryStore {
                     count.0.fetch_add(1, Ordering::AcqRel);
                 }
             }
-            LocalTable::None | LocalTable::Gcra(_) | LocalTable::Window(_) => {}
+            LocalTable::None | LocalTable::Gcra(_) | LocalTable::Window(_) | LocalTable::Log(_) => {
+            }
         }
     }
 
@@ -289,13 +323,23 @@ impl Store for MemoryStore {
                 LocalTable::Slots { table, .. } => {
                     table.sweep(|count| count == 0);
                 }
-                // Windows are swept under their rules below; a pool holds no keys.
-                LocalTable::None | LocalTable::Window(_) | LocalTable::Pool(_) => {}
+                // Windows and logs are swept under their rules below; a pool holds no keys.
+                LocalTable::None
+                | LocalTable::Window(_)
+                | LocalTable::Log(_)
+                | LocalTable::Pool(_) => {}
             }
         }
         for (table, rule) in windows {
-            if let LocalTable::Window(t) = self.kept(*table) {
-                t.sweep(|v| rule.idle(v, unix_now));
+            match self.kept(*table) {
+                LocalTable::Window(t) => {
+                    t.sweep(|v| rule.idle(v, unix_now));
+                }
+                LocalTable::Log(t) => t.sweep(rule, unix_now),
+                LocalTable::None
+                | LocalTable::Gcra(_)
+                | LocalTable::Slots { .. }
+                | LocalTable::Pool(_) => {}
             }
         }
     }
@@ -304,6 +348,7 @@ impl Store for MemoryStore {
         match self.kept(table) {
             LocalTable::Gcra(t) => Some(t.live()),
             LocalTable::Window(t) => Some(t.live()),
+            LocalTable::Log(t) => Some(t.live()),
             LocalTable::Slots { holders, .. } => Some(holders.sum(0).max(0) as usize),
             LocalTable::Pool(_) | LocalTable::None => None,
         }

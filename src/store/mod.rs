@@ -6,6 +6,7 @@ mod ask;
 #[cfg(feature = "redis")]
 mod hybrid;
 mod keyed;
+mod log;
 mod memory;
 // The Redis store's own types (its asks, script, undo queue) are not part of the API: public
 // only with the `redis-internals` feature, for the `brownout` binary's `bench redis` and the
@@ -150,6 +151,9 @@ pub enum TableKind {
     Gcra,
     /// Window counters (fixed or sliding), one window per key: [`Store::window`].
     Window,
+    /// Sliding logs, the times of a key's events still in its window (a `sliding_log`
+    /// quota's): [`Store::window`], with the rule's algorithm `SlidingLog`.
+    Log,
     /// Counted slots per key (a client's requests in flight): [`Store::slot_take`].
     Slots,
     /// One count of slots for the whole store, whatever the key (the fleet's non-critical
@@ -227,7 +231,9 @@ pub trait Store: Send + Sync {
     }
 
     /// Counts (`count`) or only checks one request against `rule` for `key`; `now` is in µs
-    /// since the Unix epoch (windows follow the calendar).
+    /// since the Unix epoch (windows follow the calendar). A rule of algorithm `SlidingLog`
+    /// comes for a [`TableKind::Log`] table: it is exact only from a log of the key's events
+    /// ([`WindowRule::log_hit`]); a counter reads it as the sliding window's estimate.
     fn window(
         &self,
         table: Table,
@@ -240,7 +246,8 @@ pub trait Store: Send + Sync {
         Err(not_provided("window"))
     }
 
-    /// Takes back one counted request in the window of `now`.
+    /// Takes back one counted request in the window of `now` (a log: the event recorded at
+    /// `now`).
     fn window_refund(
         &self,
         table: Table,

@@ -32,9 +32,10 @@ pub use future::ResponseFuture;
 use future::{wait, Waiting};
 use request::{learn_route, limiter_request, peer};
 
+use crate::classify::Classified;
 use crate::classify::TEST_MODE_HEADER;
 use crate::control::RuntimeRegistry;
-use crate::engine::{judge, Engine, EngineRef, RequestHold, Settings, Verdict};
+use crate::engine::{judge, Engine, EngineRef, Paced, RequestHold, Settings, Verdict};
 use crate::hook::{HookRequest, Hooks};
 use crate::http::{named_policy, rejected_fields, FieldCache, Refusal};
 use crate::limiter::request_rate::{FailureTicket, RateStatus};
@@ -168,22 +169,21 @@ where
             .flatten();
         let plan = hooked_plan.as_deref().or(header_plan);
         let request = limiter_request(&req, &classified, plan);
+        // Fleet mode asks the shared store first: the decision waits for it.
         #[cfg(feature = "redis")]
-        if self.engine.keyed().asks_first() {
-            if let Some(asked) =
-                crate::engine::asks(&settings, &request, &self.engine.plan().load())
-            {
-                // A round trip to Redis follows: a swap is nothing beside it.
-                self.runtimes.register_shared();
-                let plan = plan.map(str::to_owned);
-                let clone = self.inner.clone();
-                let inner = std::mem::replace(&mut self.inner, clone);
-                let engine = self.engine.clone();
-                let settings = Arc::clone(&settings);
-                return ResponseFuture::boxed(Box::pin(fleet::judge_shared(
-                    inner, engine, settings, req, classified, plan, asked, grpc,
-                )));
-            }
+        if self.engine.keyed().asks_first()
+            && crate::engine::asks(&settings, &request, &self.engine.plan().load()).is_some()
+        {
+            // A round trip to Redis follows: a swap is nothing beside it.
+            self.runtimes.register_shared();
+            let plan = plan.map(str::to_owned);
+            return later(
+                &mut self.inner,
+                &self.engine,
+                req,
+                (classified, plan, None),
+                grpc,
+            );
         }
         let verdict = RNG.with(|cell| {
             let mut rng = cell
@@ -193,6 +193,20 @@ where
             cell.set(Some(rng));
             verdict
         });
+        // Held for its turn in its client's queue first (pacing).
+        let verdict = match verdict {
+            Verdict::Pace(paced) => {
+                let plan = plan.map(str::to_owned);
+                return later(
+                    &mut self.inner,
+                    &self.engine,
+                    req,
+                    (classified, plan, Some(paced)),
+                    grpc,
+                );
+            }
+            verdict => verdict,
+        };
         let (engine, inner) = (&self.engine, &mut self.inner);
         answer(
             inner,
@@ -203,6 +217,36 @@ where
             verdict,
         )
     }
+}
+
+/// The response to a request whose decision waits: for the shared store, or for its turn
+/// (`paced`). It calls `inner` as it stands; a clone takes its place.
+fn later<S, ReqB, ResB>(
+    inner: &mut S,
+    engine: &Arc<Engine>,
+    req: Request<ReqB>,
+    (classified, plan, paced): (Classified, Option<String>, Option<Box<Paced>>),
+    grpc: bool,
+) -> ResponseFuture<S::Future, ResB, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqB: Send + 'static,
+    ResB: Body + Send + 'static,
+    ResB::Data: From<Bytes>,
+{
+    let clone = inner.clone();
+    let inner = std::mem::replace(inner, clone);
+    let settings = engine.settings().load_full();
+    ResponseFuture::boxed(Box::pin(later::decide_later(
+        inner,
+        engine.clone(),
+        settings,
+        req,
+        (classified, plan, paced),
+        grpc,
+    )))
 }
 
 /// This thread's random stream, made on its first request, when the `runtime` source also
@@ -235,6 +279,12 @@ where
 {
     match verdict {
         Verdict::Reject(rejection, rate) => {
+            ResponseFuture::refused(refused(settings, &rejection, rate.as_ref(), None, grpc))
+        }
+        // Where it cannot wait for its turn: refused, as `excess: refuse` would (the layer
+        // waits before it answers, in `later.rs`).
+        Verdict::Pace(paced) => {
+            let (rejection, rate) = crate::http::refuse_paced(engine, &paced);
             ResponseFuture::refused(refused(settings, &rejection, rate.as_ref(), None, grpc))
         }
         Verdict::Allow(mut admission) => {
@@ -320,8 +370,7 @@ fn refused<B>(
     response
 }
 
-#[cfg(feature = "redis")]
-mod fleet;
+mod later;
 
 /// `refusal` as HTTP answers it: its status, `Retry-After` and problem+json body.
 fn problem<B>(refusal: Refusal) -> Response<BrownoutBody<B>> {

@@ -112,6 +112,7 @@ pub(super) fn limiter_request<'a, B>(
         path: req.uri().path(),
         plan,
         preflight: is_preflight(req),
+        paid: false,
     }
 }
 

@@ -77,8 +77,14 @@ impl RateRules {
                 return Ok(Check::Rejected(rejection, status.with_tat(tat)));
             }
         };
+        // A charge past the bucket's tolerance took a turn in its queue (`excess: delay`):
+        // the request is held until the TAT is back within it. (Not written: a later
+        // limiter refused it, and its turn was given back.)
+        let mut pace = 0;
         if written {
             ticket.increment = increment(bucket);
+            let tolerance = self.bucket(usize::from(plan), elastic).tolerance();
+            pace = charged_tat.saturating_sub(now).saturating_sub(tolerance);
         }
         status.tat = charged_tat;
         // The bucket as it reads if this request's charge is given back.
@@ -110,6 +116,7 @@ impl RateRules {
             status,
             refunded,
             ticket,
+            pace,
         }))
     }
 }

@@ -10,13 +10,14 @@ mod validate;
 
 pub use rules::{Quota, RateRules};
 pub use settings::{
-    PerIp, PerIpConfig, PlanConfig, QuotaConfig, QuotaCount, QuotaKey, RequestRateConfig,
+    Excess, PerIp, PerIpConfig, PlanConfig, QuotaConfig, QuotaCount, QuotaKey, RequestRateConfig,
     AUTO_PER_IP_CLIENTS,
 };
 
 use super::Problem;
 use super::{LimiterName, RatePolicy, Rejection, Request};
 use crate::math::gcra::BucketCharge;
+use crate::schema::QuotaAlgorithm;
 use crate::store::{Ask, Held, Keyed, Op, Store};
 use crate::store::{Table, TableKind, TableSpec, MAX_QUOTAS};
 
@@ -118,6 +119,8 @@ pub struct RateAdmit {
     pub refunded: u64,
     /// What was taken.
     pub ticket: RateTicket,
+    /// µs the request is held for its turn (`excess: delay`; 0: it goes on at once).
+    pub pace: u64,
 }
 
 /// The buckets one request is charged in ([`Op::Gcra`]), and the plan of its own.
@@ -337,7 +340,10 @@ impl super::Limiter for RequestRateConfig {
         if self.max_keys != new.max_keys {
             return Some("limiters.request_rate.max_keys");
         }
-        (self.quotas.len() != new.quotas.len()).then_some("limiters.request_rate.quotas")
+        // A sliding log keeps another kind of table than a counter.
+        let logs = |q: &[QuotaConfig]| q.iter().map(|q| q.algorithm == QuotaAlgorithm::SlidingLog).collect::<Vec<_>>();
+        (self.quotas.len() != new.quotas.len() || logs(&self.quotas) != logs(&new.quotas))
+            .then_some("limiters.request_rate.quotas")
     }
     // The number of quotas cannot be kept apart: a fleet document with another number of
     // quotas is refused.
@@ -356,9 +362,12 @@ impl super::Limiter for RequestRateConfig {
             name: "rate".into(),
             client: true,
         };
-        let quotas = (0..self.quotas.len()).map(|i| TableSpec {
+        let quotas = self.quotas.iter().enumerate().map(|(i, q)| TableSpec {
             table: quota_table(i),
-            kind: TableKind::Window,
+            kind: match q.algorithm {
+                QuotaAlgorithm::FixedWindow | QuotaAlgorithm::SlidingWindow => TableKind::Window,
+                QuotaAlgorithm::SlidingLog => TableKind::Log,
+            },
             keys: self.max_keys,
             name: format!("quota:{i}").into(),
             client: false,

@@ -2,7 +2,7 @@
 //! the `RateLimit-Policy` field of each plan.
 
 use crate::schema::RoutePattern;
-use super::{PerIp, QuotaCount, QuotaKey, RequestRateConfig};
+use super::{Excess, PerIp, QuotaCount, QuotaKey, RequestRateConfig};
 use crate::math::gcra::Bucket;
 use crate::math::window::WindowRule;
 use std::collections::BTreeMap;
@@ -120,11 +120,17 @@ impl RateRules {
                     costs: &BTreeMap<String, u32>|
          -> Result<Plan, String> {
             let elastic = c.elastic_factor;
+            // With `excess: delay` a request over the bucket is held up to `max_delay`.
+            let queue = match c.excess {
+                Excess::Refuse => 0,
+                Excess::Delay => c.max_delay.get().as_micros() as u64,
+            };
             Ok(Plan {
                 name: name.to_owned(),
                 buckets: [
-                    Bucket::new(rate, f64::from(burst), c.soft_overage),
-                    Bucket::new(rate * elastic, f64::from(burst) * elastic, c.soft_overage),
+                    Bucket::new(rate, f64::from(burst), c.soft_overage).paced(queue),
+                    Bucket::new(rate * elastic, f64::from(burst) * elastic, c.soft_overage)
+                        .paced(queue),
                 ],
                 default_cost,
                 costs: CostTable::compile(costs)?,

@@ -70,6 +70,24 @@ pub struct RequestRateConfig {
     /// a fresh key per request. On by default ([`PerIp::Auto`]: ten times the largest
     /// plan's rate and burst).
     pub per_ip: PerIp,
+    /// What happens to a request over its client's bucket: refused (429), or held until the
+    /// bucket has room (the leaky bucket as a queue), when that is within `max_delay`.
+    pub excess: Excess,
+    /// With `excess: delay`, the longest a request is held; one that would wait longer is
+    /// refused. A client has at most `max_delay × rate ÷ cost` requests waiting at once.
+    pub max_delay: HumanDuration,
+}
+
+/// `limiters.request_rate.excess:` — what a request over its client's bucket gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Excess {
+    /// 429 with `Retry-After`.
+    #[default]
+    Refuse,
+    /// Held, without holding a worker, until its turn at the client's rate (within
+    /// `max_delay`; past it, 429).
+    Delay,
 }
 
 /// `limiters.request_rate.per_ip:` — `auto` (the default), `off`, or `{rate, burst}`.
@@ -225,6 +243,8 @@ impl Default for RequestRateConfig {
             eviction_interval: HumanDuration::from_secs(10),
             quotas: Vec::new(),
             per_ip: PerIp::Auto,
+            excess: Excess::Refuse,
+            max_delay: HumanDuration::from_secs(1),
         }
     }
 }

@@ -66,6 +66,7 @@ fn req<'a>(method: &'a str, path: &'a str, plan: Option<&'a str>) -> Request<'a>
         path,
         plan,
         preflight: false,
+        paid: false,
     }
 }
 
@@ -170,4 +171,92 @@ fn failure_quotas_count_only_failures() {
     }
     let d = check(&r, &store, &charge, CheckTime { mono: 1, unix: 1 }, false);
     assert_eq!(d.rejection.unwrap().policy, Some(RatePolicy::Quota(0)));
+}
+
+const PACED: &str = "limiters:\n  request_rate:\n    rate: 10\n    burst: 3\n    per_ip: off\n    excess: delay\n    max_delay: 2s\n";
+
+/// Pacing (`excess: delay`) against its reference, in virtual time: a queue drained at the
+/// rate (a bucket of `burst` tokens refilled at `rate`, serving requests in arrival order at
+/// the first moment a token is there, turning away one whose turn would come later than
+/// `max_delay`). Over seeded arrivals (at twice the rate, then at half, some at one instant), every
+/// request is served in order, at the model's moment within 1 ms, and refused when the model
+/// refuses it.
+#[test]
+fn pacing_serves_each_request_when_a_queue_drained_at_the_rate_would() {
+    let r = rules(PACED);
+    let store = memory(64, 0, 8);
+    let mut rng = crate::rng::SplitMix64::new(20261128);
+    let (per, burst, max_delay) = (100_000.0, 3.0, 2_000_000.0);
+    // The model: tokens left after the last turn, and its time.
+    let (mut tokens, mut last) = (burst, 0.0_f64);
+    let mut now = 1_000_000_u64;
+    let (mut waited, mut refused, mut previous) = (0, 0, 0);
+    for i in 0..5_000 {
+        // Phases of 200 requests: twice the rate (the queue fills and turns requests
+        // away), then half of it (it drains); one in eight at the same instant as the last.
+        let spread = if (i / 200) % 2 == 0 { 100_000 } else { 400_000 };
+        now += match rng.next_u64() % 8 {
+            0 => 0,
+            _ => rng.next_u64() % spread,
+        };
+        let start = (now as f64).max(last);
+        let have = (tokens + (start - last) / per).min(burst);
+        let turn = start + (1.0 - have).max(0.0) * per;
+        let model_refuses = turn - now as f64 > max_delay + 0.5;
+        let at = CheckTime {
+            mono: now,
+            unix: now,
+        };
+        match r.check(&store, &req("GET", "/v1/items", None), at, false).unwrap() {
+            Check::Allowed(a) => {
+                assert!(!model_refuses, "request {i} at {now}: the model refuses it");
+                let served = now + a.pace;
+                assert!((served as f64 - turn).abs() <= 1_000.0, "request {i}: {served} against {turn}");
+                assert!(served >= previous, "request {i} served before the one ahead of it");
+                previous = served;
+                waited += usize::from(a.pace > 0);
+                tokens = (have + (turn - start) / per).min(burst) - 1.0;
+                last = turn;
+            }
+            Check::Rejected(rejection, _) => {
+                assert!(model_refuses, "request {i} at {now}: the model serves it at {turn}");
+                assert!(rejection.retry_after > Duration::ZERO);
+                refused += 1;
+            }
+        }
+    }
+    assert!(waited > 1_000 && refused > 100, "waited {waited}, refused {refused}");
+}
+
+/// Requests of one client charged at one instant from several threads each get a turn of
+/// their own: the turns handed out are exactly one step apart, none twice (a request the
+/// store could not answer fails open and takes none).
+#[test]
+fn concurrent_requests_of_one_client_never_share_a_turn() {
+    let r = rules("limiters:\n  request_rate:\n    rate: 100\n    burst: 1\n    per_ip: off\n    excess: delay\n    max_delay: 60s\n");
+    let store = memory(64, 0, 8);
+    let at = CheckTime {
+        mono: 1_000_000,
+        unix: 1_000_000,
+    };
+    let mut paces: Vec<u64> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    (0..250)
+                        .filter_map(|_| match r.check(&store, &req("GET", "/v1/items", None), at, false) {
+                            Ok(Check::Allowed(a)) => Some(a.pace),
+                            Ok(Check::Rejected(..)) => panic!("within max_delay"),
+                            Err(_) => None,
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        threads.into_iter().flat_map(|t| t.join().unwrap()).collect()
+    });
+    paces.sort_unstable();
+    assert!(paces.len() > 900, "{} answered", paces.len());
+    let expected: Vec<u64> = (0..paces.len() as u64).map(|k| k * 10_000).collect();
+    assert_eq!(paces, expected);
 }

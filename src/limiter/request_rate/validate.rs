@@ -3,7 +3,7 @@
 use super::{PerIp, RequestRateConfig};
 use crate::schema::validate::{duration, ensure, max_keys, Valid, Num, MIN_SHARE};
 use std::time::Duration;
-use crate::schema::{ConfigError, RoutePattern};
+use crate::schema::{ConfigError, QuotaAlgorithm, RoutePattern};
 use std::collections::BTreeMap;
 
 const RR: &str = "limiters.request_rate";
@@ -103,6 +103,11 @@ impl RequestRateConfig {
         }
         max_keys(self.max_keys, &format!("{RR}.max_keys"))?;
         duration(
+            self.max_delay.get(),
+            &format!("{RR}.max_delay"),
+            (Duration::from_millis(1), Duration::from_secs(60)),
+        )?;
+        duration(
             self.eviction_interval.get(),
             &format!("{RR}.eviction_interval"),
             (Duration::from_millis(1), Duration::from_secs(3600)),
@@ -120,6 +125,17 @@ impl RequestRateConfig {
                 (1..=65_535).contains(&q.limit),
                 &format!("{key}.limit"),
                 format!("must be between 1 and 65535 (got {})", q.limit),
+            )?;
+            let most = crate::math::log::LOG_LIMIT_MAX;
+            ensure(
+                q.algorithm != QuotaAlgorithm::SlidingLog || q.limit <= most,
+                &format!("{key}.limit"),
+                format!(
+                    "is {} for a sliding_log, which keeps 8 bytes per event and at most \
+                     {most} events a key; use algorithm: sliding_window (8 bytes a key \
+                     whatever the limit) for a higher limit",
+                    q.limit
+                ),
             )?;
             duration(
                 q.window.get(),

@@ -75,3 +75,18 @@ fn underscored_numbers_parse() {
         Config::from_yaml_str("limiters:\n  request_rate:\n    max_keys: 1_000_000\n").unwrap();
     assert_eq!(c.limiters.request_rate.max_keys, 1_000_000);
 }
+
+#[test]
+fn a_sliding_log_is_bounded_and_names_the_cheaper_choice() {
+    let yaml = |limit: u32| {
+        format!("limiters:\n  request_rate:\n    quotas:\n      - {{name: q, algorithm: sliding_log, limit: {limit}, window: 1h}}\n")
+    };
+    let e = refused(&yaml(1_001));
+    assert!(
+        e.starts_with("limiters.request_rate.quotas[0].limit is 1001 for a sliding_log"),
+        "{e}"
+    );
+    assert!(e.contains("use algorithm: sliding_window"), "{e}");
+    let config = Config::from_yaml_str(&yaml(1_000)).expect("1000 is allowed");
+    assert_eq!(config.limiters.request_rate.quotas[0].limit, 1_000);
+}

@@ -22,6 +22,11 @@
 -- sorted set scored by when they were taken, swept the same way; a key's slots in a table of
 -- their own likewise, in a set that expires with its newest member.
 --
+-- A sliding log (src/math/log.rs) is a sorted set of its events, each scored by its time and
+-- named by its request's member (a refund removes that one). Events that left the window are
+-- dropped when it is read, and so are those beyond the newest `limit` (after a lowered limit
+-- they no longer decide anything); it expires one window after its newest event.
+--
 -- KEYS: one per operation.
 -- ARGV: at_us (0: the server's clock; else decide as of this time, for tests and replays),
 --       member, ttl_us, groups;
@@ -30,6 +35,7 @@
 --         'h' | 'b', increment_us, tolerance_us, step_us
 --                                                 a bucket (in the client's hash | its own key)
 --         'w', sliding, limit, window_us, count   a window (counted if count is 1)
+--         'l', sliding, limit, window_us, count   a sliding log (likewise; `sliding` unread)
 --         'p' | 'z' | 's', max                    a slot (client's hash | pool | own set)
 -- Reply: now_us, written (1 if the script wrote what passed, 0 if an enforced refusal
 --        stopped it); then per group reached: its state (1 passed, 0 refused), then per
@@ -215,6 +221,34 @@ for g = 1, ngroups do
         out[n + 1], out[n + 2], out[n + 3], out[n + 4] = allowed and 1 or 0, math.floor(math.max(limit - used, 0)), window - elapsed, retry
         n = n + 4
       end
+    elseif kind == 'l' then
+      local limit, window, count_it = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), ARGV[a + 4] == '1'
+      a = a + 5
+      if passed then
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - window))
+        local len = redis.call('ZCARD', key)
+        if len > limit then
+          redis.call('ZREMRANGEBYRANK', key, 0, len - limit - 1)
+          len = limit
+        end
+        local allowed = len < limit
+        local kept, retry, reset = len, 0, 0
+        if allowed and count_it then
+          kept = len + 1
+          writes[#writes + 1] = {'log', key, string.format('%d', math.floor(window / 1000) + 1)}
+        elseif not allowed then
+          -- Fewer than `limit` remain once the oldest of the last `limit` leaves.
+          retry = math.max(tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]) + window - now, 0)
+          passed = false
+        end
+        if len > 0 then
+          reset = math.max(tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]) + window - now, 0)
+        elseif kept > 0 then
+          reset = window
+        end
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = allowed and 1 or 0, limit - kept, reset, retry
+        n = n + 4
+      end
     else
       local max = tonumber(ARGV[a + 1])
       a = a + 2
@@ -252,6 +286,9 @@ for _, w in ipairs(writes) do
     hash(key).slot = true
   elseif what == 'z' then
     redis.call('ZADD', key, at, member)
+  elseif what == 'log' then
+    redis.call('ZADD', key, at, member)
+    redis.call('PEXPIRE', key, w[3])
   else
     redis.call('ZADD', key, at, member)
     redis.call('PEXPIRE', key, string.format('%d', math.floor(ttl / 1000) + 1))

@@ -74,6 +74,8 @@ pub(super) enum Shape {
     Bucket,
     /// `w`: a window counter.
     Window,
+    /// `l`: a sliding log, a sorted set of its events' times.
+    Log,
     /// `p`: a client's slot, a field of its hash.
     HashSlot,
     /// `z`: a slot of a pool, a member of one sorted set.
@@ -88,6 +90,7 @@ impl Shape {
             Shape::HashBucket => "h",
             Shape::Bucket => "b",
             Shape::Window => "w",
+            Shape::Log => "l",
             Shape::HashSlot => "p",
             Shape::Pool => "z",
             Shape::Slots => "s",
@@ -161,10 +164,12 @@ impl Keys {
             };
             match kind {
                 TableKind::Pool => format!("{}{name}", self.prefix),
-                TableKind::Gcra | TableKind::Window | TableKind::Slots if tag == key => {
+                TableKind::Gcra | TableKind::Window | TableKind::Log | TableKind::Slots
+                    if tag == key =>
+                {
                     format!("{}{{{tag:016x}}}:{name}", self.prefix)
                 }
-                TableKind::Gcra | TableKind::Window | TableKind::Slots => {
+                TableKind::Gcra | TableKind::Window | TableKind::Log | TableKind::Slots => {
                     format!("{}{{{tag:016x}}}:{name}:{key:016x}", self.prefix)
                 }
             }
@@ -173,6 +178,7 @@ impl Keys {
             TableKind::Gcra if client && tag == key => (self.client(key), Shape::HashBucket),
             TableKind::Gcra => (own(), Shape::Bucket),
             TableKind::Window => (own(), Shape::Window),
+            TableKind::Log => (own(), Shape::Log),
             TableKind::Slots if client => (self.client(key), Shape::HashSlot),
             TableKind::Pool => (own(), Shape::Pool),
             TableKind::Slots => (own(), Shape::Slots),
@@ -277,7 +283,8 @@ pub enum Undo {
         /// µs to take back.
         increment: u64,
     },
-    /// A counted request of a window's current window.
+    /// A counted request of a window's current window (a log: the event its request
+    /// recorded).
     Window {
         /// Its table.
         table: Table,
@@ -285,6 +292,8 @@ pub enum Undo {
         key: u64,
         /// Its window (µs).
         window: u64,
+        /// The request's member (a log's event is named by it).
+        member: u64,
     },
     /// A failed response, counted in a window.
     Failure {
@@ -294,6 +303,8 @@ pub enum Undo {
         key: u64,
         /// Its rule.
         rule: WindowRule,
+        /// The request's member (a log's event is named by it).
+        member: u64,
     },
     /// A slot.
     Release {
@@ -337,7 +348,18 @@ pub(super) fn undo_cmd(script: &Script, keys: &Keys, instance: u64, undos: &[Und
                     "b"
                 })
                 .arg(increment),
+            // A log's event is a member of its set, named as the request's.
+            Undo::Window { member: m, .. } if *shape == Shape::Log => {
+                cmd.arg("z").arg(member(instance, m))
+            }
             Undo::Window { window, .. } => cmd.arg("q").arg(window),
+            Undo::Failure {
+                rule, member: m, ..
+            } if *shape == Shape::Log => cmd
+                .arg("g")
+                .arg(rule.limit)
+                .arg(rule.window)
+                .arg(member(instance, m)),
             Undo::Failure { rule, .. } => cmd
                 .arg("f")
                 .arg(flag(sliding(&rule)))

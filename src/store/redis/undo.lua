@@ -6,8 +6,9 @@
 --   'h', increment_us            likewise from a client's own bucket (field t of its hash);
 --   'q', window_us               take one request back from this window's count;
 --   'f', sliding, limit, window  count a failure if the quota has room;
+--   'g', limit, window, member   likewise in a sliding log (decide.lua), as `member`;
 --   'p', member                  give a client's permit back (a field of its hash);
---   'z', member                  give a fleet slot back.
+--   'z', member                  give a fleet slot back, or a sliding log's event.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function fmt(x) return string.format('%.0f', x) end
@@ -54,6 +55,14 @@ for i = 1, #KEYS do
     if sliding then estimate = prev * (1 - elapsed / window) + cur end
     if estimate + 1 <= limit + 1e-9 then
       redis.call('SET', key, fmt(id) .. ' ' .. fmt(cur + 1) .. ' ' .. fmt(prev), 'PX', math.floor(2 * window / 1000))
+    end
+    a = a + 4
+  elseif kind == 'g' then
+    local limit, window = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now - window))
+    if redis.call('ZCARD', key) < limit then
+      redis.call('ZADD', key, fmt(now), ARGV[a + 3])
+      redis.call('PEXPIRE', key, fmt(math.floor(window / 1000) + 1))
     end
     a = a + 4
   elseif kind == 'p' then

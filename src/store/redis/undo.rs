@@ -47,9 +47,9 @@ impl RedisStore {
         }
     }
 
-    /// Gives back what `op` (a bucket or a counted window) wrote (a later limiter refused
-    /// the request).
-    pub(crate) fn refund(&self, op: &Op) {
+    /// Gives back what `op` (a bucket or a counted window) wrote for the request of `member`
+    /// (a later limiter refused it).
+    pub(crate) fn refund(&self, op: &Op, member: u64) {
         match *op {
             Op::Gcra {
                 table,
@@ -68,6 +68,7 @@ impl RedisStore {
                 table,
                 key,
                 window: rule.window,
+                member,
             }),
             Op::Slot { .. } => {}
         }
@@ -82,13 +83,19 @@ impl RedisStore {
         });
     }
 
-    /// Counts a failed response in `op`'s window (a failure quota).
-    pub(crate) fn count_failure(&self, op: Op) {
+    /// Counts the failed response of the request of `member` in `op`'s window (a failure
+    /// quota).
+    pub(crate) fn count_failure(&self, op: Op, member: u64) {
         if let Op::Window {
             table, key, rule, ..
         } = op
         {
-            self.undo(Undo::Failure { table, key, rule });
+            self.undo(Undo::Failure {
+                table,
+                key,
+                rule,
+                member,
+            });
         }
     }
 
@@ -131,7 +138,7 @@ impl RedisStore {
                 }
                 match *op {
                     Op::Slot { table, key, .. } => self.release(member, table, key),
-                    Op::Gcra { .. } | Op::Window { .. } => self.refund(op),
+                    Op::Gcra { .. } | Op::Window { .. } => self.refund(op, member),
                 }
             }
         }
