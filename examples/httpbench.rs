@@ -3,8 +3,8 @@
 //! against each mode in turn, on the same machine).
 //!
 //! ```sh
-//! httpbench serve --mode bare|bare-fields|brownout|brownout-nohdr|brownout-wu|governor --port 8080 --workers 4
-//! httpbench calls --mode bare|bare-fields|brownout|brownout-nohdr|brownout-wu|governor --requests 2000
+//! httpbench serve --mode bare|bare-fields|brownout|brownout-nohdr|brownout-wu|brownout-rate|governor --port 8080 --workers 4
+//! httpbench calls --mode bare|bare-fields|brownout|brownout-nohdr|brownout-wu|brownout-rate|governor --requests 2000
 //! ```
 //!
 //! `calls` sends `--requests` requests through the same app in process
@@ -34,6 +34,8 @@ enum Bench {
     Brownout,
     BrownoutNoHeaders,
     BrownoutWu,
+    /// request_rate alone (per key, no per-IP ceiling, fields off): governor's job.
+    BrownoutRate,
     Governor,
 }
 
@@ -48,7 +50,7 @@ struct Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: httpbench serve --mode bare|bare-fields|brownout|brownout-nohdr|brownout-wu|governor --port P --workers N\n       httpbench calls --mode MODE --requests N"
+        "usage: httpbench serve --mode bare|bare-fields|brownout|brownout-nohdr|brownout-wu|brownout-rate|governor --port P --workers N\n       httpbench calls --mode MODE --requests N"
     );
     std::process::exit(2)
 }
@@ -77,6 +79,7 @@ fn args() -> Args {
                     "brownout" => Bench::Brownout,
                     "brownout-nohdr" => Bench::BrownoutNoHeaders,
                     "brownout-wu" => Bench::BrownoutWu,
+                    "brownout-rate" => Bench::BrownoutRate,
                     "governor" => Bench::Governor,
                     _ => usage(),
                 }
@@ -98,13 +101,20 @@ fn config(mode: Bench) -> Config {
     let wu = &mut l.worker_utilization;
     wu.capacity = Some(1_000_000);
     wu.sample_interval = HumanDuration::from_secs(1);
-    if all_four {
+    if mode == Bench::BrownoutRate {
+        // The same job as actix-governor: a bucket per client key, nothing else.
+        l.worker_utilization.mode = Mode::Off;
+        l.adaptive_concurrency.mode = Mode::Off;
+    }
+    if all_four || mode == Bench::BrownoutRate {
         l.request_rate.mode = Mode::Enforce;
         l.request_rate.rate = 1e6;
         l.request_rate.burst = 1_000_000;
-        l.request_rate.headers = mode != Bench::BrownoutNoHeaders;
+        l.request_rate.headers = mode == Bench::Brownout;
         // Like for like with governor (a bucket per key, nothing per address).
         l.request_rate.per_ip = brownout::config::PerIp::Off;
+    }
+    if all_four {
         l.concurrent_requests.mode = Mode::Enforce;
         l.concurrent_requests.max_in_flight = 1_000_000;
         l.fleet_usage.mode = Mode::Enforce;
@@ -243,7 +253,7 @@ async fn calls(mode: Bench, n: usize) -> std::io::Result<()> {
                 .route("/", web::get().to(ok));
             drive(init_service(app).await, n).await;
         }
-        Bench::Brownout | Bench::BrownoutNoHeaders | Bench::BrownoutWu => {
+        Bench::Brownout | Bench::BrownoutNoHeaders | Bench::BrownoutWu | Bench::BrownoutRate => {
             let brownout = Brownout::builder(config(mode))
                 .admin_token("httpbench-admin-token")
                 .build()
@@ -293,7 +303,10 @@ fn main() -> std::io::Result<()> {
                 .run()
                 .await
             }
-            Bench::Brownout | Bench::BrownoutNoHeaders | Bench::BrownoutWu => {
+            Bench::Brownout
+            | Bench::BrownoutNoHeaders
+            | Bench::BrownoutWu
+            | Bench::BrownoutRate => {
                 let brownout = Brownout::builder(config(a.mode))
                     .admin_token("httpbench-admin-token")
                     .build()

@@ -225,7 +225,7 @@ fn run<'a: 'k, 'k, P: EngineRef>(
     let refunded_status = shown.map(|a| a.status.with_tat(a.refunded));
     // Its turn in the client's queue: held first, decided by the others after (an enforced
     // charge that stands: in dark mode nothing waits).
-    if let Some(a) = admitted.filter(|a| a.pace > 0) {
+    if let Some(a) = admitted.as_ref().filter(|a| a.pace > 0) {
         if mode(LimiterName::RequestRate) == Mode::Enforce {
             return Verdict::Pace(Box::new(Paced {
                 wait: Duration::from_micros(a.pace),

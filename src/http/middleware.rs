@@ -254,13 +254,12 @@ where
             Err(_) => Verdict::Allow(Admission::new(crate::metrics::Outcome::Allowed)),
         };
         // Held for its turn in its client's queue first (pacing).
-        let verdict = match verdict {
-            Verdict::Pace(paced) => {
-                let plan = request.plan.map(str::to_owned);
-                return self.later(req, classified, plan, Some(paced));
-            }
-            verdict => verdict,
-        };
+        // (Matched by reference: moved through a match, the verdict was copied once more on
+        // every request.)
+        if let Verdict::Pace(paced) = &verdict {
+            let plan = request.plan.map(str::to_owned);
+            return self.later(req, classified, plan, Some(Box::new(**paced)));
+        }
         respond(
             &self.service,
             &self.worker,

@@ -13,6 +13,8 @@ use super::room::wait_for_room;
 use super::route::route_class;
 use super::worker::{Timer, Worker};
 use crate::engine::{EngineRef, Queued, RequestHold, Settings, Verdict};
+use crate::limiter::request_rate::RateStatus;
+use crate::limiter::Rejection;
 use crate::metrics::Outcome;
 use crate::tier::Tier;
 use actix_web::body::{BoxBody, EitherBody, MessageBody};
@@ -43,33 +45,12 @@ where
     Q: EngineRef,
 {
     match verdict {
-        Verdict::Reject(rejection, rate) => {
-            let mut response = rejection_response(&rejection, named_policy(settings, &rejection));
-            if let Some(status) = &rate {
-                let secs = retry_after_secs(rejection.retry_after);
-                let written =
-                    rejected_fields(settings, fields.policy(status), status, (&rejection, secs));
-                insert_rate_fields(response.headers_mut(), written);
-            }
-            // Boxed: a rejection is not the allowed path, and inline it would make every
-            // response future larger.
-            ResponseFuture::Rejected {
-                response: Some(Box::new(req.into_response(response))),
-            }
-        }
+        Verdict::Reject(rejection, rate) => refused(settings, req, (&rejection, rate), fields),
         // Where it cannot wait for its turn: refused, as `excess: refuse` would (the
         // middleware waits before it answers, in `later.rs`).
         Verdict::Pace(paced) => {
             let (rejection, rate) = super::refuse_paced(&worker.engine, &paced);
-            respond(
-                service,
-                worker,
-                settings,
-                req,
-                tier,
-                Verdict::<Q>::Reject(rejection, rate),
-                fields,
-            )
+            refused(settings, req, (&rejection, rate), fields)
         }
         Verdict::Allow(mut admission) => {
             let engine = &worker.engine;
@@ -93,6 +74,28 @@ where
             let hold = RequestHold::admit(engine.clone(), tier, admission);
             ResponseFuture::allowed(service.call(req), hold, after, worker, tier)
         }
+    }
+}
+
+/// The refusal of `req` for `rejection`, with its RateLimit fields (`rate`) if any. Out of
+/// line: a refusal is not the allowed path.
+#[inline(never)]
+fn refused<F, B>(
+    settings: &Settings,
+    req: ServiceRequest,
+    (rejection, rate): (&Rejection, Option<RateStatus>),
+    fields: &dyn RateFields,
+) -> ResponseFuture<F, B> {
+    let mut response = rejection_response(rejection, named_policy(settings, rejection));
+    if let Some(status) = &rate {
+        let secs = retry_after_secs(rejection.retry_after);
+        let written = rejected_fields(settings, fields.policy(status), status, (rejection, secs));
+        insert_rate_fields(response.headers_mut(), written);
+    }
+    // Boxed: a rejection is not the allowed path, and inline it would make every response
+    // future larger.
+    ResponseFuture::Rejected {
+        response: Some(Box::new(req.into_response(response))),
     }
 }
 

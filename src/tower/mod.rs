@@ -194,19 +194,11 @@ where
             verdict
         });
         // Held for its turn in its client's queue first (pacing).
-        let verdict = match verdict {
-            Verdict::Pace(paced) => {
-                let plan = plan.map(str::to_owned);
-                return later(
-                    &mut self.inner,
-                    &self.engine,
-                    req,
-                    (classified, plan, Some(paced)),
-                    grpc,
-                );
-            }
-            verdict => verdict,
-        };
+        if let Verdict::Pace(paced) = &verdict {
+            let plan = plan.map(str::to_owned);
+            let waits = (classified, plan, Some(Box::new(**paced)));
+            return later(&mut self.inner, &self.engine, req, waits, grpc);
+        }
         let (engine, inner) = (&self.engine, &mut self.inner);
         answer(
             inner,
