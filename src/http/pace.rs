@@ -1,9 +1,6 @@
-//! Pacing (`limiters.request_rate.excess: delay`, the leaky bucket as a queue): a request
-//! over its client's rate that request_rate charged a turn within `max_delay` waits for it
-//! here, asynchronously, holding nothing but that turn (it is not in flight in the app: no
-//! worker, slot or permit), and is then decided by the other limiters (`Request::paid`).
-//! Both front doors wait here. A turn is given back if the request is refused after its
-//! wait, or if its client hangs up while it waits (the wait's future is dropped).
+//! Pacing (`excess: delay`): a request request_rate charged a turn waits for it here, holding
+//! nothing else (not in flight), then the other limiters decide it (`Request::paid`). The
+//! turn goes back if the request is then refused, or its client hangs up while it waits.
 
 use crate::engine::{Engine, EngineRef, Paced, Verdict};
 use crate::limiter::request_rate::RateStatus;

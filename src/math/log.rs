@@ -1,15 +1,11 @@
-//! The sliding-window log: the exact quota. Per key, the times of the events it counted that
-//! are still inside the window, oldest first. A request fits while fewer than `limit` events
-//! are younger than one window, so no rolling window ever holds more than `limit` (the
-//! counters of [`super::window`] estimate the sliding window; this counts it). Its memory is
-//! the price: 8 bytes an event, at most `limit` a key. Times are µs since the Unix epoch.
+//! The sliding-window log, the exact quota: per key, the times (µs since the epoch) of its
+//! events still in the window, oldest first. A request fits while fewer than `limit` are, so
+//! no rolling window ever holds more than `limit`; the price is 8 bytes an event.
 
 use super::window::{WindowCheck, WindowRule};
 use std::collections::VecDeque;
 
-/// The highest `limit` a `sliding_log` quota may have (so a key's log is at most 8,000
-/// bytes); above it, the sliding_window counter (8 bytes a key, whatever the limit) is the
-/// one to use.
+/// The highest `limit` of a `sliding_log` quota (a key's log is at most 8,000 bytes).
 pub const LOG_LIMIT_MAX: u32 = 1_000;
 
 impl WindowRule {

@@ -6,6 +6,7 @@
 
 use crate::math::window::{WindowCheck, WindowRule};
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// Shards: the locks keys are spread over.
@@ -21,9 +22,9 @@ struct Shard {
 }
 
 impl Shard {
-    /// Drops the logs that count nothing at `now`.
-    fn sweep(&mut self, rule: &WindowRule, now: u64) {
-        let mut dropped = 0;
+    /// Drops the logs that count nothing at `now`; how many.
+    fn sweep(&mut self, rule: &WindowRule, now: u64) -> usize {
+        let (mut dropped, before) = (0, self.logs.len());
         self.logs.retain(|_, log| {
             let idle = rule.log_idle(log, now);
             if idle {
@@ -32,6 +33,7 @@ impl Shard {
             !idle
         });
         self.events -= dropped;
+        before - self.logs.len()
     }
 }
 
@@ -39,8 +41,10 @@ impl Shard {
 #[derive(Debug)]
 pub(crate) struct LogTable {
     shards: Box<[Mutex<Shard>]>,
-    /// Most keys per shard.
+    /// Most keys.
     keys: usize,
+    /// Keys with a log.
+    live: AtomicUsize,
 }
 
 impl LogTable {
@@ -48,7 +52,8 @@ impl LogTable {
     pub(crate) fn new(keys: usize) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            keys: keys.div_ceil(SHARDS).max(1),
+            keys,
+            live: AtomicUsize::new(0),
         }
     }
 
@@ -73,22 +78,25 @@ impl LogTable {
         let mut shard = self.shard(key);
         let shard = &mut *shard;
         let budget = LOG_EVENTS / SHARDS;
+        let full = || self.live.load(Ordering::Relaxed) >= self.keys;
         let new_key = !shard.logs.contains_key(&key);
-        if add && (shard.events >= budget || (new_key && shard.logs.len() >= self.keys)) {
-            shard.sweep(rule, now);
+        if add && (shard.events >= budget || (new_key && full())) {
+            let dropped = shard.sweep(rule, now);
+            self.live.fetch_sub(dropped, Ordering::Relaxed);
         }
         let Some(log) = shard.logs.get_mut(&key) else {
             if !add {
                 // A check of a key with no log records nothing, and keeps nothing.
                 return Some(rule.log_hit(&mut VecDeque::new(), now, false));
             }
-            if shard.logs.len() >= self.keys || shard.events >= budget {
+            if full() || shard.events >= budget {
                 return None;
             }
             let mut log = VecDeque::new();
             let check = rule.log_hit(&mut log, now, true);
             shard.events += log.len();
             shard.logs.insert(key, log);
+            self.live.fetch_add(1, Ordering::Relaxed);
             return Some(check);
         };
         let before = log.len();
@@ -97,6 +105,7 @@ impl LogTable {
         shard.events = shard.events - before + log.len();
         if log.is_empty() {
             shard.logs.remove(&key);
+            self.live.fetch_sub(1, Ordering::Relaxed);
         }
         // A request that fits but cannot be recorded: the table is full.
         (room || !add || !check.allowed).then_some(check)
@@ -111,6 +120,7 @@ impl LogTable {
             let taken = before - log.len();
             if log.is_empty() {
                 shard.logs.remove(&key);
+                self.live.fetch_sub(1, Ordering::Relaxed);
             }
             shard.events -= taken;
         }
@@ -124,23 +134,20 @@ impl LogTable {
     /// Drops every log that counts nothing at `now` under `rule`.
     pub(crate) fn sweep(&self, rule: &WindowRule, now: u64) {
         for shard in self.shards.iter() {
-            shard
+            let mut shard = shard
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .sweep(rule, now);
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let dropped = shard.sweep(rule, now);
+            self.live.fetch_sub(dropped, Ordering::Relaxed);
         }
     }
 
     /// Keys with a log.
     pub(crate) fn live(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| {
-                s.lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .logs
-                    .len()
-            })
-            .sum()
+        self.live.load(Ordering::Relaxed)
     }
 }
+
+#[cfg(test)]
+#[path = "log_tests.rs"]
+mod tests;

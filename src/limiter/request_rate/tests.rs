@@ -260,3 +260,22 @@ fn concurrent_requests_of_one_client_never_share_a_turn() {
     let expected: Vec<u64> = (0..paces.len() as u64).map(|k| k * 10_000).collect();
     assert_eq!(paces, expected);
 }
+
+/// A quota changed to or from a sliding log keeps another kind of table: that change needs a
+/// restart (refused live, by name); its limit, window or a move between the counters do not.
+#[test]
+fn a_quota_changed_to_or_from_a_log_needs_a_restart() {
+    use crate::limiter::Limiter;
+    use QuotaAlgorithm::{FixedWindow, SlidingLog, SlidingWindow};
+    let with = |algorithm, limit| {
+        let mut c = RequestRateConfig::default();
+        let window = crate::schema::HumanDuration::from_secs(60);
+        c.quotas.push(QuotaConfig::new("q", algorithm, limit, window));
+        c
+    };
+    let quotas = Some("limiters.request_rate.quotas");
+    assert_eq!(with(SlidingWindow, 5).restart_only(&with(SlidingLog, 5)), quotas);
+    assert_eq!(with(SlidingLog, 5).restart_only(&with(FixedWindow, 5)), quotas);
+    assert_eq!(with(SlidingLog, 5).restart_only(&with(SlidingLog, 50)), None);
+    assert_eq!(with(FixedWindow, 5).restart_only(&with(SlidingWindow, 9)), None);
+}
