@@ -938,8 +938,8 @@ async fn a_store_that_provides_some_operations_runs_them_and_fails_open_on_the_r
 
 /// `excess: delay`, the leaky bucket as a queue, through the middleware: at 20 a second with
 /// a burst of one, a second request waits its 50 ms turn (holding no slot meanwhile) and
-/// passes; a client that hangs up while it waits gives its turn back, so the next request
-/// waits 100 ms and not 150; past `max_delay` a request is refused. (The rig's clock stands
+/// passes; a request whose wait is dropped (as a tower server drops it when its client hangs
+/// up) gives its turn back, so the next request waits 100 ms and not 150; past `max_delay` a request is refused. (The rig's clock stands
 /// still: every turn is measured from one instant, while the waits are real.)
 #[actix_web::test]
 #[allow(clippy::disallowed_methods)] // the wait is real: it is timed

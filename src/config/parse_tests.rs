@@ -219,3 +219,18 @@ fn an_empty_file_is_refused() {
     }
     assert!(yaml("{}", &[]).is_ok());
 }
+
+/// A bad value on a list item's first line after its dash (a quota's misspelt algorithm)
+/// names the value, not an indentation mistake: the dash indents its first key as deep as
+/// the keys under it.
+#[test]
+fn a_bad_value_after_a_list_items_first_key_is_named_not_read_as_indentation() {
+    let e = refused("limiters:\n  request_rate:\n    quotas:\n      - name: q\n        algorithm: sliding-log\n        limit: 3\n        window: 1h\n");
+    assert!(
+        e.starts_with("limiters.request_rate.quotas[0].algorithm must be one of fixed_window, sliding_window, sliding_log, not \"sliding-log\""),
+        "{e}"
+    );
+    // A key really indented deeper than a list item's first key still is.
+    let e = refused("limiters:\n  request_rate:\n    quotas:\n      - name: q\n          algorithm: sliding_log\n");
+    assert!(e.contains("indented deeper than it"), "{e}");
+}

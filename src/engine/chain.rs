@@ -85,9 +85,8 @@ pub(crate) enum Verdict<'a, P: EngineRef> {
     Pace(Box<Paced>),
 }
 
-/// A request request_rate charged a turn in its client's queue (`excess: delay`): what the
-/// other limiters decide once its wait is over. Nothing else is held meanwhile: it is not in
-/// flight in the app.
+/// A request request_rate charged a turn in its client's queue (`excess: delay`), holding
+/// nothing else while it waits.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Paced {
     /// How long it waits.

@@ -32,8 +32,8 @@ pub struct QuotaState {
     pub limit: u32,
     /// Requests left now.
     pub remaining: u32,
-    /// Seconds until the count goes down (a counter: its window ends; a sliding log: its
-    /// oldest event leaves); 0 with nothing counted.
+    /// Seconds until the count goes down: a counter's window ends (even with nothing counted),
+    /// a sliding log's oldest event leaves (0 with none).
     pub reset_seconds: u32,
 }
 

@@ -1,6 +1,8 @@
 //! Pacing (`excess: delay`): a request request_rate charged a turn waits for it here, holding
 //! nothing else (not in flight), then the other limiters decide it (`Request::paid`). The
-//! turn goes back if the request is then refused, or its client hangs up while it waits.
+//! turn goes back if the request is then refused, or if its wait is dropped: a tower server
+//! (hyper) drops it when the client hangs up; actix's HTTP/1 server does not, so there the
+//! turn is used.
 
 use crate::engine::{Engine, EngineRef, Paced, Verdict};
 use crate::limiter::request_rate::RateStatus;

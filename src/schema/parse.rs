@@ -140,7 +140,12 @@ fn quoting(raw: &str) -> Option<&'static str> {
 /// the line above and its key, the deeper line and its key.
 fn indent_mistake(text: &str, line: usize) -> Option<(usize, String, usize, String)> {
     let lines: Vec<&str> = text.lines().collect();
-    let indent = |l: &str| l.len() - l.trim_start().len();
+    // A list item's dash indents its first key as deep as the keys under it.
+    let indent = |l: &str| {
+        let t = l.trim_start();
+        let item = t.strip_prefix('-').filter(|r| r.starts_with(' '));
+        l.len() - item.map_or(t, str::trim_start).len()
+    };
     let written = |n: &usize| {
         let t = lines.get(*n - 1).map_or("", |l| l.trim());
         !t.is_empty() && !t.starts_with('#')

@@ -19,6 +19,9 @@ pub const LOG_EVENTS: usize = 1 << 22;
 struct Shard {
     logs: HashMap<u64, VecDeque<u64>, foldhash::fast::FixedState>,
     events: usize,
+    /// When a full table last swept it (µs): at most once a second, so that requests
+    /// against a full table do not each scan the shard.
+    swept: u64,
 }
 
 impl Shard {
@@ -80,7 +83,9 @@ impl LogTable {
         let budget = LOG_EVENTS / SHARDS;
         let full = || self.live.load(Ordering::Relaxed) >= self.keys;
         let new_key = !shard.logs.contains_key(&key);
-        if add && (shard.events >= budget || (new_key && full())) {
+        let due = now >= shard.swept.saturating_add(1_000_000);
+        if add && due && (shard.events >= budget || (new_key && full())) {
+            shard.swept = now;
             let dropped = shard.sweep(rule, now);
             self.live.fetch_sub(dropped, Ordering::Relaxed);
         }

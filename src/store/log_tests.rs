@@ -11,23 +11,32 @@ const RULE: WindowRule = WindowRule {
 
 #[test]
 fn a_full_table_refuses_new_keys_until_a_log_goes_idle() {
-    // A table of one key.
+    // A table of one key; times from 5 s (µs).
     let t = LogTable::new(1);
-    let (a, b) = ((1 << 58) | 1, (1 << 58) | 2);
-    assert!(t.hit(a, 100, &RULE, true).is_some());
+    let (a, b, c) = ((1 << 58) | 1, (1 << 58) | 2, (1 << 58) | 3);
+    let at = |us: u64| 5_000_000 + us;
+    assert!(t.hit(a, at(0), &RULE, true).is_some());
     assert!(
-        t.hit(b, 100, &RULE, true).is_none(),
+        t.hit(b, at(0), &RULE, true).is_none(),
         "the table holds one key"
     );
     let check = t
-        .hit(b, 105, &RULE, false)
+        .hit(b, at(5), &RULE, false)
         .expect("a check keeps nothing: it always answers");
     assert!(check.allowed);
-    // At 110 a's one event has left its window: its log is dropped to make room.
-    let check = t.hit(b, 110, &RULE, true).expect("room made");
+    // At 10 µs a's one event has left its window, but a full table is swept at most once a
+    // second (the refusal at 0 swept it): a new key is refused until then.
+    assert!(t.hit(b, at(10), &RULE, true).is_none());
+    let check = t
+        .hit(b, at(1_000_000), &RULE, true)
+        .expect("a's idle log dropped");
     assert_eq!((check.allowed, check.remaining), (true, 1));
     assert_eq!((t.peek(a), t.peek(b)), (None, Some(1)));
-    t.refund(b, 110, &RULE);
+    assert!(
+        t.hit(c, at(1_000_010), &RULE, true).is_none(),
+        "b's log is live"
+    );
+    t.refund(b, at(1_000_000), &RULE);
     assert_eq!(
         (t.peek(b), t.live()),
         (None, 0),

@@ -1,7 +1,5 @@
-//! The layer's decisions that wait first, as the actix middleware's (`http/later.rs`): for
-//! the shared store's answer (fleet mode; when Redis cannot answer in time the request is
-//! decided on this server's own limiters), or for a request's turn in its client's queue
-//! (pacing), after which the other limiters decide it.
+//! The layer's decisions that wait first, as the middleware's (`http/later.rs`): for Redis,
+//! or for a request's turn (pacing).
 
 use super::{answer, BrownoutBody, RNG};
 use crate::classify::Classified;

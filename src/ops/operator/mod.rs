@@ -205,7 +205,7 @@ fn check_restart_only(old: &LimitersConfig, new: &LimitersConfig) -> Result<(), 
     match old.restart_only_change(new) {
         Some(key) => Err(ConfigError::invalid(
             key,
-            "cannot change while running (it sizes memory or picks sources at start; edit the configuration file and restart). The number of quotas is fixed; their settings can change",
+            "cannot change while running (it sizes memory or picks sources at start; edit the configuration file and restart). The number of quotas, and which are sliding logs, is fixed; their other settings can change",
         )),
         None => Ok(()),
     }

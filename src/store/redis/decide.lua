@@ -22,10 +22,8 @@
 -- sorted set scored by when they were taken, swept the same way; a key's slots in a table of
 -- their own likewise, in a set that expires with its newest member.
 --
--- A sliding log (src/math/log.rs) is a sorted set of its events, each scored by its time and
--- named by its request's member (a refund removes that one). Events that left the window are
--- dropped when it is read, and so are those beyond the newest `limit` (after a lowered limit
--- they no longer decide anything); it expires one window after its newest event.
+-- A sliding log (src/math/log.rs): a sorted set of event times, each named by its request's
+-- member; read, it drops events out of the window and beyond the newest `limit`.
 --
 -- KEYS: one per operation.
 -- ARGV: at_us (0: the server's clock; else decide as of this time, for tests and replays),
