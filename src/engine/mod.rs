@@ -365,6 +365,26 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// What `request` asks of the shared store and its answer (`None`: Redis did not answer
+    /// in time), when it asks it first (fleet mode, per_request); `None`: decided here.
+    pub(crate) async fn ask_first(
+        &self,
+        settings: &Settings,
+        request: &Request<'_>,
+    ) -> Option<(crate::store::Ask, Option<crate::store::Answer<'_>>)> {
+        #[cfg(feature = "redis")]
+        if self.keyed.asks_first() {
+            if let Some(ask) = asks(settings, request, &self.plan.load()) {
+                let answer = self.answer_shared(&ask).await;
+                return Some((ask, answer));
+            }
+        }
+        let _ = (settings, request);
+        None
+    }
+}
+
 #[cfg(feature = "redis")]
 impl Engine {
     /// The shared store's answer to `asked`, or `None` when Redis cannot answer in time

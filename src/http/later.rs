@@ -63,29 +63,12 @@ where
         }
         let mut request = super::request::request_of(&req, &classified, plan.as_deref());
         request.paid = turn.is_some();
-        #[cfg(feature = "redis")]
-        let asked = engine
-            .keyed()
-            .asks_first()
-            .then(|| crate::engine::asks(&settings, &request, &engine.plan().load()))
-            .flatten();
-        #[cfg(not(feature = "redis"))]
-        let asked: Option<crate::store::Ask> = None;
-        #[cfg(feature = "redis")]
-        let mut answer = match &asked {
-            Some(asked) => engine.answer_shared(asked).await,
-            None => None,
-        };
-        #[cfg(not(feature = "redis"))]
-        let mut answer: Option<crate::store::Answer<'_>> = None;
-        let answered = asked.as_ref().zip(answer.as_mut());
-        let verdict = judge(
-            engine,
-            &settings,
-            &request,
-            (&mut rng, asked.is_none()),
-            answered,
-        );
+        let mut asked = engine.ask_first(&settings, &request).await;
+        let may_wait = asked.is_none();
+        let answered = asked
+            .as_mut()
+            .and_then(|(ask, a)| Some((&*ask, a.as_mut()?)));
+        let verdict = judge(engine, &settings, &request, (&mut rng, may_wait), answered);
         let verdict = match turn.take() {
             Some(turn) => turn.settle(verdict),
             None => verdict,

@@ -73,9 +73,8 @@ impl Bucket {
         .remembered()
     }
 
-    /// Itself, with requests over the bucket held for up to `queue` µs until their turn
-    /// instead of refused (the leaky bucket as a queue): a charge lets the TAT run that far
-    /// past the tolerance, and a request whose TAT does waits until it no longer does.
+    /// Itself, its TAT let run `queue` µs past the tolerance: a request charged there waits
+    /// until it is back within it (the leaky bucket as a queue).
     pub fn paced(mut self, queue: u64) -> Self {
         self.queue = queue;
         self.remembered()

@@ -5,6 +5,24 @@
 use crate::shard::Sharded;
 use std::fmt::Write;
 
+pub(super) const DECISION: &str = "brownout_decision_duration_seconds";
+pub(super) const DECISION_HELP: &str =
+    "Time the middleware spent deciding about a request, in seconds (one decision in 16 per thread is timed).";
+
+/// Decision-time histogram buckets, in seconds (100 ns .. 10 ms).
+pub(super) static DECISION_BUCKETS: [f64; 12] = [
+    1e-7, 2.5e-7, 5e-7, 1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 1e-4, 1e-3, 5e-3, 1e-2,
+];
+
+pub(super) const DELAY: &str = "brownout_request_delay_seconds";
+pub(super) const DELAY_HELP: &str =
+    "How long request_rate held a request for its turn (excess: delay), in seconds.";
+
+/// Delay histogram buckets, in seconds (1 ms .. 60 s, `max_delay`'s range).
+pub(super) static DELAY_BUCKETS: [f64; 12] = [
+    1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0,
+];
+
 /// Most bounds a histogram may have (its counters: one per bound, +Inf, and the sum).
 const MAX_BOUNDS: usize = 14;
 

@@ -38,25 +38,13 @@ where
         }
         let mut request = super::limiter_request(&req, &classified, plan.as_deref());
         request.paid = turn.is_some();
-        #[cfg(feature = "redis")]
-        let asked = engine
-            .keyed()
-            .asks_first()
-            .then(|| crate::engine::asks(&settings, &request, &engine.plan().load()))
-            .flatten();
-        #[cfg(not(feature = "redis"))]
-        let asked: Option<crate::store::Ask> = None;
-        #[cfg(feature = "redis")]
-        let mut answered = match &asked {
-            Some(asked) => engine.answer_shared(asked).await,
-            None => None,
-        };
-        #[cfg(not(feature = "redis"))]
-        let mut answered: Option<crate::store::Answer<'_>> = None;
+        let mut asked = engine.ask_first(&settings, &request).await;
         let verdict = RNG.with(|cell| {
             let mut rng = cell.take().unwrap_or_else(|| engine.random_stream());
-            let answer = asked.as_ref().zip(answered.as_mut());
             let may_wait = asked.is_none();
+            let answer = asked
+                .as_mut()
+                .and_then(|(ask, a)| Some((&*ask, a.as_mut()?)));
             let verdict = judge(&engine, &settings, &request, (&mut rng, may_wait), answer);
             cell.set(Some(rng));
             verdict

@@ -70,11 +70,11 @@ pub struct RequestRateConfig {
     /// a fresh key per request. On by default ([`PerIp::Auto`]: ten times the largest
     /// plan's rate and burst).
     pub per_ip: PerIp,
-    /// What happens to a request over its client's bucket: refused (429), or held until the
-    /// bucket has room (the leaky bucket as a queue), when that is within `max_delay`.
+    /// A request over its client's bucket: refused (429), or held for its turn (a queue)
+    /// if that comes within `max_delay`.
     pub excess: Excess,
-    /// With `excess: delay`, the longest a request is held; one that would wait longer is
-    /// refused. A client has at most `max_delay × rate ÷ cost` requests waiting at once.
+    /// With `excess: delay`, the longest a request is held (longer: refused), so a client has
+    /// at most `max_delay × rate ÷ cost` waiting.
     pub max_delay: HumanDuration,
 }
 
@@ -85,8 +85,7 @@ pub enum Excess {
     /// 429 with `Retry-After`.
     #[default]
     Refuse,
-    /// Held, without holding a worker, until its turn at the client's rate (within
-    /// `max_delay`; past it, 429).
+    /// Held, off the workers, until its turn (within `max_delay`; else 429).
     Delay,
 }
 

@@ -21,12 +21,16 @@ use super::ask::Ask;
 pub(crate) use breaker::{Breaker, BreakerParams, BreakerState};
 #[cfg(not(feature = "redis-internals"))]
 pub(crate) use script::ClientReply;
-pub(crate) use script::Keys;
-#[cfg(not(feature = "redis-internals"))]
-pub(crate) use script::Undo;
 #[cfg(feature = "redis-internals")]
-pub use script::{ClientReply, SlotSet, Undo};
+pub use script::ClientReply;
+pub(crate) use script::Keys;
+#[cfg(feature = "redis-internals")]
+pub use script::SlotSet;
 pub(crate) use settings::Cas;
+#[cfg(not(feature = "redis-internals"))]
+pub(crate) use undo::Undo;
+#[cfg(feature = "redis-internals")]
+pub use undo::Undo;
 
 use super::{StoreError, Unanswered};
 use crate::clock::Clock;

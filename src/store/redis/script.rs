@@ -201,7 +201,7 @@ impl Keys {
     }
 }
 
-fn flag(b: bool) -> &'static str {
+pub(super) fn flag(b: bool) -> &'static str {
     if b {
         "1"
     } else {
@@ -209,7 +209,7 @@ fn flag(b: bool) -> &'static str {
     }
 }
 
-fn sliding(rule: &WindowRule) -> bool {
+pub(super) fn sliding(rule: &WindowRule) -> bool {
     rule.algorithm == QuotaAlgorithm::SlidingWindow
 }
 
@@ -268,109 +268,9 @@ pub struct SlotSet {
     pub key: u64,
 }
 
-/// Something given back or counted after the decision: what the in-memory store does in
-/// `gcra_refund`, `window_refund`, `window` (failures) and `slot_give`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Undo {
-    /// A bucket's charge.
-    Gcra {
-        /// Its table.
-        table: Table,
-        /// Its hash tag.
-        tag: u64,
-        /// The key hash.
-        key: u64,
-        /// µs to take back.
-        increment: u64,
-    },
-    /// A counted request of a window's current window (a log: the event its request
-    /// recorded).
-    Window {
-        /// Its table.
-        table: Table,
-        /// The key hash.
-        key: u64,
-        /// Its window (µs).
-        window: u64,
-        /// The request's member (a log's event is named by it).
-        member: u64,
-    },
-    /// A failed response, counted in a window.
-    Failure {
-        /// Its table.
-        table: Table,
-        /// The key hash.
-        key: u64,
-        /// Its rule.
-        rule: WindowRule,
-        /// The request's member (a log's event is named by it).
-        member: u64,
-    },
-    /// A slot.
-    Release {
-        /// Which set.
-        set: SlotSet,
-        /// The member that holds it.
-        member: u64,
-    },
-}
-
 /// A slot's member name: unique to this process and request.
 pub(super) fn member(instance: u64, n: u64) -> String {
     format!("{instance:016x}:{n:x}")
-}
-
-/// `EVALSHA` of the undo script over `undos`.
-pub(super) fn undo_cmd(script: &Script, keys: &Keys, instance: u64, undos: &[Undo]) -> Cmd {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash()).arg(undos.len());
-    let placed: Vec<(String, Shape)> = undos
-        .iter()
-        .map(|u| match *u {
-            Undo::Gcra {
-                table, tag, key, ..
-            } => keys.of(table, (tag, key), TableKind::Gcra),
-            Undo::Window { table, key, .. } | Undo::Failure { table, key, .. } => {
-                keys.of(table, (key, key), TableKind::Window)
-            }
-            Undo::Release { set, .. } => keys.slot(set.table, set.key),
-        })
-        .collect();
-    for (key, _) in &placed {
-        cmd.arg(key);
-    }
-    for (u, (_, shape)) in undos.iter().zip(&placed) {
-        match *u {
-            Undo::Gcra { increment, .. } => cmd
-                .arg(if *shape == Shape::HashBucket {
-                    "h"
-                } else {
-                    "b"
-                })
-                .arg(increment),
-            // A log's event is a member of its set, named as the request's.
-            Undo::Window { member: m, .. } if *shape == Shape::Log => {
-                cmd.arg("z").arg(member(instance, m))
-            }
-            Undo::Window { window, .. } => cmd.arg("q").arg(window),
-            Undo::Failure {
-                rule, member: m, ..
-            } if *shape == Shape::Log => cmd
-                .arg("g")
-                .arg(rule.limit)
-                .arg(rule.window)
-                .arg(member(instance, m)),
-            Undo::Failure { rule, .. } => cmd
-                .arg("f")
-                .arg(flag(sliding(&rule)))
-                .arg(rule.limit)
-                .arg(rule.window),
-            Undo::Release { member: m, .. } => cmd
-                .arg(if *shape == Shape::HashSlot { "p" } else { "z" })
-                .arg(member(instance, m)),
-        };
-    }
-    cmd
 }
 
 /// Why a reply could not be read.

@@ -10,9 +10,12 @@
 
 use super::conn::Conn;
 use super::pending::{self, FailedRelease, ReleaseRetries};
-use super::script::{self, ClientReply, Shape, SlotSet, Undo};
+use super::script::{self, ClientReply, Keys, Shape, SlotSet};
 use super::RedisStore;
+use crate::math::window::WindowRule;
+use crate::store::TableKind;
 use crate::store::{wrote, Ask, Op, Table};
+use redis::{Cmd, Script};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -257,7 +260,7 @@ fn commands(
                 release(&mut sends, FailedRelease { set, member, since })
             }
             other => sends.push(Outgoing {
-                cmd: script::undo_cmd(&store.scripts.undo, &store.keys, store.instance, &[other]),
+                cmd: undo_cmd(&store.scripts.undo, &store.keys, store.instance, &[other]),
                 releases: Vec::new(),
             }),
         }
@@ -325,4 +328,104 @@ async fn send_alone(
         }
     }
     failed
+}
+
+/// Something given back or counted after the decision: what the in-memory store does in
+/// `gcra_refund`, `window_refund`, `window` (failures) and `slot_give`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Undo {
+    /// A bucket's charge.
+    Gcra {
+        /// Its table.
+        table: Table,
+        /// Its hash tag.
+        tag: u64,
+        /// The key hash.
+        key: u64,
+        /// µs to take back.
+        increment: u64,
+    },
+    /// A counted request of a window's current window (a log: the event its request
+    /// recorded).
+    Window {
+        /// Its table.
+        table: Table,
+        /// The key hash.
+        key: u64,
+        /// Its window (µs).
+        window: u64,
+        /// The request's member (a log's event is named by it).
+        member: u64,
+    },
+    /// A failed response, counted in a window.
+    Failure {
+        /// Its table.
+        table: Table,
+        /// The key hash.
+        key: u64,
+        /// Its rule.
+        rule: WindowRule,
+        /// The request's member (a log's event is named by it).
+        member: u64,
+    },
+    /// A slot.
+    Release {
+        /// Which set.
+        set: SlotSet,
+        /// The member that holds it.
+        member: u64,
+    },
+}
+
+/// `EVALSHA` of the undo script over `undos`.
+pub(super) fn undo_cmd(script: &Script, keys: &Keys, instance: u64, undos: &[Undo]) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(undos.len());
+    let placed: Vec<(String, Shape)> = undos
+        .iter()
+        .map(|u| match *u {
+            Undo::Gcra {
+                table, tag, key, ..
+            } => keys.of(table, (tag, key), TableKind::Gcra),
+            Undo::Window { table, key, .. } | Undo::Failure { table, key, .. } => {
+                keys.of(table, (key, key), TableKind::Window)
+            }
+            Undo::Release { set, .. } => keys.slot(set.table, set.key),
+        })
+        .collect();
+    for (key, _) in &placed {
+        cmd.arg(key);
+    }
+    for (u, (_, shape)) in undos.iter().zip(&placed) {
+        match *u {
+            Undo::Gcra { increment, .. } => cmd
+                .arg(if *shape == Shape::HashBucket {
+                    "h"
+                } else {
+                    "b"
+                })
+                .arg(increment),
+            // A log's event is a member of its set, named as the request's.
+            Undo::Window { member: m, .. } if *shape == Shape::Log => {
+                cmd.arg("z").arg(script::member(instance, m))
+            }
+            Undo::Window { window, .. } => cmd.arg("q").arg(window),
+            Undo::Failure {
+                rule, member: m, ..
+            } if *shape == Shape::Log => cmd
+                .arg("g")
+                .arg(rule.limit)
+                .arg(rule.window)
+                .arg(script::member(instance, m)),
+            Undo::Failure { rule, .. } => cmd
+                .arg("f")
+                .arg(script::flag(script::sliding(&rule)))
+                .arg(rule.limit)
+                .arg(rule.window),
+            Undo::Release { member: m, .. } => cmd
+                .arg(if *shape == Shape::HashSlot { "p" } else { "z" })
+                .arg(script::member(instance, m)),
+        };
+    }
+    cmd
 }
