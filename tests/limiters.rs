@@ -9,6 +9,8 @@ use brownout::classify::RequestFacts;
 use brownout::config::{
     Excess, HumanDuration, PerIp, PerIpConfig, QuotaAlgorithm, QuotaConfig, QuotaCount, QuotaKey,
 };
+use brownout::limiter::gcra::{BucketCharge, Charge};
+use brownout::limiter::window::{WindowCheck, WindowRule};
 use brownout::limiter::LimiterName;
 use brownout::store::{StoreError, Table};
 use brownout::{Config, Mode};
@@ -900,21 +902,61 @@ async fn a_failing_or_panicking_store_fails_open_and_is_counted() {
     }
 }
 
-/// A store of one's own written against an older `Store`: it provides the counted slots
-/// (concurrency permits) only; what it does not provide fails open.
+/// A store of one's own that keeps counted slots (concurrency permits) only: every other
+/// operation answers an error (the trait has no defaults, so it says so itself), and the
+/// limiters that ask them fail open.
 struct PermitsOnly(brownout::store::MemoryStore);
 
+fn no_buckets<T>() -> Result<T, StoreError> {
+    Err(StoreError::Failed(
+        "this store keeps no buckets or windows".into(),
+    ))
+}
+
 impl brownout::store::Store for PermitsOnly {
+    fn peek(&self, table: Table, key: u64) -> Result<Option<u64>, StoreError> {
+        if table == LimiterName::ConcurrentRequests.table(0) {
+            return self.0.peek(table, key);
+        }
+        no_buckets()
+    }
+    fn gcra(&self, _: Table, _: u64, _: u64, _: BucketCharge) -> Result<Charge, StoreError> {
+        no_buckets()
+    }
+    fn gcra_refund(&self, _: Table, _: u64, _: u64) -> Result<(), StoreError> {
+        no_buckets()
+    }
+    fn window(
+        &self,
+        _: Table,
+        _: u64,
+        _: u64,
+        _: &WindowRule,
+        _: bool,
+    ) -> Result<WindowCheck, StoreError> {
+        no_buckets()
+    }
+    fn window_refund(&self, _: Table, _: u64, _: u64, _: &WindowRule) -> Result<(), StoreError> {
+        no_buckets()
+    }
     fn slot_take(&self, table: Table, key: u64, max: u64) -> Result<bool, StoreError> {
         self.0.slot_take(table, key, max)
     }
     fn slot_give(&self, table: Table, key: u64) {
         self.0.slot_give(table, key);
     }
+    fn evict_idle(&self, now: u64, unix_now: u64, windows: &[(Table, WindowRule)]) {
+        self.0.evict_idle(now, unix_now, windows);
+    }
+    fn tracked_keys(&self, table: Table) -> Option<usize> {
+        (table == LimiterName::ConcurrentRequests.table(0))
+            .then(|| self.0.tracked_keys(table))
+            .flatten()
+    }
 }
 
 #[actix_web::test]
-async fn a_store_that_provides_some_operations_runs_them_and_fails_open_on_the_rest() {
+async fn a_store_that_refuses_some_operations_runs_the_rest_and_fails_open_on_those() {
     let mut c = concurrent(1);
     c.limiters.request_rate.mode = Mode::Enforce;
     let store = Arc::new(PermitsOnly(brownout::store::MemoryStore::for_limiters(

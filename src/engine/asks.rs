@@ -60,6 +60,10 @@ pub(crate) fn asks(
     add_to_ask(settings, req, &settings.modes_for(req), elastic, &mut ask).then_some(ask)
 }
 
+#[cfg(test)]
+#[path = "asks_room_tests.rs"]
+mod room_tests;
+
 #[cfg(all(test, feature = "redis"))]
 #[path = "asks_tests.rs"]
 mod tests;

@@ -6,7 +6,7 @@
 pub use crate::math::{gcra, window};
 
 use crate::schema::{ConfigError, DeadlineConfig, Mode};
-use crate::store::{MemoryStore, Table, TableSpec};
+use crate::store::{AskSize, MemoryStore, Table, TableSpec};
 use crate::tier::Tier;
 use serde::Deserialize;
 use serde::Serialize;
@@ -35,6 +35,10 @@ pub(crate) trait Limiter {
     /// The tables it keeps under these settings (at most `TABLES`), each with its kind and
     /// the keys it is sized for: the in-memory store allocates them once, at start.
     fn tables(&self) -> Vec<TableSpec>;
+    /// The most it asks of the keyed store for one request under these settings, whatever
+    /// its mode: the settings are refused when all the limiters' together are past what one
+    /// ask holds.
+    fn asks_at_most(&self) -> AskSize;
     /// The first of its settings read only at start (sizing memory, picking sources) that
     /// differs in `new`, by its dotted key: a live change refuses it.
     fn restart_only(&self, new: &Self) -> Option<&'static str>;
@@ -117,6 +121,13 @@ macro_rules! limiters {
             /// updates).
             pub fn validate(&self) -> Result<(), ConfigError> {
                 $(self.$name.validate()?;)*
+                let mut asked = AskSize::default();
+                $(
+                    asked = asked.plus(<$unit as Limiter>::asks_at_most(&self.$name));
+                    if let Some(past) = asked.past_room() {
+                        return Err(ConfigError::invalid(concat!("limiters.", stringify!($name)), past));
+                    }
+                )*
                 self.deadline.validate()
             }
 
@@ -174,6 +185,14 @@ macro_rules! limiters {
             pub(crate) fn mode(self, l: &LimitersConfig) -> Mode {
                 match self {
                     $(LimiterName::$variant => l.$name.mode,)*
+                }
+            }
+
+            /// The most it asks of the keyed store for one request under `l`.
+            #[cfg(test)]
+            pub(crate) fn asks_at_most(self, l: &LimitersConfig) -> AskSize {
+                match self {
+                    $(LimiterName::$variant => <$unit as Limiter>::asks_at_most(&l.$name),)*
                 }
             }
 

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::math::gcra::{Bucket, BucketCharge};
+use crate::math::window::WindowRule;
 use crate::store::{MemoryStore, Store, Table, TableKind, TableSpec};
 use std::sync::Arc;
 
@@ -212,7 +213,25 @@ impl Store for NoPermits {
     fn slot_give(&self, t: Table, key: u64) {
         self.0.slot_give(t, key)
     }
+    fn peek(&self, t: Table, key: u64) -> Result<Option<u64>, StoreError> {
+        self.0.peek(t, key)
+    }
+    fn window(&self, t: Table, key: u64, now: u64, rule: &WindowRule, count: bool) -> WindowIs {
+        self.0.window(t, key, now, rule, count)
+    }
+    fn window_refund(&self, t: Table, key: u64, now: u64, rule: &WindowRule) -> Done {
+        self.0.window_refund(t, key, now, rule)
+    }
+    fn evict_idle(&self, now: u64, unix_now: u64, windows: &[(Table, WindowRule)]) {
+        self.0.evict_idle(now, unix_now, windows)
+    }
+    fn tracked_keys(&self, t: Table) -> Option<usize> {
+        self.0.tracked_keys(t)
+    }
 }
+
+type WindowIs = Result<crate::math::window::WindowCheck, StoreError>;
+type Done = Result<(), StoreError>;
 
 #[test]
 fn an_error_answers_its_group_and_the_rest_goes_on() {

@@ -28,6 +28,43 @@ pub const MAX_OWNERS: usize = 16;
 /// takes them over).
 pub const MAX_SLOTS: usize = 4;
 
+/// The most one limiter asks of the keyed store for one request (`Limiter::asks_at_most`),
+/// or all of them together: the settings are refused when the sum is past what one ask
+/// holds, so that a plan never overflows it on the request path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct AskSize {
+    /// Operations.
+    pub(crate) ops: usize,
+    /// Of which counted slots.
+    pub(crate) slots: usize,
+    /// Groups (limiters that ask anything).
+    pub(crate) groups: usize,
+}
+
+impl AskSize {
+    /// `self` and `other` in one ask.
+    pub(crate) fn plus(self, other: Self) -> Self {
+        Self {
+            ops: self.ops + other.ops,
+            slots: self.slots + other.slots,
+            groups: self.groups + other.groups,
+        }
+    }
+
+    /// What is past an ask's room, in words, if anything.
+    pub(crate) fn past_room(&self) -> Option<String> {
+        let over = [
+            (self.ops, MAX_OPS, "operations"),
+            (self.slots, MAX_SLOTS, "counted slots"),
+            (self.groups, MAX_GROUPS, "limiters asking"),
+        ];
+        let (n, room, what) = over.into_iter().find(|(n, room, _)| n > room)?;
+        Some(format!(
+            "would make one request ask the keyed store for {n} {what} with the limiters before it, past the {room} one ask holds"
+        ))
+    }
+}
+
 /// One per-key operation, on `key` of `table`. `tag` is the key whose Redis Cluster hash slot
 /// it lives in (its client's or its IP's), so that a client's keys live together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +198,7 @@ impl Ask {
     ///
     /// # Panics
     /// With no group open, past `MAX_OPS` operations or past `MAX_SLOTS` slots (the
-    /// limiters' plans stay below).
+    /// settings whose limiters would ask more are refused: `Limiter::asks_at_most`).
     #[inline]
     pub fn push(&mut self, op: Op) {
         if let Op::Slot { .. } = op {

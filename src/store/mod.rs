@@ -20,7 +20,7 @@ pub(crate) mod table;
 #[cfg(feature = "redis")]
 pub(crate) use answer::wrote;
 pub(crate) use answer::{Answer, Replies};
-pub(crate) use ask::{MAX_OWNERS, MAX_QUOTAS};
+pub(crate) use ask::{AskSize, MAX_OWNERS, MAX_QUOTAS};
 // The ask and the replies are public with `redis-internals`, for `bench redis` and the
 // scripts' tests, which speak to the Redis store directly.
 #[cfg(all(feature = "redis", not(feature = "redis-internals")))]
@@ -198,17 +198,14 @@ impl TableSpec {
 /// the store's side, on one key of one [`Table`]; no operation names a limiter, so a limiter
 /// added with tables of its own needs no new one.
 ///
-/// Every method has a default, so that the trait can grow without breaking a store written
-/// against it: an operation a store does not provide answers an error, and the limiter that
-/// asked fails open on it (counted in `brownout_fail_open_total` and logged); a give-back it
-/// does not provide does nothing; it tracks no keys.
+/// No method has a default: a store provides every operation, so that a limiter's operation
+/// never fails at run time for want of one. A store that cannot answer one answers an error,
+/// and the limiter that asked fails open on it (counted in `brownout_fail_open_total` and
+/// logged).
 pub trait Store: Send + Sync {
     /// Reads `key`'s value in `table` without changing it (a bucket's TAT, a key's slots
     /// taken); `None` when the store keeps none for it (a full bucket, nothing in flight).
-    fn peek(&self, table: Table, key: u64) -> Result<Option<u64>, StoreError> {
-        let _ = (table, key);
-        Err(not_provided("peek"))
-    }
+    fn peek(&self, table: Table, key: u64) -> Result<Option<u64>, StoreError>;
 
     /// GCRA charge of `charge.increment` µs against `charge.tolerance` µs for `key` at `now`
     /// µs, its state carried first if a bucket of other settings (another `charge.stamp`)
@@ -219,16 +216,10 @@ pub trait Store: Send + Sync {
         key: u64,
         now: u64,
         charge: BucketCharge,
-    ) -> Result<Charge, StoreError> {
-        let _ = (table, key, now, charge);
-        Err(not_provided("gcra"))
-    }
+    ) -> Result<Charge, StoreError>;
 
     /// Gives back a charge of `increment` µs (a later limiter rejected the request).
-    fn gcra_refund(&self, table: Table, key: u64, increment: u64) -> Result<(), StoreError> {
-        let _ = (table, key, increment);
-        Err(not_provided("gcra_refund"))
-    }
+    fn gcra_refund(&self, table: Table, key: u64, increment: u64) -> Result<(), StoreError>;
 
     /// Counts (`count`) or only checks one request against `rule` for `key`; `now` is in µs
     /// since the Unix epoch (windows follow the calendar). A rule of algorithm `SlidingLog`
@@ -241,10 +232,7 @@ pub trait Store: Send + Sync {
         now: u64,
         rule: &WindowRule,
         count: bool,
-    ) -> Result<WindowCheck, StoreError> {
-        let _ = (table, key, now, rule, count);
-        Err(not_provided("window"))
-    }
+    ) -> Result<WindowCheck, StoreError>;
 
     /// Takes back one counted request in the window of `now` (a log: the event recorded at
     /// `now`).
@@ -254,38 +242,20 @@ pub trait Store: Send + Sync {
         key: u64,
         now: u64,
         rule: &WindowRule,
-    ) -> Result<(), StoreError> {
-        let _ = (table, key, now, rule);
-        Err(not_provided("window_refund"))
-    }
+    ) -> Result<(), StoreError>;
 
     /// Takes one of `max` slots of `key`; `false` if all are taken.
-    fn slot_take(&self, table: Table, key: u64, max: u64) -> Result<bool, StoreError> {
-        let _ = (table, key, max);
-        Err(not_provided("slot_take"))
-    }
+    fn slot_take(&self, table: Table, key: u64, max: u64) -> Result<bool, StoreError>;
 
     /// Gives a slot of `key` back.
-    fn slot_give(&self, table: Table, key: u64) {
-        let _ = (table, key);
-    }
+    fn slot_give(&self, table: Table, key: u64);
 
     /// Drops state that carries no information at `now` µs (full buckets; keys with nothing
     /// in flight) and at `unix_now` µs since the epoch (windows expired under the rule each
     /// window table is listed with in `windows`).
-    fn evict_idle(&self, now: u64, unix_now: u64, windows: &[(Table, WindowRule)]) {
-        let _ = (now, unix_now, windows);
-    }
+    fn evict_idle(&self, now: u64, unix_now: u64, windows: &[(Table, WindowRule)]);
 
     /// Keys this store tracks in `table` (for slots: keys with at least one taken); `None`
     /// for a table it keeps no count of.
-    fn tracked_keys(&self, table: Table) -> Option<usize> {
-        let _ = table;
-        None
-    }
-}
-
-/// The error of an operation a [`Store`] does not provide.
-fn not_provided(operation: &str) -> StoreError {
-    StoreError::Failed(format!("this store does not provide {operation}"))
+    fn tracked_keys(&self, table: Table) -> Option<usize>;
 }

@@ -24,6 +24,9 @@ impl Faulty {
 }
 
 impl brownout::store::Store for Faulty {
+    fn peek(&self, table: Table, key: u64) -> Result<Option<u64>, StoreError> {
+        self.inner.peek(table, key)
+    }
     fn gcra(
         &self,
         table: Table,

@@ -21,6 +21,7 @@ mod settings;
 mod state;
 mod wait;
 
+use crate::store::AskSize;
 use state::fits;
 pub(crate) use state::micros;
 pub use settings::AdaptiveConcurrencyConfig;
@@ -151,6 +152,10 @@ impl AdaptiveState {
 
 /// adaptive_concurrency as a [`Limiter`](super::Limiter): its settings are its unit.
 impl super::Limiter for AdaptiveConcurrencyConfig {
+    fn asks_at_most(&self) -> AskSize {
+        // Its slots are this process's own, not the keyed store's.
+        AskSize::default()
+    }
     const NAME: LimiterName = LimiterName::AdaptiveConcurrency;
     // Its state is this process's own (`AdaptiveState`), not per key.
     const TABLES: u8 = 0;

@@ -7,6 +7,7 @@ mod settings;
 
 pub use settings::ConcurrentRequestsConfig;
 
+use crate::store::AskSize;
 use super::Problem;
 use super::{Check, LimiterError, LimiterName, RejectStatus, Rejection};
 use crate::store::{Answer, Ask, Held, KeyedHandle, Op, Table, TableKind, TableSpec};
@@ -92,6 +93,9 @@ pub fn decide<'a, S: KeyedHandle>(
 
 /// concurrent_requests as a [`Limiter`](super::Limiter): its settings are its unit.
 impl super::Limiter for ConcurrentRequestsConfig {
+    fn asks_at_most(&self) -> AskSize {
+        AskSize { ops: 1, slots: 1, groups: 1 }
+    }
     fn restart_only(&self, new: &Self) -> Option<&'static str> {
         (self.max_keys != new.max_keys).then_some("limiters.concurrent_requests.max_keys")
     }

@@ -6,6 +6,7 @@ mod settings;
 
 pub use settings::FleetUsageConfig;
 
+use crate::store::AskSize;
 use super::Problem;
 use super::{Check, LimiterError, LimiterName, RejectStatus, Rejection};
 use crate::store::{Answer, Ask, Held, KeyedHandle, Op, Table, TableKind, TableSpec};
@@ -89,6 +90,9 @@ pub fn decide<'a, S: KeyedHandle>(
 
 /// fleet_usage as a [`Limiter`](super::Limiter): its settings are its unit.
 impl super::Limiter for FleetUsageConfig {
+    fn asks_at_most(&self) -> AskSize {
+        AskSize { ops: 1, slots: 1, groups: 1 }
+    }
     const NAME: LimiterName = LimiterName::FleetUsage;
     const TABLES: u8 = 1;
     const TRACKS_KEYS: bool = false;

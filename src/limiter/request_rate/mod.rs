@@ -14,6 +14,7 @@ pub use settings::{
     AUTO_PER_IP_CLIENTS,
 };
 
+use crate::store::AskSize;
 use super::Problem;
 use super::{LimiterName, RatePolicy, Rejection, Request};
 use crate::math::gcra::BucketCharge;
@@ -335,6 +336,11 @@ fn quota_key(quota: &Quota, (key, ip): (u64, u64)) -> u64 {
 
 /// request_rate as a [`Limiter`](super::Limiter): its settings are its unit.
 impl super::Limiter for RequestRateConfig {
+    fn asks_at_most(&self) -> AskSize {
+        // The per-IP ceiling, the bucket and a window or log per quota.
+        let ops = 2 + self.quotas.len();
+        AskSize { ops, slots: 0, groups: 1 }
+    }
     fn restart_only(&self, new: &Self) -> Option<&'static str> {
         // Its tables are sized at start: max_keys entries, one table per quota.
         if self.max_keys != new.max_keys {

@@ -7,6 +7,7 @@ mod safety;
 
 pub use settings::WorkerUtilizationConfig;
 
+use crate::store::AskSize;
 use super::Problem;
 use super::{Check, LimiterError, LimiterName, RejectStatus, Rejection};
 use crate::control::{should_drop, ShedPlan};
@@ -54,6 +55,10 @@ pub fn check(
 
 /// worker_utilization as a [`Limiter`](super::Limiter): its settings are its unit.
 impl super::Limiter for WorkerUtilizationConfig {
+    fn asks_at_most(&self) -> AskSize {
+        // Its plan is this process's own.
+        AskSize::default()
+    }
     fn restart_only(&self, new: &Self) -> Option<&'static str> {
         // Its sources are built at start.
         (self.source != new.source || self.sources != new.sources)

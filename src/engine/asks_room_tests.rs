@@ -1,0 +1,88 @@
+//! An ask never overflows: each limiter plans at most what it says it asks
+//! (`Limiter::asks_at_most`), and settings whose sum is past an ask's room are refused.
+
+use super::*;
+use crate::classify::Classifier;
+use crate::config::{HumanDuration, LimitersConfig, PerIpConfig, QuotaAlgorithm, QuotaConfig};
+use crate::limiter::LimiterName;
+use crate::store::{AskSize, Op, MAX_QUOTAS};
+use crate::tier::Tier;
+
+#[test]
+fn each_limiter_plans_at_most_what_it_says_with_every_quota_applying() {
+    let mut l = LimitersConfig::default();
+    for limiter in LimiterName::ALL {
+        limiter.set_mode(&mut l, Mode::Enforce);
+    }
+    let rr = &mut l.request_rate;
+    rr.per_ip = PerIpConfig::new(10.0, 20).into();
+    for i in 0..MAX_QUOTAS {
+        let algorithm = [QuotaAlgorithm::FixedWindow, QuotaAlgorithm::SlidingLog][i % 2];
+        let quota = QuotaConfig::new(format!("q{i}"), algorithm, 5, HumanDuration::from_secs(60));
+        rr.quotas.push(quota.with_routes(["POST /v1/charges"]));
+    }
+    l.validate().expect("the most quotas fit an ask");
+    let classifier = Classifier::new(&Default::default(), 7).unwrap();
+    let settings = Settings::new(1, false, l.clone(), classifier, false).unwrap();
+    let req = Request {
+        tier: Tier::Post,
+        key: 0x5eed,
+        ip: 0x1e,
+        method: "POST",
+        path: "/v1/charges",
+        plan: None,
+        preflight: false,
+        paid: false,
+    };
+    let mut ask = Ask::default();
+    assert!(add_to_ask(
+        &settings,
+        &req,
+        &settings.modes_for(&req),
+        false,
+        &mut ask
+    ));
+    let mut planned = 0;
+    for limiter in LimiterName::ALL {
+        let said = limiter.asks_at_most(&l);
+        let Some((_, group)) = ask.group(limiter as u8) else {
+            continue;
+        };
+        let ops = ask.ops_of(group);
+        let slots = ops
+            .iter()
+            .filter(|op| matches!(op, Op::Slot { .. }))
+            .count();
+        assert!(
+            ops.len() <= said.ops,
+            "{limiter:?}: {} > {}",
+            ops.len(),
+            said.ops
+        );
+        assert!(slots <= said.slots, "{limiter:?}");
+        assert!(said.groups >= 1, "{limiter:?}");
+        planned += ops.len();
+    }
+    // request_rate's ceiling, bucket and every quota, a permit and a fleet slot.
+    assert_eq!(planned, 2 + MAX_QUOTAS + 2);
+}
+
+#[test]
+fn settings_past_an_asks_room_are_refused_by_what_is_past_it() {
+    let one = |ops, slots| AskSize {
+        ops,
+        slots,
+        groups: 1,
+    };
+    assert_eq!(one(20, 2).past_room(), None);
+    let past = one(25, 0)
+        .past_room()
+        .expect("25 operations are past the room");
+    assert!(past.contains("25 operations"), "{past}");
+    let past = (0..9)
+        .fold(AskSize::default(), |a, _| a.plus(one(1, 0)))
+        .past_room();
+    assert!(past.expect("nine groups").contains("9 limiters asking"));
+    let past = one(5, 5).past_room().expect("five slots");
+    assert!(past.contains("5 counted slots"), "{past}");
+}
