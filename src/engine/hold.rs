@@ -132,10 +132,21 @@ impl<P: EngineRef> RequestHold<P> {
         tier: Tier,
         admission: Admission<'_, Q>,
     ) -> Self {
-        let held = admission.held;
-        let concurrency = admission.concurrency.and_then(|p| p.keep());
-        let fleet = admission.fleet.and_then(|p| p.keep());
-        let adaptive_at = admission.adaptive.map_or(NO_SLOT, |p| slot_at(p.keep()));
+        // Every field named: a permit added to `Admission` must say here whether the hold
+        // keeps it (else it would go back at admission, silently).
+        let Admission {
+            outcome: _,
+            held,
+            rate: _,
+            failures: _,
+            concurrency,
+            fleet,
+            adaptive,
+            queued: _,
+        } = admission;
+        let concurrency = concurrency.and_then(|p| p.keep());
+        let fleet = fleet.and_then(|p| p.keep());
+        let adaptive_at = adaptive.map_or(NO_SLOT, |p| slot_at(p.keep()));
         Self {
             engine,
             concurrency_key: concurrency.map_or(0, |(_, key)| key),

@@ -118,7 +118,7 @@ pub struct ClientReading {
     /// The request_rate bucket's theoretical arrival time, when one is kept.
     pub tat: Option<u64>,
     /// The step (µs per credit) of the bucket that wrote it, when known: a bucket of another
-    /// step reads it carried ([`crate::math::gcra::carry`]).
+    /// step reads it carried ([`crate::limiter::gcra::carry`]).
     pub step: Option<u64>,
     /// concurrent_requests' permits out.
     pub in_flight: u64,
@@ -201,7 +201,8 @@ impl TableSpec {
 /// No method has a default: a store provides every operation, so that a limiter's operation
 /// never fails at run time for want of one. A store that cannot answer one answers an error,
 /// and the limiter that asked fails open on it (counted in `brownout_fail_open_total` and
-/// logged).
+/// logged). The types the methods take, and their arithmetic, are in
+/// [`crate::limiter::gcra`] and [`crate::limiter::window`].
 pub trait Store: Send + Sync {
     /// Reads `key`'s value in `table` without changing it (a bucket's TAT, a key's slots
     /// taken); `None` when the store keeps none for it (a full bucket, nothing in flight).
@@ -209,7 +210,7 @@ pub trait Store: Send + Sync {
 
     /// GCRA charge of `charge.increment` µs against `charge.tolerance` µs for `key` at `now`
     /// µs, its state carried first if a bucket of other settings (another `charge.stamp`)
-    /// wrote it ([`crate::math::gcra::read`]).
+    /// wrote it ([`crate::limiter::gcra::read`]).
     fn gcra(
         &self,
         table: Table,
