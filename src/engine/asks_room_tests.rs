@@ -8,6 +8,27 @@ use crate::limiter::LimiterName;
 use crate::store::{AskSize, Op, MAX_QUOTAS};
 use crate::tier::Tier;
 
+/// What a `POST /v1/charges` of one client asks of the keyed store under `limiters`, with
+/// the server busy (not elastic): every limiter that is on plans its group.
+pub(super) fn planned_charge(limiters: &LimitersConfig) -> Ask {
+    let classifier = Classifier::new(&Default::default(), 7).unwrap();
+    let settings = Settings::new(1, false, limiters.clone(), classifier, false).unwrap();
+    let req = Request {
+        tier: Tier::Post,
+        key: 0x5eed,
+        ip: 0x1e,
+        method: "POST",
+        path: "/v1/charges",
+        plan: None,
+        preflight: false,
+        paid: false,
+    };
+    let mut ask = Ask::default();
+    let modes = settings.modes_for(&req);
+    assert!(add_to_ask(&settings, &req, &modes, false, &mut ask));
+    ask
+}
+
 #[test]
 fn each_limiter_plans_at_most_what_it_says_with_every_quota_applying() {
     let mut l = LimitersConfig::default();
@@ -22,26 +43,7 @@ fn each_limiter_plans_at_most_what_it_says_with_every_quota_applying() {
         rr.quotas.push(quota.with_routes(["POST /v1/charges"]));
     }
     l.validate().expect("the most quotas fit an ask");
-    let classifier = Classifier::new(&Default::default(), 7).unwrap();
-    let settings = Settings::new(1, false, l.clone(), classifier, false).unwrap();
-    let req = Request {
-        tier: Tier::Post,
-        key: 0x5eed,
-        ip: 0x1e,
-        method: "POST",
-        path: "/v1/charges",
-        plan: None,
-        preflight: false,
-        paid: false,
-    };
-    let mut ask = Ask::default();
-    assert!(add_to_ask(
-        &settings,
-        &req,
-        &settings.modes_for(&req),
-        false,
-        &mut ask
-    ));
+    let ask = planned_charge(&l);
     let (mut planned, mut most) = (0, 0);
     for limiter in LimiterName::ALL {
         let said = limiter.asks_at_most(&l);

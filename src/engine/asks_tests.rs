@@ -7,13 +7,11 @@
 mod redis_server;
 
 use super::*;
-use crate::classify::Classifier;
 use crate::config::{
     HumanDuration, LimitersConfig, PerIpConfig, QuotaAlgorithm, QuotaConfig, StoreConfig, StoreKind,
 };
 use crate::store::redis::RedisStore;
 use crate::store::{Answer, Keyed, MemoryStore, Op, Reply};
-use crate::tier::Tier;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,26 +49,7 @@ fn answers(op: &Op, reply: &Option<Reply>) -> bool {
 #[tokio::test]
 async fn every_limiters_operations_are_answered_by_redis_as_in_memory() {
     let limiters = limiters();
-    let classifier = Classifier::new(&Default::default(), 7).unwrap();
-    let settings = Settings::new(1, false, limiters.clone(), classifier, false).unwrap();
-    let req = Request {
-        tier: Tier::Post,
-        key: 0x5eed,
-        ip: 0x1e,
-        method: "POST",
-        path: "/v1/charges",
-        plan: None,
-        preflight: false,
-        paid: false,
-    };
-    let mut ask = Ask::default();
-    assert!(add_to_ask(
-        &settings,
-        &req,
-        &settings.modes_for(&req),
-        false,
-        &mut ask
-    ));
+    let ask = super::room_tests::planned_charge(&limiters);
     // Every limiter that keeps tables asks something of them.
     for limiter in LimiterName::ALL {
         let tables: Vec<_> = limiter.tables().collect();
