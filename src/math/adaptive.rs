@@ -8,7 +8,10 @@
 //! — once the queue has stood [`SUSTAINED`] binding windows in a row, each ending with half
 //! the limit or more in flight (CoDel's bad queue; a burst that fills the limit and drains is
 //! the good one, and a small app with a slow route has them well below its capacity), and by
-//! the gradient of those windows together: chance does not stand from one window to the next.
+//! the gradient of those windows together (chance does not stand from one window to the
+//! next), but, unless the limit is held, by no more than the share of what came in them that
+//! the app did not finish (twice what it serves may halve the limit; a draining queue is not
+//! cut).
 //! A window that refused nothing leaves the limit as it is: the load it let through did not
 //! reach it, so a burst of latency then is not the limit's doing (shrinking on such bursts
 //! would ratchet the limit down at a steady moderate load until it refused traffic it had
@@ -95,6 +98,10 @@ pub struct AdaptiveLimit {
     /// The last [`SUSTAINED`] windows of that run: their requests' latencies and what they
     /// should have taken (µs, summed), by `binding_run % SUSTAINED`.
     run_sums: [(f64, f64); SUSTAINED as usize],
+    /// The same windows' requests that came (refused or let in), and those that finished.
+    run_flow: [(f64, f64); SUSTAINED as usize],
+    /// Requests in flight at the last window's end.
+    last_in_flight: u64,
     /// The last [`SUSTAINED`] windows' latencies and expected times of their settled classes
     /// (µs, summed), by `recent_at % SUSTAINED`.
     recent: [(f64, f64); SUSTAINED as usize],
@@ -146,6 +153,8 @@ impl AdaptiveLimit {
             last_at: now,
             binding_run: 0,
             run_sums: [(0.0, 0.0); SUSTAINED as usize],
+            run_flow: [(0.0, 0.0); SUSTAINED as usize],
+            last_in_flight: 0,
             recent: [(0.0, 0.0); SUSTAINED as usize],
             recent_at: 0,
         }
@@ -269,7 +278,7 @@ impl AdaptiveLimit {
             && matches!(self.expected(&w), Some(e) if w.min as f64 > e)
             && w.in_flight as f64 * span >= self.work(&w);
         let any = self.service.mean().is_some();
-        if any && !w.binding && !queue_stands {
+        if any && !w.binding() && !queue_stands {
             self.unconfirmed = false;
         }
         // A window no slower than expected says the floor is not too low, whatever the limit
@@ -280,11 +289,11 @@ impl AdaptiveLimit {
                 continue;
             }
             let keep = if self.service.settled(c) {
-                (!w.binding && !queued) || faster
+                (!w.binding() && !queued) || faster
             } else if judged {
-                !w.binding && !queued
+                !w.binding() && !queued
             } else {
-                !w.binding || !any
+                !w.binding() || !any
             };
             if !keep {
                 (count[c], sum[c]) = (0, 0);
@@ -302,7 +311,7 @@ impl AdaptiveLimit {
         if !any && w.total() > 0 && w.in_flight as f64 >= held {
             self.unconfirmed = true;
         }
-        if !any && w.total() > 0 && w.binding {
+        if !any && w.total() > 0 && w.binding() {
             self.provisional = true;
         }
         self.service.add(w.at, &count, &sum, keep_from);
@@ -313,8 +322,15 @@ impl AdaptiveLimit {
         let mut stale = false;
         // A queue that drained by the window's end (fewer than half the limit in flight) was
         // a burst the app absorbed, not one standing.
-        let full = w.binding && w.in_flight as f64 >= self.limit / 2.0;
+        let full = w.binding() && w.in_flight as f64 >= self.limit / 2.0;
         self.binding_run = if full { self.binding_run + 1 } else { 0 };
+        // What came: let in (finished, or in flight beyond the last window's) or refused.
+        let admitted = (w.total() + w.in_flight).saturating_sub(self.last_in_flight);
+        self.last_in_flight = w.in_flight;
+        if full {
+            let came = (admitted + w.refused) as f64;
+            self.run_flow[(self.binding_run % SUSTAINED) as usize] = (came, w.total() as f64);
+        }
         if let (Some(mean), Some(floor)) = (w.mean(), self.expected(&w)) {
             let (mean, floor) = (mean.max(1.0), floor.max(1.0));
             let gradient = (self.params.tolerance * floor / mean).clamp(0.5, 1.0);
@@ -322,7 +338,7 @@ impl AdaptiveLimit {
                 let n = w.total() as f64;
                 self.run_sums[(self.binding_run % SUSTAINED) as usize] = (mean * n, floor * n);
             }
-            if w.binding {
+            if w.binding() {
                 // At min_limit, with no more than that in flight (no queue of critical
                 // requests explains it), requests much slower than expected mean a slower app.
                 stale = self.limit <= self.params.min
@@ -348,9 +364,16 @@ impl AdaptiveLimit {
                 // spread log-normally is often half again as slow as its mix by chance, and a
                 // cut on each such window holds the limit below what the app serves at once
                 // (its workers idle, and the capacity is learned as what they served).
+                // Unless held, by no more than the share of what came that the app did not
+                // finish: a moderate load's queue behind a few slow requests drains (fewer
+                // come than finish); cut on its lagging latencies, it refused for seconds.
                 let cut = if standing {
                     let (took, expected) = summed(&self.run_sums);
-                    (self.params.tolerance * expected / took.max(1.0)).clamp(0.5, 1.0)
+                    let (came, finished) = summed(&self.run_flow);
+                    let excess = (came - finished).max(0.0) / came.max(1.0);
+                    (self.params.tolerance * expected / took.max(1.0))
+                        .clamp(0.5, 1.0)
+                        .max(if self.hold { 0.0 } else { 1.0 - excess })
                 } else {
                     gradient
                 };
@@ -386,7 +409,7 @@ impl AdaptiveLimit {
             self.start_probe();
             return self.limit();
         }
-        if w.binding && w.at.saturating_sub(self.last_probe) >= self.params.floor_window {
+        if w.binding() && w.at.saturating_sub(self.last_probe) >= self.params.floor_window {
             let confirmed = self
                 .anchor
                 .is_some_and(|a| self.lowest_since as f64 <= a as f64 * FLOOR_DRIFT);
@@ -396,7 +419,7 @@ impl AdaptiveLimit {
             } else {
                 self.start_probe();
             }
-        } else if (self.provisional && w.binding) || (self.unconfirmed && queue_stands) {
+        } else if (self.provisional && w.binding()) || (self.unconfirmed && queue_stands) {
             self.start_probe();
         }
         self.limit()

@@ -15,14 +15,16 @@ fn params() -> LimitParams {
     }
 }
 
-/// A window ending at `at_ms` of `count` requests of `latency_ms` each.
+/// A window ending at `at_ms` of `count` requests of `latency_ms` each; if `binding`, the
+/// limit refused twice as many as finished (an overload of three times what the app serves).
 fn window(at_ms: u64, count: u64, latency_ms: u64, binding: bool) -> Window {
     Window {
         at: at_ms * MS,
         count: on_one_route([0, 0, count, 0]),
         sum: on_one_route([0, 0, count * latency_ms * MS, 0]),
         min: latency_ms * MS,
-        binding,
+        refused: if binding { 2 * count } else { 0 },
+        waited: 0,
         in_flight: 0,
     }
 }
@@ -91,6 +93,40 @@ fn queueing_shrinks_the_limit_by_the_gradient_at_most_halving_it() {
     // 6.25, then min (4); not below it.
     overload(&mut l, 1750, 3, 1000);
     assert_eq!(l.limit(), 4.0, "never below min");
+}
+
+#[test]
+fn a_standing_queue_is_cut_by_no_more_than_the_share_of_arrivals_the_app_did_not_finish() {
+    let rest = LimitParams {
+        rest: 40.0,
+        ..params()
+    };
+    // The queue of a moderate load after a few slow requests held every worker: binding
+    // windows with the limit full (40, 38, 36 in flight), requests twice their service time,
+    // but fewer came than finished (one refused, and 10 − 2 let in): the app is absorbing
+    // it, and the limit is not cut (the gradient, 0.625, would cut it to 25).
+    let mut l = AdaptiveLimit::new(rest, 40.0, 0);
+    l.update(holding(250, 10, 50, false, 40));
+    for (i, in_flight) in [40, 38, 36].into_iter().enumerate() {
+        let w = Window {
+            refused: 1,
+            ..holding(500 + 250 * i as u64, 10, 100, false, in_flight)
+        };
+        assert_eq!(l.update(w), 40.0);
+    }
+    // A queue that stands (40 in flight), and in each window 11 came and 10 finished: a
+    // tenth came beyond what the app finished, so the limit loses 1/11 of itself.
+    let mut l = AdaptiveLimit::new(rest, 40.0, 0);
+    l.update(holding(250, 10, 50, false, 40));
+    let mut limit = 0.0;
+    for i in 1..=SUSTAINED {
+        let w = Window {
+            refused: 1,
+            ..holding(250 + 250 * u64::from(i), 10, 100, false, 40)
+        };
+        limit = l.update(w);
+    }
+    assert!((limit - 40.0 * 10.0 / 11.0).abs() < 1e-9, "{limit}");
 }
 
 #[test]

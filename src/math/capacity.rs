@@ -50,8 +50,14 @@ pub const REST_OVER_CAPACITY: f64 = 1.5;
 /// See [`REST_OVER_CAPACITY`]: requests more, for an app of a few workers. At 0.75 of its
 /// capacity, an app of two to four workers with a slow route queues 20 or more now and then
 /// (a few slow requests hold every worker); with 20, the model of such apps
-/// (`model_tests.rs`) refused 0.075% of its arrivals at 0.75C, with 30, 0.009%.
+/// (`model_tests.rs`) refused 0.075% of its arrivals at 0.75C, with 30, 0.009%. Times `(1 +
+/// s) / 2` for a mix whose times spread (`s`: [`ServiceFloor::spread`](super::service::ServiceFloor::spread)),
+/// as Kingman's formula grows a queue, up to [`MAX_SLACK_SPREAD`].
 pub const REST_SLACK: f64 = 30.0;
+
+/// See [`REST_SLACK`]. The slack is queue ahead of critical requests at a step into overload:
+/// at 4, `simulate` read the real app's critical p99 at 2C 2.4 times what it was; at 2, twice.
+pub const MAX_SLACK_SPREAD: f64 = 2.0;
 
 /// The share of the learned capacity the limit never falls below.
 pub const MIN_OVER_CAPACITY: f64 = 0.5;
@@ -124,7 +130,7 @@ impl CapacityEstimate {
     /// configured), it learns from `w`, and the capacity from what the app served in it.
     /// Returns the limit to admit under.
     pub fn learn(&mut self, limit: &mut AdaptiveLimit, params: LimitParams, w: Window) -> f64 {
-        let params = self.bounds(params);
+        let params = self.bounds(params, limit.service().spread());
         if params != limit.params() {
             limit.set_params(params);
         }
@@ -139,7 +145,7 @@ impl CapacityEstimate {
             let evidence = Evidence {
                 latency,
                 expected: limit.work(&w),
-                binding: w.binding,
+                binding: w.binding(),
                 in_flight: w.in_flight,
             };
             self.observe(w.at, limit.work(&w), evidence, scale);
@@ -253,7 +259,7 @@ impl CapacityEstimate {
     /// `initial_limit`. Once the capacity is known the limit does not fall below half of it
     /// (more than `min_limit`): an app known to serve 100 at once is not cut to 4 by
     /// latencies that lag what the limit let in a moment before.
-    pub fn bounds(&self, mut params: LimitParams) -> LimitParams {
+    pub fn bounds(&self, mut params: LimitParams, spread: f64) -> LimitParams {
         if let Some(c) = self.learned() {
             params.min = params
                 .min
@@ -262,7 +268,8 @@ impl CapacityEstimate {
         }
         let seen = self.learned().unwrap_or(self.at_least());
         if seen > 0.0 {
-            params.rest = (REST_OVER_CAPACITY * seen + REST_SLACK).clamp(params.min, params.max);
+            let slack = REST_SLACK * ((1.0 + spread) / 2.0).clamp(1.0, MAX_SLACK_SPREAD);
+            params.rest = (REST_OVER_CAPACITY * seen + slack).clamp(params.min, params.max);
         }
         params
     }

@@ -110,7 +110,8 @@ fn windows_under_a_probe_do_not_count_in_what_the_app_served() {
         count: on_one_route([0, 0, count, 0]),
         sum: on_one_route([0, 0, count * ms * MS, 0]),
         min: ms * MS,
-        binding,
+        refused: if binding { count } else { 0 },
+        waited: 0,
         in_flight,
     };
     let (mut limit, mut c) = (AdaptiveLimit::new(p, 100.0, 0), CapacityEstimate::default());
@@ -192,4 +193,28 @@ fn a_capacity_learned_while_the_app_was_smaller_grows_back_once_it_is_calm() {
     let c = held.learned().unwrap();
     run(&mut held, at, 60, 0.9 * c, false);
     assert!(held.learned().unwrap() <= c + 1e-9, "not grown towards 8");
+}
+
+#[test]
+fn the_rest_leaves_more_room_for_the_bursts_of_a_mix_whose_times_spread() {
+    let p = LimitParams {
+        min: 1.0,
+        max: 1000.0,
+        tolerance: 1.25,
+        floor_window: 30_000_000,
+        rest: 100.0,
+    };
+    let mut c = CapacityEstimate::default();
+    c.observe(0, 0.0, false.into(), 1.0);
+    c.observe(STRETCH_US, 8.0 * STRETCH_US as f64, true.into(), 1.0);
+    assert_eq!(c.learned(), Some(8.0));
+    // One time on every route, or a mix no more spread than an exponential: 1.5 × 8 + 30.
+    assert_eq!(c.bounds(p, 0.0).rest, 42.0);
+    assert_eq!(c.bounds(p, 1.0).rest, 42.0);
+    // A mix whose times spread more queues longer at the same load (Kingman: the wait grows
+    // with (1 + spread) / 2): the slack grows with it, at most twice (a 300 ms report among
+    // 1 ms cache hits, 8.4).
+    assert_eq!(c.bounds(p, 2.0).rest, 12.0 + 45.0);
+    assert_eq!(c.bounds(p, 3.0).rest, 12.0 + 60.0);
+    assert_eq!(c.bounds(p, 8.4).rest, 12.0 + 60.0);
 }

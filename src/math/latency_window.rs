@@ -1,10 +1,10 @@
 //! What the adaptive limit learns from: one window's requests, finished per route class, their
-//! latencies, and whether the limit refused any.
+//! latencies, and how many the limit refused or made wait.
 
 use crate::route_class::CLASSES;
 
-/// What one window saw: requests finished per route class, their latencies, and whether the
-/// limit refused any.
+/// What one window saw: requests finished per route class, their latencies, and how many the
+/// limit refused or made wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {
     /// The window's end (µs).
@@ -16,8 +16,10 @@ pub struct Window {
     pub sum: [u64; CLASSES],
     /// The lowest single latency (µs).
     pub min: u64,
-    /// Whether the limit refused a request in it.
-    pub binding: bool,
+    /// Requests the limit refused in it (at once, or after waiting for room).
+    pub refused: u64,
+    /// Requests the limit made wait for room in it (let in or refused later).
+    pub waited: u64,
     /// Requests the limiter counted in flight at its end.
     pub in_flight: u64,
 }
@@ -29,7 +31,8 @@ impl Default for Window {
             count: [0; CLASSES],
             sum: [0; CLASSES],
             min: 0,
-            binding: false,
+            refused: 0,
+            waited: 0,
             in_flight: 0,
         }
     }
@@ -44,6 +47,12 @@ impl Window {
             n[crate::route_class::tier_index(c)] += count;
         }
         n
+    }
+
+    /// Whether the limit refused a request in it, or made one wait (it was what held the
+    /// load back).
+    pub fn binding(&self) -> bool {
+        self.refused + self.waited > 0
     }
 
     /// Requests that finished in it.

@@ -204,3 +204,31 @@ fn a_tier_that_stops_coming_keeps_the_mix_it_had() {
     }
     assert!((get(&s) - 60.8).abs() < 1.0, "{}", get(&s));
 }
+
+#[test]
+fn the_spread_of_a_mix_is_its_squared_coefficient_of_variation_across_classes() {
+    let mut s = ServiceFloor::default();
+    assert_eq!(s.spread(), 0.0, "nothing learned");
+    // One time on every route: no spread, however many routes.
+    let mut count = [0; CLASSES];
+    let mut sum = [0; CLASSES];
+    (count[class(0, 2)], sum[class(0, 2)]) = (48, 48 * 20 * MS);
+    (count[class(1, 2)], sum[class(1, 2)]) = (48, 48 * 20 * MS);
+    s.add(250 * MS, &count, &sum, 0);
+    assert!(s.spread().abs() < 1e-9, "{}", s.spread());
+    // 300 ms reports, a tenth of the requests, beside 1 ms cache hits: (0.9 × 1 + 0.1 × 300²)
+    // / (0.9 × 1 + 0.1 × 300)² − 1.
+    let mut s = ServiceFloor::default();
+    let mut count = [0; CLASSES];
+    let mut sum = [0; CLASSES];
+    (count[class(0, 2)], sum[class(0, 2)]) = (432, 432 * MS);
+    (count[class(1, 2)], sum[class(1, 2)]) = (48, 48 * 300 * MS);
+    s.add(250 * MS, &count, &sum, 0);
+    let mean = 0.9 + 0.1 * 300.0;
+    let expected = (0.9 + 0.1 * 300.0 * 300.0) / (mean * mean) - 1.0;
+    assert!(
+        (s.spread() - expected).abs() < 1e-6,
+        "{} vs {expected}",
+        s.spread()
+    );
+}

@@ -45,6 +45,8 @@ struct Sums {
     min: Option<f64>,
     /// Requests refused or made to wait.
     held_back: f64,
+    /// Requests refused.
+    refused: f64,
     overflowed: bool,
     at_limit: bool,
 }
@@ -308,6 +310,7 @@ impl FastGuard {
         }
         out.refused[t] += amount;
         self.window.held_back += amount;
+        self.window.refused += amount;
         self.toward_hold[t] += amount;
         if self.toward_hold[t] >= 1.0 {
             self.toward_hold[t] = self.toward_hold[t].fract();
@@ -358,7 +361,9 @@ impl FastGuard {
         let mut window = Window {
             at: micros(now),
             min: w.min.map_or(u64::MAX, micros),
-            binding: w.held_back >= 0.5,
+            // Whole requests: binding once half of one was held back.
+            refused: w.refused.round().max(0.0) as u64,
+            waited: (w.held_back.round() - w.refused.round()).max(0.0) as u64,
             in_flight: in_flight.round().max(0.0) as u64,
             ..Window::default()
         };

@@ -59,6 +59,8 @@ pub struct AdaptiveState {
     routes: RouteClasses,
     window_min: AtomicU64,
     pub(super) refused: AtomicU64,
+    /// Requests made to wait for a slot this window.
+    pub(super) waited: AtomicU64,
     /// Per tier, until when (µs; 0: not yet) it is held off: a higher tier found no room.
     pub(super) held_until: [AtomicU64; 4],
     seen: Box<[AtomicU64; ROWS]>, // the sums at the end of the last window
@@ -84,6 +86,7 @@ impl AdaptiveState {
             routes: RouteClasses::default(),
             window_min: AtomicU64::new(u64::MAX),
             refused: AtomicU64::new(0),
+            waited: AtomicU64::new(0),
             held_until: Default::default(),
             seen: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
             critical_share: AtomicU64::new(1f64.to_bits()),
@@ -261,7 +264,8 @@ impl AdaptiveState {
             count: std::array::from_fn(|c| delta[COUNT + c]),
             sum: std::array::from_fn(|c| delta[SUM + c]),
             min: self.window_min.swap(u64::MAX, Ordering::Relaxed),
-            binding: self.refused.swap(0, Ordering::Relaxed) > 0,
+            refused: self.refused.swap(0, Ordering::Relaxed),
+            waited: self.waited.swap(0, Ordering::Relaxed),
             in_flight: self.in_flight(),
         }
     }

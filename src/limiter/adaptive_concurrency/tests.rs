@@ -51,7 +51,7 @@ fn tiers_are_refused_in_order_and_critical_never_without_a_ceiling() {
         assert!(admitted(&c, &s, Tier::Critical));
     }
     assert_eq!(s.in_flight(), 111, "critical requests are counted");
-    assert!(s.take_window(1).binding);
+    assert!(s.take_window(1).binding());
     // ... and take room from every other tier.
     let s = new_state(10.0);
     for _ in 0..6 {
@@ -211,7 +211,7 @@ fn a_dropped_permit_gives_its_slot_back_and_a_kept_one_reports_latency() {
     let w = s.take_window(2);
     let other = crate::route_class::RouteClass::other(Tier::Get).index();
     assert_eq!(
-        (w.tier_counts(), w.count[other], w.sum[other], w.min, w.binding),
+        (w.tier_counts(), w.count[other], w.sum[other], w.min, w.binding()),
         ([0, 0, 3, 0], 3, 60_000, 10_000, false),
         "counted under the request's tier, on no known route"
     );
@@ -257,7 +257,7 @@ fn a_refused_tier_holds_every_lower_tier_off_for_tier_hold() {
     assert!(!admitted_at(&c, &s, Tier::Get, 2000), "get may use 9");
     assert!(admitted_at(&c, &s, Tier::Post, 2001));
     assert!(!admitted_at(&c, &s, Tier::Test, 2999));
-    assert!(s.take_window(3).binding);
+    assert!(s.take_window(3).binding());
     // tier_hold 0 holds nothing.
     let c = AdaptiveConcurrencyConfig {
         tier_hold: crate::schema::HumanDuration::from_secs(0),

@@ -143,7 +143,7 @@ impl AdaptiveState {
         room.tiers[tier.index()].push_back(waiter.clone());
         self.counts.waiting[tier.index()].fetch_add(1, Ordering::SeqCst);
         // The limit held this request back: it binds.
-        self.refused.fetch_add(1, Ordering::Relaxed);
+        self.waited.fetch_add(1, Ordering::Relaxed);
         // A slot given back while this one was being queued went unseen by its releaser.
         self.dispatch_in(&mut room, now);
         Some(Place::Waiting(Wait {

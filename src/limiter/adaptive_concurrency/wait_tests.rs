@@ -58,7 +58,7 @@ fn a_freed_slot_goes_to_the_highest_tier_waiting_then_the_oldest() {
     let critical = take(&c, &s, Tier::Critical, 5).unwrap().unwrap();
     assert_eq!(s.in_flight(), 3, "critical passes, counted");
     drop(critical);
-    assert!(s.take_window(5).binding, "waiting is the limit binding");
+    assert!(s.take_window(5).binding(), "waiting is the limit binding");
 
     s.release(Tier::Post, Some(ms(10) - held[0]), ms(10));
     assert_eq!(poll(&mut post), Poll::Ready(Ok(ms(10))), "post first");
