@@ -240,6 +240,9 @@ impl AdaptiveLimit {
     pub fn update(&mut self, w: Window) -> f64 {
         let span = w.at.saturating_sub(self.last_at).max(1) as f64;
         self.last_at = w.at;
+        // What came: let in (finished, or in flight beyond the last window's) or refused.
+        let admitted = (w.total() + w.in_flight).saturating_sub(self.last_in_flight);
+        self.last_in_flight = w.in_flight;
         if self.probe != Probe::Off {
             self.probe_window(&w);
             return self.limit();
@@ -324,9 +327,6 @@ impl AdaptiveLimit {
         // a burst the app absorbed, not one standing.
         let full = w.binding() && w.in_flight as f64 >= self.limit / 2.0;
         self.binding_run = if full { self.binding_run + 1 } else { 0 };
-        // What came: let in (finished, or in flight beyond the last window's) or refused.
-        let admitted = (w.total() + w.in_flight).saturating_sub(self.last_in_flight);
-        self.last_in_flight = w.in_flight;
         if full {
             let came = (admitted + w.refused) as f64;
             self.run_flow[(self.binding_run % SUSTAINED) as usize] = (came, w.total() as f64);

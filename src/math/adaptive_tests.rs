@@ -3,9 +3,9 @@
 use super::*;
 use crate::route_class::on_one_route;
 
-const MS: u64 = 1000;
+pub(super) const MS: u64 = 1000;
 
-fn params() -> LimitParams {
+pub(super) fn params() -> LimitParams {
     LimitParams {
         min: 4.0,
         max: 1000.0,
@@ -17,7 +17,7 @@ fn params() -> LimitParams {
 
 /// A window ending at `at_ms` of `count` requests of `latency_ms` each; if `binding`, the
 /// limit refused twice as many as finished (an overload of three times what the app serves).
-fn window(at_ms: u64, count: u64, latency_ms: u64, binding: bool) -> Window {
+pub(super) fn window(at_ms: u64, count: u64, latency_ms: u64, binding: bool) -> Window {
     Window {
         at: at_ms * MS,
         count: on_one_route([0, 0, count, 0]),
@@ -31,7 +31,7 @@ fn window(at_ms: u64, count: u64, latency_ms: u64, binding: bool) -> Window {
 
 /// A window in which the limit refused requests while it was full (as many in flight as it
 /// admits: the queue stood to the window's end).
-fn full(l: &AdaptiveLimit, at_ms: u64, count: u64, latency_ms: u64) -> Window {
+pub(super) fn full(l: &AdaptiveLimit, at_ms: u64, count: u64, latency_ms: u64) -> Window {
     Window {
         in_flight: l.limit().ceil() as u64,
         ..window(at_ms, count, latency_ms, true)
@@ -69,14 +69,20 @@ fn within_tolerance_the_limit_holds_and_grows_only_when_it_binds() {
     );
 }
 
-#[test]
-fn queueing_shrinks_the_limit_by_the_gradient_at_most_halving_it() {
+/// A limit at its rest of 40 that learned a floor of 50 ms, `in_flight` at the window's end.
+fn at_rest(in_flight: u64) -> AdaptiveLimit {
     let rest = LimitParams {
         rest: 40.0,
         ..params()
     };
     let mut l = AdaptiveLimit::new(rest, 40.0, 0);
-    l.update(window(250, 10, 50, false));
+    l.update(holding(250, 10, 50, false, in_flight));
+    l
+}
+
+#[test]
+fn queueing_shrinks_the_limit_by_the_gradient_at_most_halving_it() {
+    let mut l = at_rest(0);
     // A queue the app absorbed: binding, slow, but fewer than half the limit in flight by the
     // window's end. No cut.
     let mut drained = window(500, 10, 100, true);
@@ -97,34 +103,28 @@ fn queueing_shrinks_the_limit_by_the_gradient_at_most_halving_it() {
 
 #[test]
 fn a_standing_queue_is_cut_by_no_more_than_the_share_of_arrivals_the_app_did_not_finish() {
-    let rest = LimitParams {
-        rest: 40.0,
-        ..params()
-    };
     // The queue of a moderate load after a few slow requests held every worker: binding
     // windows with the limit full (40, 38, 36 in flight), requests twice their service time,
     // but fewer came than finished (one refused, and 10 − 2 let in): the app is absorbing
-    // it, and the limit is not cut (the gradient, 0.625, would cut it to 25).
-    let mut l = AdaptiveLimit::new(rest, 40.0, 0);
-    l.update(holding(250, 10, 50, false, 40));
-    for (i, in_flight) in [40, 38, 36].into_iter().enumerate() {
-        let w = Window {
-            refused: 1,
-            ..holding(500 + 250 * i as u64, 10, 100, false, in_flight)
-        };
-        assert_eq!(l.update(w), 40.0);
+    // it, and the limit is not cut. Held (worker_utilization sheds: the overload is known),
+    // the same windows cut it by the gradient (0.625).
+    for (hold, cut) in [(false, 40.0), (true, 25.0)] {
+        let mut l = at_rest(40);
+        l.set_hold(hold);
+        let mut limit = 0.0;
+        for (i, in_flight) in [40, 38, 36].into_iter().enumerate() {
+            let w = holding(500 + 250 * i as u64, 10, 100, false, in_flight);
+            limit = l.update(Window { refused: 1, ..w });
+        }
+        assert!((limit - cut).abs() < 1e-9, "held {hold}: {limit}");
     }
     // A queue that stands (40 in flight), and in each window 11 came and 10 finished: a
     // tenth came beyond what the app finished, so the limit loses 1/11 of itself.
-    let mut l = AdaptiveLimit::new(rest, 40.0, 0);
-    l.update(holding(250, 10, 50, false, 40));
+    let mut l = at_rest(40);
     let mut limit = 0.0;
     for i in 1..=SUSTAINED {
-        let w = Window {
-            refused: 1,
-            ..holding(250 + 250 * u64::from(i), 10, 100, false, 40)
-        };
-        limit = l.update(w);
+        let w = holding(250 + 250 * u64::from(i), 10, 100, false, 40);
+        limit = l.update(Window { refused: 1, ..w });
     }
     assert!((limit - 40.0 * 10.0 / 11.0).abs() < 1e-9, "{limit}");
 }
@@ -175,56 +175,6 @@ fn it_settles_where_latency_is_the_tolerated_multiple_of_the_floor() {
         settled == 4.0 || (8.0..=14.0).contains(&settled),
         "{settled}"
     );
-}
-
-#[test]
-fn a_binding_limit_whose_floor_is_not_confirmed_measures_it_afresh() {
-    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
-    l.update(window(250, 10, 50, false));
-    // Requests take 75 ms and the limit keeps binding (at min, too little for a stale
-    // floor). At 30 s the 50 ms request of the first window still confirms the floor;
-    // by 60 s nothing has for 30 s.
-    let mut at = 250;
-    while l.probe() == Probe::Off {
-        at += 250;
-        l.update(window(at, 10, 75, true));
-        assert!(at <= 60_500, "no probe by {at} ms");
-    }
-    assert!(at >= 60_000, "probed at {at} ms");
-    assert_eq!(l.limit(), 4.0, "admits min_limit while measuring");
-    l.update(window(at + 250, 10, 300, true)); // draining: ignored
-    assert_eq!(l.probe(), Probe::Measuring);
-    l.update(window(at + 500, 4, 100, true)); // measured at low concurrency
-    assert_eq!(l.probe(), Probe::Off);
-    assert_eq!(
-        l.service().floors()[2],
-        Some(100 * MS),
-        "the new floor replaces the old one"
-    );
-    assert!(l.limit() >= 4.0);
-}
-
-#[test]
-fn a_floor_that_traffic_keeps_confirming_needs_no_probe() {
-    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
-    l.update(window(250, 10, 50, false));
-    // Binding for two minutes, mean latency 60 ms, but some request as fast as 54 ms
-    // (within 10% of the 50 ms floor) in every window: no probe.
-    for i in 2..=480 {
-        let mut w = window(250 * i, 10, 60, true);
-        w.min = 54 * MS;
-        l.update(w);
-        assert_eq!(l.probe(), Probe::Off, "at {} ms", 250 * i);
-    }
-    // Once the fastest is 56 ms (the floor may have crept), the next due probe comes.
-    let mut at = 480 * 250;
-    while l.probe() == Probe::Off {
-        at += 250;
-        let mut w = window(at, 10, 60, true);
-        w.min = 56 * MS;
-        l.update(w);
-        assert!(at <= 480 * 250 + 30_250, "no probe by {at} ms");
-    }
 }
 
 #[test]
@@ -301,47 +251,6 @@ fn quiet_windows_bring_a_shrunk_limit_back_to_rest_and_no_further() {
 }
 
 #[test]
-fn a_server_that_got_slower_has_its_floor_measured_at_once() {
-    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
-    l.update(window(250, 10, 50, false));
-    // Service time doubles: after SUSTAINED binding windows, 20 → 10 → 5 → min (4) in three
-    // windows, then two windows at min with requests still ≥ 2 × the floor: a probe, long
-    // before floor_window (30 s).
-    let mut at = 250;
-    while l.probe() == Probe::Off {
-        at += 250;
-        l.update(full(&l, at, 10, 130));
-        assert!(at <= 2_500, "no probe by {at} ms");
-    }
-    assert_eq!(
-        at,
-        250 + 250 * (u64::from(SUSTAINED) - 1 + 5),
-        "the cut waits, three windows down to min, two there"
-    );
-    l.update(window(at + 250, 4, 130, true)); // draining
-    l.update(window(at + 500, 4, 100, true)); // measuring
-    assert_eq!(l.probe(), Probe::Off);
-    assert_eq!(l.service().floors()[2], Some(100 * MS));
-    // Against the new floor, 110 ms is within tolerance: the limit grows again.
-    assert!(l.update(full(&l, at + 750, 10, 110)) > 4.0);
-
-    // At min with requests 1.4 × the floor (a queue of critical requests the limit does
-    // not count): no probe before floor_window.
-    let mut l = AdaptiveLimit::new(params(), 4.0, 0);
-    l.update(window(250, 10, 50, false));
-    for i in 2..=100 {
-        l.update(window(250 * i, 10, 70, true));
-        assert_eq!(l.probe(), Probe::Off, "at {} ms", 250 * i);
-    }
-    // One slow window between ordinary ones is not two in a row.
-    for i in 101..=140 {
-        let latency = if i % 2 == 0 { 120 } else { 70 };
-        l.update(window(250 * i, 10, latency, true));
-        assert_eq!(l.probe(), Probe::Off, "at {} ms", 250 * i);
-    }
-}
-
-#[test]
 fn new_bounds_clamp_the_limit() {
     let mut l = AdaptiveLimit::new(params(), 20.0, 0);
     l.set_params(LimitParams {
@@ -401,7 +310,13 @@ fn the_first_requests_to_finish_do_not_pin_a_floor_below_the_route() {
 }
 
 /// A window ending at `at_ms` of `count` requests of `latency_ms`, `in_flight` at its end.
-fn holding(at_ms: u64, count: u64, latency_ms: u64, binding: bool, in_flight: u64) -> Window {
+fn holding(
+    at_ms: u64,
+    count: u64,
+    latency_ms: u64,
+    binding: bool,
+    in_flight: u64,
+) -> Window {
     Window {
         in_flight,
         ..window(at_ms, count, latency_ms, binding)

@@ -79,3 +79,7 @@ impl AdaptiveLimit {
         self.lowest_since = u64::MAX;
     }
 }
+
+#[cfg(test)]
+#[path = "probe_tests.rs"]
+mod tests;
