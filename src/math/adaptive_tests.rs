@@ -310,13 +310,7 @@ fn the_first_requests_to_finish_do_not_pin_a_floor_below_the_route() {
 }
 
 /// A window ending at `at_ms` of `count` requests of `latency_ms`, `in_flight` at its end.
-fn holding(
-    at_ms: u64,
-    count: u64,
-    latency_ms: u64,
-    binding: bool,
-    in_flight: u64,
-) -> Window {
+fn holding(at_ms: u64, count: u64, latency_ms: u64, binding: bool, in_flight: u64) -> Window {
     Window {
         in_flight,
         ..window(at_ms, count, latency_ms, binding)
