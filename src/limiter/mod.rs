@@ -266,21 +266,6 @@ impl MemoryStore {
     pub fn for_limiters(limiters: &LimitersConfig) -> Self {
         Self::with_tables(&limiters.tables())
     }
-
-    /// The limiters' tables sized `rate_keys` (request_rate's buckets and `quotas` windows)
-    /// and `concurrency_keys` (concurrent_requests' permits), for tests.
-    #[cfg(test)]
-    pub(crate) fn sized(rate_keys: usize, quotas: usize, concurrency_keys: usize) -> Self {
-        let mut limiters = LimitersConfig::default();
-        limiters.request_rate.max_keys = rate_keys;
-        limiters.concurrent_requests.max_keys = concurrency_keys;
-        let mut tables = limiters.tables();
-        tables.extend((0..quotas).map(|i| {
-            let table = request_rate::quota_table(i);
-            TableSpec::new(table, crate::store::TableKind::Window, rate_keys)
-        }));
-        Self::with_tables(&tables)
-    }
 }
 
 impl LimiterName {
@@ -338,17 +323,6 @@ pub(crate) enum Check<H = (), R = ()> {
     Allowed(H),
     /// Stop here.
     Rejected(Rejection, R),
-}
-
-impl<H, R> Check<H, R> {
-    /// The rejection, if this is one.
-    #[cfg(test)]
-    pub(crate) fn rejection(&self) -> Option<Rejection> {
-        match self {
-            Check::Allowed(_) => None,
-            Check::Rejected(r, _) => Some(*r),
-        }
-    }
 }
 
 /// The status a rejection answers with.

@@ -88,19 +88,6 @@ impl MemoryStore {
             });
         }
     }
-
-    /// Slots taken in the pool `table` (for a moment, plus attempts about to be refused).
-    #[cfg(test)]
-    pub(crate) fn pool_taken(&self, table: Table) -> u64 {
-        match self.kept(table) {
-            LocalTable::Pool(count) => count.0.load(Ordering::Relaxed),
-            LocalTable::None
-            | LocalTable::Gcra(_)
-            | LocalTable::Window(_)
-            | LocalTable::Log(_)
-            | LocalTable::Slots { .. } => 0,
-        }
-    }
 }
 
 /// The error of a table the store was not built with, or asked an operation of another kind.

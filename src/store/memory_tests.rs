@@ -3,6 +3,20 @@
 use super::*;
 use crate::schema::QuotaAlgorithm;
 
+impl MemoryStore {
+    /// Slots taken in the pool `table` (for a moment, plus attempts about to be refused).
+    pub(crate) fn pool_taken(&self, table: Table) -> u64 {
+        match self.kept(table) {
+            LocalTable::Pool(count) => count.0.load(Ordering::Relaxed),
+            LocalTable::None
+            | LocalTable::Gcra(_)
+            | LocalTable::Window(_)
+            | LocalTable::Log(_)
+            | LocalTable::Slots { .. } => 0,
+        }
+    }
+}
+
 const BUCKETS: Table = Table::new(0);
 const WINDOW: Table = Table::new(1);
 const SLOTS: Table = Table::new(2);

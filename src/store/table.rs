@@ -181,21 +181,9 @@ impl<const S: usize> KeyTable<S> {
         }
     }
 
-    /// How many keys fit.
-    #[cfg(test)]
-    pub fn capacity(&self) -> usize {
-        self.rows.len() * WAYS
-    }
-
     /// Keys currently tracked.
     pub fn live(&self) -> usize {
         self.live.load(Ordering::Relaxed)
-    }
-
-    /// Bytes the table occupies.
-    #[cfg(test)]
-    pub fn bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.rows) + std::mem::size_of::<Self>()
     }
 
     /// The key's two rows under `mask` (first choice first).

@@ -3,6 +3,18 @@
 use super::*;
 use std::sync::Arc;
 
+impl<const S: usize> KeyTable<S> {
+    /// How many keys fit.
+    pub fn capacity(&self) -> usize {
+        self.rows.len() * WAYS
+    }
+
+    /// Bytes the table occupies.
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.rows) + std::mem::size_of::<Self>()
+    }
+}
+
 fn add<const S: usize>(table: &KeyTable<S>, key: u64, n: u64) -> Option<u64> {
     table.update(key, Some, |v| Update::Write(v + n, v + n))
 }
