@@ -565,8 +565,39 @@ async fn refused_503<B: MessageBody>(res: ServiceResponse<B>, tier: &str) {
 }
 
 #[actix_web::test]
-async fn a_request_that_has_to_wait_turns_lower_tiers_away_and_one_that_waits_too_long_is_refused()
-{
+async fn a_lower_tier_waiting_stays_behind_a_higher_one_while_the_room_has_places() {
+    let rig = queued(2, Duration::from_secs(10), None);
+    let app = app!(rig);
+    let mut held = posts(&app, 2).await;
+    // A test request waits; a GET that has to wait goes ahead of it, and the room (two
+    // places) keeps both.
+    let test_req = actix_web::rt::spawn(app.call(test_mode().to_request()));
+    waiting(&rig, 1).await;
+    let get_req = actix_web::rt::spawn(app.call(get().to_request()));
+    waiting(&rig, 2).await;
+    // A freed slot goes to the GET; the test request waits for the next, and is served.
+    finish(vec![held.remove(0)]).await;
+    let get = get_req.await.unwrap().unwrap();
+    assert!(get.status().is_success());
+    waiting(&rig, 1).await;
+    assert!(!test_req.is_finished());
+    finish(held).await;
+    let test_res = test_req.await.unwrap().unwrap();
+    assert!(test_res.status().is_success());
+    finish(vec![get, test_res]).await;
+    assert_eq!(
+        rig.metric("brownout_rejections_total{limiter=\"adaptive_concurrency\",tier=\"test\",mode=\"enforce\"}"),
+        0.0,
+        "nothing turned away"
+    );
+    let s = state(&rig).await;
+    assert_eq!(s["adaptive_concurrency"]["waiting"], 0, "{s:#}");
+    assert_eq!(s["adaptive_concurrency"]["in_flight"], 0, "{s:#}");
+}
+
+#[actix_web::test]
+async fn a_request_that_has_to_wait_takes_a_lower_tiers_place_in_a_full_room_and_one_that_waits_too_long_is_refused(
+) {
     let rig = queued(
         1,
         Duration::from_millis(100),
@@ -574,8 +605,8 @@ async fn a_request_that_has_to_wait_turns_lower_tiers_away_and_one_that_waits_to
     );
     let app = app!(rig);
     let held = posts(&app, 2).await;
-    // A GET that has to wait turns the waiting test request away, then is refused once it has
-    // waited max_wait.
+    // A GET that has to wait takes the place of the test request waiting in the full room
+    // of one (turned away), then is refused once it has waited max_wait.
     let test_req = actix_web::rt::spawn(app.call(test_mode().to_request()));
     waiting(&rig, 1).await;
     let refused = test::call_service(&app, get().to_request()).await;

@@ -4,8 +4,9 @@
 //! its admission: each tier's share of the limit counting the tiers above it, critical
 //! requests counted and refused only past `critical_ceiling` times the limit (outside the
 //! admitted share of cohorts first), the waiting room (`queue`, `max_wait`, `post_max_wait`;
-//! a freed slot goes to the highest tier waiting, a request that has to wait turns the lower
-//! tiers waiting away), and `tier_hold` after a refusal.
+//! a freed slot goes to the highest tier waiting, a request that has to wait goes ahead of
+//! the lower tiers waiting and takes the places of the newest of the lowest tier when the
+//! room is full), and `tier_hold` after a refusal.
 //!
 //! Amounts are real numbers. A refusal holds the lower tiers off each time the amount refused
 //! of a tier adds up to a whole request (the first at half of one), as one refused request
@@ -191,10 +192,23 @@ impl FastGuard {
                 self.refuse(now, t, rest, &mut out);
                 continue;
             }
-            // Whoever has to wait turns the lower tiers waiting away.
-            for lower in t + 1..4 {
-                let turned: f64 = self.room[lower].drain(..).map(|(_, a)| a).sum();
-                self.refuse(now, lower, turned, &mut out);
+            // Whoever has to wait goes ahead of the lower tiers waiting, and takes the places
+            // of the newest of the lowest tier when the room is full.
+            let space = (f64::from(self.c.queue) - self.waiting()).max(0.0);
+            let mut short = rest - space;
+            for lower in (t + 1..4).rev() {
+                while short > DUST {
+                    let Some(back) = self.room[lower].back_mut() else {
+                        break;
+                    };
+                    let turned = back.1.min(short);
+                    back.1 -= turned;
+                    if back.1 <= DUST {
+                        self.room[lower].pop_back();
+                    }
+                    short -= turned;
+                    self.refuse(now, lower, turned, &mut out);
+                }
             }
             let space = (f64::from(self.c.queue) - self.waiting()).max(0.0);
             let waits = rest.min(space);

@@ -23,12 +23,16 @@ fn each_tier_uses_its_share_of_the_limit_counting_the_tiers_above() {
     // The other 3 GETs wait (the room holds 4).
     assert!((g.waiting() - 3.0).abs() < 1e-9);
     assert_eq!(a.refused, [0.0; 4]);
-    // A POST that has to wait (10 in flight) turns the GETs waiting away; they hold test
-    // off.
+    // A POST that has to wait (10 in flight) goes ahead of the GETs waiting, in the room's
+    // last place; a test request then finds the room full, with no lower tier to take a
+    // place from, and is refused.
     let a = g.admit(0.01, [0.0, 1.0, 0.0, 1.0], [2.0, 8.0, 2.0, 0.0]);
-    assert!((a.refused[2] - 3.0).abs() < 1e-9, "{a:?}");
-    assert!((a.refused[3] - 1.0).abs() < 1e-9, "held: {a:?}");
-    assert!((g.waiting() - 1.0).abs() < 1e-9);
+    assert_eq!(a.refused, [0.0, 0.0, 0.0, 1.0], "{a:?}");
+    assert!((g.waiting() - 4.0).abs() < 1e-9);
+    // A second POST takes the place of the newest GET, which is refused.
+    let a = g.admit(0.02, [0.0, 1.0, 0.0, 0.0], [2.0, 8.0, 2.0, 0.0]);
+    assert!((a.refused[2] - 1.0).abs() < 1e-9, "{a:?}");
+    assert!((g.waiting() - 4.0).abs() < 1e-9);
     // A worker frees: the POST waiting is let in, with how long it waited.
     let a = g.admit(0.03, [0.0; 4], [2.0, 7.0, 2.0, 0.0]);
     let (amounts, waited) = a.admitted[0];
@@ -41,9 +45,9 @@ fn waits_run_out_and_are_refused() {
     let mut g = FastGuard::new(&config(), true);
     g.admit(0.0, [0.0, 0.0, 2.0, 0.0], [0.0, 10.0, 0.0, 0.0]);
     assert!((g.waiting() - 2.0).abs() < 1e-9);
-    let a = g.admit(0.05, [0.0; 4], [0.0, 10.0, 0.0, 0.0]);
-    assert_eq!(a.refused, [0.0; 4], "max_wait is 100 ms");
-    let a = g.admit(0.1, [0.0; 4], [0.0, 10.0, 0.0, 0.0]);
+    let a = g.admit(0.2, [0.0; 4], [0.0, 10.0, 0.0, 0.0]);
+    assert_eq!(a.refused, [0.0; 4], "max_wait is 250 ms");
+    let a = g.admit(0.25, [0.0; 4], [0.0, 10.0, 0.0, 0.0]);
     assert!((a.refused[2] - 2.0).abs() < 1e-9, "{a:?}");
     assert_eq!(g.waiting(), 0.0);
 }

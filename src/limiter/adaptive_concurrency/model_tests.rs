@@ -267,23 +267,25 @@ fn an_app_at_half_its_capacity_is_never_refused_whatever_its_mix() {
 }
 
 /// At 0.75C the app's own queue is long on small apps with a slow route (two workers at 0.75
-/// queue for several service times, in bursts that fill the limit for a window or two): the
-/// fast guard may not cut the limit on such a burst, nor hold a tier off once it drained, nor
-/// pin a route's service time on its first, fastest requests. The goal is nothing refused;
-/// what holds today (see docs/capacity.md) is at most 1 in 300 of the arrivals of any app
-/// (0.16% on two workers of 10 ms; 1.9% on four workers of 100 ms with 10% cheap before a
-/// standing queue's cut was bounded by what came beyond what finished and the rest grew with
-/// the spread of the mix), and 1 in 40,000 of all of them (18 of 982,596; 88 before).
+/// queue for several service times, in bursts that fill the limit for a window or two, and
+/// when a few slow requests hold every worker, for a few hundred ms): the fast guard may not
+/// cut the limit on such a burst, nor hold a tier off once it drained, nor pin a route's
+/// service time on its first, fastest requests, nor turn the lower tiers waiting away while
+/// the room has places. The goal is nothing refused; what holds today (see docs/capacity.md)
+/// is 3 of the 982,596 arrivals of all of them, in one burst on two workers of 10 ms whose
+/// queue stood 30 deep for half a second (18 before the room kept the lower tiers waiting
+/// and GETs waited 250 ms, 88 before that).
 #[test]
-fn an_app_at_three_quarters_of_its_capacity_is_refused_at_most_one_request_in_three_hundred() {
+fn an_app_at_three_quarters_of_its_capacity_is_refused_at_most_one_request_in_three_thousand()
+{
     let (runs, _, _) = sweep(0.75);
     let (mut refused, mut arrivals) = (0, 0);
     for (shape, o) in runs {
-        assert!(o.refused * 300 <= o.arrivals, "{shape:?} at 0.75C: {o:?}");
+        assert!(o.refused * 3_000 <= o.arrivals, "{shape:?} at 0.75C: {o:?}");
         (refused, arrivals) = (refused + o.refused, arrivals + o.arrivals);
     }
     assert!(
-        refused * 40_000 <= arrivals,
+        refused * 300_000 <= arrivals,
         "at 0.75C: {refused} refused of {arrivals}"
     );
 }

@@ -89,7 +89,7 @@ impl Default for AdaptiveConcurrencyConfig {
             test_share: 0.8,
             tier_hold: HumanDuration::from_secs(1),
             queue: 32,
-            max_wait: HumanDuration::from_millis(100),
+            max_wait: HumanDuration::from_millis(250),
             post_max_wait: HumanDuration::from_millis(400),
             critical_ceiling: 4.0,
             cohort_rotation: HumanDuration::from_secs(300),

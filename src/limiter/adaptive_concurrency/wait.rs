@@ -2,8 +2,12 @@
 //! finds no room under the limit may wait a moment for one, instead of being refused at once.
 //! A slot given back goes to the oldest request of the highest tier waiting (POST before GET
 //! before test), and no lower-tier request passes one waiting: a request that has to wait
-//! turns away the lower tiers' requests waiting, and those that come while it waits wait
-//! behind it. Only a refusal (at once, or when a wait runs out or is turned away) holds the
+//! goes ahead of the lower tiers' requests waiting, and those that come while it waits wait
+//! behind it; when the room is full it takes the place of the newest request of the lowest
+//! tier waiting (turned away), and is refused if there is none below it. (Turning every
+//! lower-tier request away whenever one had to wait refused test and GET requests in the
+//! bursts an app at 0.75 of its capacity has when a few slow requests hold every worker;
+//! waiting behind, they are served once the burst drains.) Only a refusal (at once, or when a wait runs out or is turned away) holds the
 //! lower tiers off for `tier_hold`: a hold for every wait would keep GETs off for a second
 //! after each POST that waited a moment and was served, idling workers the POSTs alone cannot
 //! fill. A POST may wait longer (`post_max_wait`) than the others (`max_wait`). So the app is
@@ -124,15 +128,14 @@ impl AdaptiveState {
             self.counts.in_flight[tier.index()].fetch_add(1, Ordering::SeqCst);
             return Some(Place::Held(AdaptivePermit::new(self, tier, now)));
         }
-        // Whoever has to wait turns the lower tiers' requests waiting away: none of them is
-        // served before it, and the room keeps its places for it and the tiers above.
-        for lower in tier.index() + 1..4 {
-            while let Some(turned) = room.tiers[lower].pop_back() {
-                self.turn_away(&turned);
-            }
-        }
+        // Whoever has to wait goes ahead of the lower tiers' requests waiting (a freed slot
+        // goes to the highest tier first), and takes the place of the newest of the lowest
+        // tier when the room is full; with none below it, it is refused.
         if room.len() >= c.queue as usize {
-            return None;
+            let turned = (tier.index() + 1..4)
+                .rev()
+                .find_map(|lower| room.tiers[lower].pop_back())?;
+            self.turn_away(&turned);
         }
         let waiter = Arc::new(Waiter {
             tier,
