@@ -7,10 +7,10 @@
 //! tier waiting (turned away), and is refused if there is none below it. (Turning every
 //! lower-tier request away whenever one had to wait refused test and GET requests in the
 //! bursts an app at 0.75 of its capacity has when a few slow requests hold every worker;
-//! waiting behind, they are served once the burst drains.) Only a refusal (at once, or when a wait runs out or is turned away) holds the
-//! lower tiers off for `tier_hold`: a hold for every wait would keep GETs off for a second
-//! after each POST that waited a moment and was served, idling workers the POSTs alone cannot
-//! fill. A POST may wait longer (`post_max_wait`) than the others (`max_wait`). So the app is
+//! waiting behind, they are served once the burst drains.) Only a refusal (at once, or when a
+//! wait runs out or is turned away) holds the lower tiers off for `tier_hold`: a hold for
+//! every wait would keep GETs off for a second after each POST that waited a moment and was
+//! served, idling workers the POSTs alone cannot fill. A POST may wait longer (`post_max_wait`) than the others (`max_wait`). So the app is
 //! handed work the moment a worker frees, while what waits inside it stays short: critical
 //! requests (which never wait here) find at most the limit's worth of work ahead of them.
 //!
