@@ -91,14 +91,6 @@ impl From<Tier> for RouteClass {
     }
 }
 
-/// Per-class values with `by_tier[t]` on one route in each tier (route 0), for tests.
-#[cfg(test)]
-pub(crate) fn on_one_route(by_tier: [u64; 4]) -> [u64; CLASSES] {
-    let mut out = [0; CLASSES];
-    out[..4].copy_from_slice(&by_tier);
-    out
-}
-
 /// The tier of each class, for the pure math (`Tier::index` order).
 pub const fn tier_index(class: usize) -> usize {
     class % 4
@@ -255,3 +247,5 @@ impl RouteClasses {
 #[cfg(test)]
 #[path = "route_class_tests.rs"]
 mod tests;
+#[cfg(test)]
+pub(crate) use tests::on_one_route;

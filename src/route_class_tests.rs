@@ -42,3 +42,10 @@ fn routes_past_the_bound_are_other() {
     // The first ones keep their ids.
     assert_eq!(r.of_pattern("GET", "/r3", Tier::Get).route(), 3);
 }
+
+/// Per-class values with `by_tier[t]` on one route in each tier (route 0), for tests.
+pub(crate) fn on_one_route(by_tier: [u64; 4]) -> [u64; CLASSES] {
+    let mut out = [0; CLASSES];
+    out[..4].copy_from_slice(&by_tier);
+    out
+}

@@ -11,7 +11,7 @@ use actix_web::dev::{Service, ServiceResponse};
 use actix_web::{test, web, App};
 use brownout::clock::Clock;
 use brownout::config::HumanDuration;
-use brownout::Mode;
+use brownout::{Config, Mode};
 use common::{charge, config, get, post, Rig};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -139,7 +139,12 @@ async fn finish<B: actix_web::body::MessageBody>(held: Vec<ServiceResponse<B>>) 
 
 #[actix_web::test]
 async fn the_limit_learns_from_latency_and_refuses_in_tier_order() {
-    let rig = Rig::new(adaptive(Mode::Enforce));
+    // Without a waiting room, a request without room under its tier's share is refused at
+    // once (with one, a wait that runs out takes room under the whole limit when the tiers
+    // above it fit: tested further down).
+    let mut c = adaptive(Mode::Enforce);
+    c.limiters.adaptive_concurrency.queue = 0;
+    let rig = Rig::new(c);
     let app = app!(rig);
     assert_eq!(rig.metric("brownout_concurrency_limit"), 10.0);
 
@@ -472,6 +477,10 @@ async fn a_server_that_got_slower_is_learned_long_before_floor_window() {
 /// `Some(post_wait)`, POSTs wait that long and `tier_hold` is the default (1 s), with `None`
 /// they wait `max_wait` and nothing is held off.
 fn queued(queue: u32, max_wait: Duration, post_wait: Option<Duration>) -> Rig {
+    Rig::new(queued_config(queue, max_wait, post_wait))
+}
+
+fn queued_config(queue: u32, max_wait: Duration, post_wait: Option<Duration>) -> Config {
     let mut c = adaptive(Mode::Enforce);
     let a = &mut c.limiters.adaptive_concurrency;
     a.initial_limit = 2;
@@ -486,7 +495,7 @@ fn queued(queue: u32, max_wait: Duration, post_wait: Option<Duration>) -> Rig {
             a.tier_hold = HumanDuration::from_secs(0);
         }
     }
-    Rig::new(c)
+    c
 }
 
 /// Waits (at most 5 s) until `/v1/state` shows `n` requests waiting.
@@ -635,6 +644,36 @@ async fn a_request_that_has_to_wait_takes_a_lower_tiers_place_in_a_full_room_and
     let outcome = rig.metric("brownout_requests_total{tier=\"get\",outcome=\"rejected\"}");
     assert_eq!(outcome, 2.0);
     finish(held).await;
+    let s = state(&rig).await;
+    assert_eq!(s["adaptive_concurrency"]["waiting"], 0, "{s:#}");
+    assert_eq!(s["adaptive_concurrency"]["in_flight"], 0, "{s:#}");
+}
+
+#[actix_web::test]
+async fn a_request_whose_wait_runs_out_with_room_under_the_whole_limit_is_served() {
+    // A limit of 2, of which test requests may hold 1 (counting the tiers above them).
+    let mut c = queued_config(4, Duration::from_millis(100), None);
+    c.limiters.adaptive_concurrency.test_share = 0.5;
+    let rig = Rig::new(c);
+    let app = app!(rig);
+    let held = posts(&app, 1).await;
+    #[allow(clippy::disallowed_methods)] // real time: the wait is a tokio timer
+    let started = std::time::Instant::now();
+    // Its share is full: it waits its 100 ms, then finds room under the whole limit (one in
+    // flight, nothing above it waiting) and is let in rather than refused.
+    let res = test::call_service(&app, test_mode().to_request()).await;
+    assert!(started.elapsed() >= Duration::from_millis(100));
+    assert!(res.status().is_success(), "{}", res.status());
+    finish(vec![res]).await;
+    finish(held).await;
+    assert_eq!(
+        rig.metric("brownout_rejections_total{limiter=\"adaptive_concurrency\",tier=\"test\",mode=\"enforce\"}"),
+        0.0
+    );
+    assert_eq!(
+        rig.metric("brownout_requests_total{tier=\"test\",outcome=\"allowed\"}"),
+        1.0
+    );
     let s = state(&rig).await;
     assert_eq!(s["adaptive_concurrency"]["waiting"], 0, "{s:#}");
     assert_eq!(s["adaptive_concurrency"]["in_flight"], 0, "{s:#}");

@@ -289,7 +289,6 @@ pub fn combine(samples: impl IntoIterator<Item = f64>) -> Option<f64> {
 }
 
 #[cfg(test)]
-// The CPU source is measured against real time: its tests read the real clock.
-#[allow(clippy::disallowed_methods)]
+#[allow(clippy::disallowed_methods)] // its tests read the real clock (CPU time against it)
 #[path = "source_tests.rs"]
 mod tests;

@@ -10,10 +10,11 @@ use crate::store::Held;
 use crate::tier::Tier;
 
 /// Waits, for at most `max_wait` (`post_max_wait` for a POST), for adaptive_concurrency's
-/// room: the hold of a request let in, counted with its `outcome`; or the refusal of one not
-/// let in (timed out, or turned away for a higher tier), refused as if at once (counted, its
-/// hold's permits and its request_rate credits given back), with the RateLimit status of the
-/// credits given back. The middleware and the tower layer both wait here.
+/// room, with a [last look](crate::limiter::adaptive_concurrency::Wait::last_look) when the
+/// wait runs out: the hold of a request let in, counted with its `outcome`; or the refusal of
+/// one not let in (timed out, or turned away for a higher tier), refused as if at once
+/// (counted, its hold's permits and its request_rate credits given back), with the RateLimit
+/// status of the credits given back. The middleware and the tower layer both wait here.
 pub(crate) async fn wait_for_room<P: EngineRef>(
     engine: &Engine,
     (tier, outcome): (Tier, Outcome),
@@ -33,12 +34,19 @@ pub(crate) async fn wait_for_room<P: EngineRef>(
         at,
         refunded,
     } = *queued;
-    if let Ok(Ok(admitted_at)) = tokio::time::timeout(max_wait, wait).await {
+    let mut wait = wait;
+    let admitted = match tokio::time::timeout(max_wait, &mut wait).await {
+        Ok(granted) => granted.ok(),
+        // Its wait ran out: one last look for room under the whole limit.
+        Err(_) => wait.last_look(engine.clock().now()),
+    };
+    if let Some(admitted_at) = admitted {
         hold.granted(admitted_at);
         engine.metrics().request(tier, outcome);
         return Ok(hold);
     }
-    // The wait has left the room; the hold gives the other limiters' permits back.
+    // The wait leaves the room; the hold gives the other limiters' permits back.
+    drop(wait);
     drop(hold);
     let settings = engine.settings().load_full();
     let ac = &settings.limiters.adaptive_concurrency;

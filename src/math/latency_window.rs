@@ -39,16 +39,6 @@ impl Default for Window {
 }
 
 impl Window {
-    /// Requests that finished in it, per tier.
-    #[cfg(test)]
-    pub fn tier_counts(&self) -> [u64; 4] {
-        let mut n = [0; 4];
-        for (c, &count) in self.count.iter().enumerate() {
-            n[crate::route_class::tier_index(c)] += count;
-        }
-        n
-    }
-
     /// Whether the limit refused a request in it, or made one wait (it was what held the
     /// load back).
     pub fn binding(&self) -> bool {

@@ -39,19 +39,6 @@ pub struct PendingRevert {
     pub at_unix_ms: u64,
 }
 
-/// Reads the file as it was written; `Ok(None)` when it does not exist. (At start,
-/// [`super::restore`] reads it member by member instead, keeping what holds.)
-#[cfg(test)]
-pub fn load(path: &Path) -> Result<Option<Overrides>, String> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| format!("{} is not a valid overrides file: {e}", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
-    }
-}
-
 /// The file beside `path` that keeps the highest settings version issued: the version's
 /// record even when the overrides file is lost.
 pub fn version_path(path: &Path) -> std::path::PathBuf {

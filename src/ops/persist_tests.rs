@@ -26,3 +26,15 @@ fn round_trips_and_reports_corruption() {
     assert!(err.contains("not a valid overrides file"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Reads the file as it was written; `Ok(None)` when it does not exist. (At start,
+/// `restore` reads it member by member instead, keeping what holds.)
+fn load(path: &Path) -> Result<Option<Overrides>, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| format!("{} is not a valid overrides file: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}

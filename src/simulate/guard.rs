@@ -62,6 +62,8 @@ pub struct FastGuard {
     next_window: f64,
     /// Per tier: until when it is held off (s).
     held_until: [f64; 4],
+    /// Until when a refusal is recent (no last look before).
+    refusing_until: f64,
     /// Per tier: amount refused since its last hold, towards the next whole request.
     toward_hold: [f64; 4],
     /// Per tier (critical's unused): (arrived, amount) waiting, oldest first.
@@ -91,6 +93,7 @@ impl FastGuard {
             capacity: CapacityEstimate::default(),
             next_window: c.window.get().as_secs_f64(),
             held_until: [0.0; 4],
+            refusing_until: 0.0,
             toward_hold: [0.5; 4],
             room: Default::default(),
             critical_share: 1.0,
@@ -159,7 +162,7 @@ impl FastGuard {
             return out;
         }
         let mut in_flight = in_flight;
-        self.expire(now, &mut out);
+        self.expire(now, &mut in_flight, &mut out);
         self.dispatch(now, &mut in_flight, &mut out);
         let mut fresh = [0.0; 4];
         fresh[0] = self.admit_critical(now, arriving[0], &in_flight, &mut out);
@@ -277,8 +280,10 @@ impl FastGuard {
         above >= self.share(tier) / 2.0
     }
 
-    /// Refuses what waited past its tier's longest wait.
-    fn expire(&mut self, now: f64, out: &mut TickResult) {
+    /// What waited past its tier's longest wait: refused, or let in as the middleware's
+    /// `Wait::last_look` lets it in.
+    fn expire(&mut self, now: f64, in_flight: &mut [f64; 4], out: &mut TickResult) {
+        let whole = self.limit().floor().max(1.0);
         for tier in [Tier::Post, Tier::Get, Tier::Test] {
             let t = tier.index();
             let max_wait = self.c.max_wait_for(tier).as_secs_f64();
@@ -287,7 +292,20 @@ impl FastGuard {
                     break;
                 }
                 self.room[t].pop_front();
-                self.refuse(now, t, amount, out);
+                let waiting_above: f64 = self.room[1..t].iter().flatten().map(|w| w.1).sum();
+                let ahead = in_flight[..=t].iter().sum::<f64>() + waiting_above;
+                let taken = if now < self.refusing_until {
+                    0.0
+                } else {
+                    amount.min((whole - ahead).max(0.0))
+                };
+                if taken > DUST {
+                    in_flight[t] += taken;
+                    let mut admitted = [0.0; 4];
+                    admitted[t] = taken;
+                    out.admitted.push((admitted, now - arrived));
+                }
+                self.refuse(now, t, amount - taken, out);
             }
         }
     }
@@ -332,6 +350,7 @@ impl FastGuard {
             for lower in &mut self.held_until[t + 1..] {
                 *lower = lower.max(until);
             }
+            self.refusing_until = self.refusing_until.max(until);
         }
     }
 

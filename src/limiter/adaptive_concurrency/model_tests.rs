@@ -141,8 +141,12 @@ fn run(shape: Shape, load: f64, seconds: f64, seed: u64) -> Outcome {
         }
         let mut starts: Vec<Job> = Vec::new();
         if expiry == Some(now) {
-            // Waited max_wait: refused as the middleware does.
-            for (_, _, _, tier) in waiting.extract_if(.., |w| w.0 <= now) {
+            // Waited max_wait: a last look, then refused, as the middleware does.
+            for (_, mut wait, job, tier) in waiting.extract_if(.., |w| w.0 <= now) {
+                if let Some(at) = wait.as_mut().get_mut().last_look(now) {
+                    starts.push(Job { admitted: at, ..job });
+                    continue;
+                }
                 state.refuse(&c, tier, micros(now));
                 refused += 1;
             }
@@ -271,21 +275,15 @@ fn an_app_at_half_its_capacity_is_never_refused_whatever_its_mix() {
 /// when a few slow requests hold every worker, for a few hundred ms): the fast guard may not
 /// cut the limit on such a burst, nor hold a tier off once it drained, nor pin a route's
 /// service time on its first, fastest requests, nor turn the lower tiers waiting away while
-/// the room has places. The goal is nothing refused; what holds today (see docs/capacity.md)
-/// is 3 of the 982,596 arrivals of all of them, in one burst on two workers of 10 ms whose
-/// queue stood 30 deep for half a second (18 before the room kept the lower tiers waiting
-/// and GETs waited 250 ms, 88 before that).
+/// the room has places, nor refuse a request whose wait ran out while the whole limit has room
+/// for it (on two workers of 10 ms, a queue 30 deep kept the test share full for longer than
+/// a test request waits: 3 of the 982,596 arrivals were refused before the last look, 18
+/// before the room kept the lower tiers waiting and GETs waited 250 ms, 88 before that).
 #[test]
-fn an_app_at_three_quarters_of_its_capacity_is_refused_at_most_one_request_in_three_thousand()
-{
+fn an_app_at_three_quarters_of_its_capacity_is_never_refused_whatever_its_mix() {
     let (runs, _, _) = sweep(0.75);
-    let (mut refused, mut arrivals) = (0, 0);
     for (shape, o) in runs {
-        assert!(o.refused * 3_000 <= o.arrivals, "{shape:?} at 0.75C: {o:?}");
-        (refused, arrivals) = (refused + o.refused, arrivals + o.arrivals);
+        let (refused, arrivals) = (o.refused, o.arrivals);
+        assert_eq!(refused, 0, "{shape:?} at 0.75C: {refused} of {arrivals} refused");
     }
-    assert!(
-        refused * 300_000 <= arrivals,
-        "at 0.75C: {refused} refused of {arrivals}"
-    );
 }

@@ -63,6 +63,8 @@ pub struct AdaptiveState {
     pub(super) waited: AtomicU64,
     /// Per tier, until when (µs; 0: not yet) it is held off: a higher tier found no room.
     pub(super) held_until: [AtomicU64; 4],
+    /// Until when (µs) a refusal is recent (no last look before: [`Wait::last_look`]).
+    pub(super) refusing_until: AtomicU64,
     seen: Box<[AtomicU64; ROWS]>, // the sums at the end of the last window
     /// The share of critical cohorts admitted (`f64` bits; 1: every client).
     critical_share: AtomicU64,
@@ -88,6 +90,7 @@ impl AdaptiveState {
             refused: AtomicU64::new(0),
             waited: AtomicU64::new(0),
             held_until: Default::default(),
+            refusing_until: AtomicU64::new(0),
             seen: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
             critical_share: AtomicU64::new(1f64.to_bits()),
             critical_overflowed: AtomicBool::new(false),
@@ -234,10 +237,13 @@ impl AdaptiveState {
     }
 
     /// Refuses a request of `tier` at `now` (µs), holding every lower tier off for
-    /// `tier_hold`.
+    /// `tier_hold` (and every last look).
     pub fn refuse(&self, c: &AdaptiveConcurrencyConfig, tier: Tier, now_us: u64) -> Rejection {
         let until = now_us.saturating_add(micros(c.tier_hold.get()));
-        for lower in &self.held_until[tier.index() + 1..] {
+        for lower in self.held_until[tier.index() + 1..]
+            .iter()
+            .chain([&self.refusing_until])
+        {
             if lower.load(Ordering::Relaxed) < until {
                 lower.fetch_max(until, Ordering::Relaxed);
             }

@@ -304,3 +304,14 @@ fn a_share_rounded_by_a_cast_admits_exactly_what_floor_admits() {
         }
     }
 }
+
+impl crate::math::latency_window::Window {
+    /// Requests that finished in it, per tier.
+    pub fn tier_counts(&self) -> [u64; 4] {
+        let mut n = [0; 4];
+        for (c, &count) in self.count.iter().enumerate() {
+            n[crate::route_class::tier_index(c)] += count;
+        }
+        n
+    }
+}

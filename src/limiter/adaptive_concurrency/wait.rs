@@ -1,24 +1,21 @@
-//! adaptive_concurrency's waiting room (`queue`, `max_wait`): a non-critical request that
-//! finds no room under the limit may wait a moment for one, instead of being refused at once.
-//! A slot given back goes to the oldest request of the highest tier waiting (POST before GET
-//! before test), and no lower-tier request passes one waiting: a request that has to wait
-//! goes ahead of the lower tiers' requests waiting, and those that come while it waits wait
-//! behind it; when the room is full it takes the place of the newest request of the lowest
-//! tier waiting (turned away), and is refused if there is none below it. (Turning every
-//! lower-tier request away whenever one had to wait refused test and GET requests in the
-//! bursts an app at 0.75 of its capacity has when a few slow requests hold every worker;
-//! waiting behind, they are served once the burst drains.) Only a refusal (at once, or when a
-//! wait runs out or is turned away) holds the lower tiers off for `tier_hold`: a hold for
-//! every wait would keep GETs off for a second after each POST that waited a moment and was
-//! served, idling workers the POSTs alone cannot fill. A POST may wait longer (`post_max_wait`) than the others (`max_wait`). So the app is
-//! handed work the moment a worker frees, while what waits inside it stays short: critical
-//! requests (which never wait here) find at most the limit's worth of work ahead of them.
+//! adaptive_concurrency's waiting room (`queue`, `max_wait`): a non-critical request that finds no
+//! room under the limit may wait a moment for one, instead of being refused at once. A slot given
+//! back goes to the oldest request of the highest tier waiting (POST before GET before test), and
+//! no lower-tier request passes one waiting: a request that has to wait goes ahead of the lower
+//! tiers' requests waiting, and those that come while it waits wait behind it; when the room is
+//! full it takes the place of the newest request of the lowest tier waiting (turned away), and is
+//! refused if there is none below it. A wait that runs out takes a last look ([`Wait::last_look`])
+//! before it is refused. Only a refusal holds the lower tiers off for `tier_hold`: a hold for every
+//! wait would keep GETs off for a second after each POST that waited a moment and was served,
+//! idling workers the POSTs alone cannot fill. A POST may wait longer (`post_max_wait`). So the app
+//! is handed work the moment a worker frees, while critical requests (which never wait here) find
+//! at most the limit's worth of work ahead of them.
 //!
 //! Only the middleware waits (`Brownout::check` and fleet-mode decisions cannot); nothing here
 //! runs on a request that found room, except one read of the waiting counts.
 
 use super::room::{Waiter, GRANTED, WAITING};
-use super::state::{micros, AdaptivePermit, AdaptiveState};
+use super::state::{fits, micros, AdaptivePermit, AdaptiveState};
 use super::AdaptiveConcurrencyConfig;
 use crate::tier::Tier;
 use std::future::Future;
@@ -78,6 +75,43 @@ impl Future for Wait {
             Some(out) => Poll::Ready(out),
             None => Poll::Pending,
         }
+    }
+}
+
+impl Wait {
+    /// The wait ran out at `now`: let in after all (when: `Some`) if given its slot meanwhile,
+    /// or if nothing was refused for `tier_hold` and the whole limit (not its tier's share)
+    /// has room for it beside its tier and those above, in flight or waiting. Under overload
+    /// something is always refused: there the shares hold.
+    pub fn last_look(&mut self, now: Duration) -> Option<Duration> {
+        let state = &self.state;
+        let tier = self.waiter.tier;
+        let mut room = state.room();
+        match self.waiter.state.load(Ordering::Acquire) {
+            WAITING => {}
+            GRANTED => {
+                self.done = true;
+                let at = self.waiter.granted_at.load(Ordering::Relaxed);
+                return Some(Duration::from_micros(at));
+            }
+            _ => return None,
+        }
+        // Its tier and those above it, in flight, and the higher tiers' requests waiting.
+        let ahead: u64 = (state.counts.in_flight[..=tier.index()].iter())
+            .chain(&state.counts.waiting[..tier.index()])
+            .map(|n| n.load(Ordering::SeqCst))
+            .sum();
+        let refusing = micros(now) < state.refusing_until.load(Ordering::Relaxed);
+        if refusing || !fits(ahead, state.limit()) {
+            return None;
+        }
+        room.tiers[tier.index()].retain(|w| !Arc::ptr_eq(w, &self.waiter));
+        state.counts.in_flight[tier.index()].fetch_add(1, Ordering::SeqCst);
+        state.counts.waiting[tier.index()].fetch_sub(1, Ordering::SeqCst);
+        self.waiter.granted_at.store(micros(now), Ordering::Relaxed);
+        self.waiter.state.store(GRANTED, Ordering::Release);
+        self.done = true;
+        Some(now)
     }
 }
 

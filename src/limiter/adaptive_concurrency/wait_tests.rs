@@ -163,3 +163,71 @@ fn without_a_queue_or_leave_to_wait_a_request_is_refused_at_once() {
     assert!(matches!(refused, Check::Rejected(..)));
     assert_eq!(s.waiting(), 0);
 }
+
+#[test]
+fn a_wait_that_runs_out_takes_room_under_the_whole_limit_when_the_tiers_above_fit() {
+    // A limit of 10: GETs may hold 9, test requests 8, each counting the tiers above it.
+    let c = AdaptiveConcurrencyConfig {
+        get_share: 0.9,
+        test_share: 0.8,
+        ..config(8)
+    };
+    let s = Arc::new(AdaptiveState::new(10.0));
+    let gets: Vec<_> = (0..9)
+        .map(|_| take(&c, &s, Tier::Get, 0).unwrap().unwrap().keep())
+        .collect();
+    let mut test = waits(take(&c, &s, Tier::Test, 1));
+    assert_eq!(s.last_look_of(&mut test, 251), Some(ms(251)), "9 + 1 fit in 10");
+    assert_eq!((s.waiting(), s.in_flight()), (0, 10));
+    assert_eq!(poll(&mut test), Poll::Ready(Ok(ms(251))), "settled as let in");
+
+    // A GET waiting is counted ahead of a test request: 10 in flight and 1 waiting leave no
+    // room.
+    let mut get = waits(take(&c, &s, Tier::Get, 300));
+    let mut test2 = waits(take(&c, &s, Tier::Test, 301));
+    assert_eq!(s.last_look_of(&mut test2, 551), None);
+    assert_eq!(s.waiting(), 2, "in the room until dropped");
+    drop(test2);
+    assert_eq!(s.waiting(), 1);
+    // The GET's own last look counts the GETs in flight: 9, room for one more under 10.
+    assert_eq!(s.last_look_of(&mut get, 550), Some(ms(550)));
+    assert_eq!((s.waiting(), s.in_flight()), (0, 11));
+
+    // Given its slot (once 7 are in flight) just before its wait ran out: it keeps it.
+    let mut test3 = waits(take(&c, &s, Tier::Test, 601));
+    for at in 700..704 {
+        s.release(Tier::Get, None, ms(at));
+    }
+    assert_eq!(s.last_look_of(&mut test3, 851), Some(ms(703)));
+    assert_eq!((s.waiting(), s.in_flight()), (0, 8));
+    drop((gets, test3));
+}
+
+#[test]
+fn a_wait_that_runs_out_within_tier_hold_of_any_refusal_is_refused() {
+    let c = AdaptiveConcurrencyConfig {
+        test_share: 0.5,
+        tier_hold: crate::schema::HumanDuration::from_secs(1),
+        ..config(8)
+    };
+    let s = Arc::new(AdaptiveState::new(4.0));
+    let gets: Vec<_> = (0..2)
+        .map(|_| take(&c, &s, Tier::Get, 0).unwrap().unwrap().keep())
+        .collect();
+    let mut test = waits(take(&c, &s, Tier::Test, 1));
+    let mut test2 = waits(take(&c, &s, Tier::Test, 2));
+    // A test request refused (a tier below none) still marks brownout as refusing.
+    s.refuse(&c, Tier::Test, 100_000);
+    assert_eq!(s.last_look_of(&mut test, 251), None, "refusing until 1.1 s");
+    drop(test);
+    assert_eq!(s.last_look_of(&mut test2, 1_100), Some(ms(1_100)), "quiet again");
+    drop((gets, test2));
+}
+
+impl AdaptiveState {
+    /// `wait`'s last look at `at` ms.
+    fn last_look_of(&self, wait: &mut Wait, at: u64) -> Option<Duration> {
+        assert!(std::ptr::eq(self, &*wait.state));
+        wait.last_look(ms(at))
+    }
+}

@@ -166,23 +166,6 @@ fn ceiling_key(ip: u64) -> u64 {
 }
 
 impl RateRules {
-    /// The three steps on `keyed`'s local store for one request, request_rate enforced: what
-    /// the limiter's unit tests check.
-    #[cfg(test)]
-    pub(crate) fn check(
-        &self,
-        keyed: &Keyed,
-        req: &Request<'_>,
-        at: CheckTime,
-        elastic: bool,
-    ) -> Result<super::Check<RateAdmit, RateStatus>, crate::store::StoreError> {
-        let mut ask = Ask::default();
-        self.add_to_ask(req, elastic, true, &mut ask);
-        let mut answer = crate::store::Answer::new(keyed);
-        answer.answer_here(&ask, (at.mono, at.unix), &mut None);
-        self.decide(answer.replies(&ask, LimiterName::RequestRate as u8)?, req, at)
-    }
-
     /// The buckets a request is charged in: its plan's (widened while `elastic`) and the
     /// per-IP ceiling, if any.
     #[inline]

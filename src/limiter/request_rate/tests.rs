@@ -279,3 +279,21 @@ fn a_quota_changed_to_or_from_a_log_needs_a_restart() {
     assert_eq!(with(SlidingLog, 5).restart_only(&with(SlidingLog, 50)), None);
     assert_eq!(with(FixedWindow, 5).restart_only(&with(SlidingWindow, 9)), None);
 }
+
+impl RateRules {
+    /// The three steps on `keyed`'s local store for one request, request_rate enforced: what
+    /// the limiter's unit tests check.
+    pub(crate) fn check(
+        &self,
+        keyed: &Keyed,
+        req: &Request<'_>,
+        at: CheckTime,
+        elastic: bool,
+    ) -> Result<Check<RateAdmit, RateStatus>, crate::store::StoreError> {
+        let mut ask = Ask::default();
+        self.add_to_ask(req, elastic, true, &mut ask);
+        let mut answer = crate::store::Answer::new(keyed);
+        answer.answer_here(&ask, (at.mono, at.unix), &mut None);
+        self.decide(answer.replies(&ask, LimiterName::RequestRate as u8)?, req, at)
+    }
+}

@@ -38,12 +38,6 @@ impl<const S: usize> KeyTable<S> {
         ((m & LOW) as usize, (m >> 32) as usize)
     }
 
-    /// Rows in use now.
-    #[cfg(test)]
-    pub fn active_capacity(&self) -> usize {
-        (self.masks().0 + 1) * super::WAYS
-    }
-
     /// Doubles the active prefix when more than half of it is taken (and no move is under way).
     pub(super) fn maybe_grow(&self, (mask, old): (usize, usize)) {
         if mask != old || mask >= self.max_mask || self.live() * 2 <= (mask + 1) * super::WAYS {

@@ -4,6 +4,11 @@ use super::*;
 use std::sync::Arc;
 
 impl<const S: usize> KeyTable<S> {
+    /// Rows in use now.
+    pub fn active_capacity(&self) -> usize {
+        (self.masks().0 + 1) * WAYS
+    }
+
     /// How many keys fit.
     pub fn capacity(&self) -> usize {
         self.rows.len() * WAYS
