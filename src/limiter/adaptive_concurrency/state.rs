@@ -63,7 +63,7 @@ pub struct AdaptiveState {
     pub(super) waited: AtomicU64,
     /// Per tier, until when (µs; 0: not yet) it is held off: a higher tier found no room.
     pub(super) held_until: [AtomicU64; 4],
-    /// Until when (µs) a refusal is recent (no last look before: [`Wait::last_look`]).
+    /// Until when (µs) a refusal is recent (no [`Wait::last_look`] lets in).
     pub(super) refusing_until: AtomicU64,
     seen: Box<[AtomicU64; ROWS]>, // the sums at the end of the last window
     /// The share of critical cohorts admitted (`f64` bits; 1: every client).
@@ -237,7 +237,7 @@ impl AdaptiveState {
     }
 
     /// Refuses a request of `tier` at `now` (µs), holding every lower tier off for
-    /// `tier_hold` (and every last look).
+    /// `tier_hold` (and last looks).
     pub fn refuse(&self, c: &AdaptiveConcurrencyConfig, tier: Tier, now_us: u64) -> Rejection {
         let until = now_us.saturating_add(micros(c.tier_hold.get()));
         for lower in self.held_until[tier.index() + 1..]
@@ -333,12 +333,18 @@ impl AdaptiveState {
                 let Some(next) = room.tiers[tier.index()].pop_front() else {
                     break;
                 };
-                self.counts.in_flight[tier.index()].fetch_add(1, Ordering::SeqCst);
-                self.counts.waiting[tier.index()].fetch_sub(1, Ordering::SeqCst);
-                next.granted_at.store(micros(now), Ordering::Relaxed);
-                next.settle(GRANTED);
+                self.grant(&next, now);
             }
         }
+    }
+
+    /// Gives a waiter out of the room its slot.
+    pub(super) fn grant(&self, waiter: &Waiter, now: Duration) {
+        let tier = waiter.tier.index();
+        self.counts.in_flight[tier].fetch_add(1, Ordering::SeqCst);
+        self.counts.waiting[tier].fetch_sub(1, Ordering::SeqCst);
+        waiter.granted_at.store(micros(now), Ordering::Relaxed);
+        waiter.settle(GRANTED);
     }
 
     /// Whether `tier` has room under the limit, counting its own requests in flight and those

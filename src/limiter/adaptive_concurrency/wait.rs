@@ -1,15 +1,15 @@
 //! adaptive_concurrency's waiting room (`queue`, `max_wait`): a non-critical request that finds no
 //! room under the limit may wait a moment for one, instead of being refused at once. A slot given
-//! back goes to the oldest request of the highest tier waiting (POST before GET before test), and
-//! no lower-tier request passes one waiting: a request that has to wait goes ahead of the lower
-//! tiers' requests waiting, and those that come while it waits wait behind it; when the room is
-//! full it takes the place of the newest request of the lowest tier waiting (turned away), and is
-//! refused if there is none below it. A wait that runs out takes a last look ([`Wait::last_look`])
-//! before it is refused. Only a refusal holds the lower tiers off for `tier_hold`: a hold for every
-//! wait would keep GETs off for a second after each POST that waited a moment and was served,
-//! idling workers the POSTs alone cannot fill. A POST may wait longer (`post_max_wait`). So the app
-//! is handed work the moment a worker frees, while critical requests (which never wait here) find
-//! at most the limit's worth of work ahead of them.
+//! back goes to the oldest request of the highest tier waiting, and no lower-tier request passes
+//! one waiting: a request that has to wait goes ahead of the lower tiers' requests waiting, and
+//! those that come while it waits wait behind it; when the room is full it takes the place of the
+//! newest request of the lowest tier waiting (turned away), and is refused if there is none below
+//! it. A wait that runs out takes a last look ([`Wait::last_look`]) before it is refused. Only a
+//! refusal holds the lower tiers off for `tier_hold`: a hold for every wait would keep GETs off for
+//! a second after each POST that waited a moment and was served, idling workers the POSTs alone
+//! cannot fill. A POST may wait longer (`post_max_wait`). So the app is handed work the moment a
+//! worker frees, while critical requests (which never wait here) find at most the limit's worth of
+//! work ahead of them.
 //!
 //! Only the middleware waits (`Brownout::check` and fleet-mode decisions cannot); nothing here
 //! runs on a request that found room, except one read of the waiting counts.
@@ -96,7 +96,7 @@ impl Wait {
             }
             _ => return None,
         }
-        // Its tier and those above it, in flight, and the higher tiers' requests waiting.
+        // In flight at or above its tier, and waiting above it.
         let ahead: u64 = (state.counts.in_flight[..=tier.index()].iter())
             .chain(&state.counts.waiting[..tier.index()])
             .map(|n| n.load(Ordering::SeqCst))
@@ -106,10 +106,7 @@ impl Wait {
             return None;
         }
         room.tiers[tier.index()].retain(|w| !Arc::ptr_eq(w, &self.waiter));
-        state.counts.in_flight[tier.index()].fetch_add(1, Ordering::SeqCst);
-        state.counts.waiting[tier.index()].fetch_sub(1, Ordering::SeqCst);
-        self.waiter.granted_at.store(micros(now), Ordering::Relaxed);
-        self.waiter.state.store(GRANTED, Ordering::Release);
+        state.grant(&self.waiter, now);
         self.done = true;
         Some(now)
     }
