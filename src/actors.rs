@@ -156,7 +156,10 @@ async fn sampler(
         let input = sample_all(&engine, &mut sources, at);
         let counts = engine.metrics().traffic();
         let interval = counts.since(std::mem::replace(&mut traffic, counts));
-        let reading = input.map(|u| (u, with_shed(u, interval)));
+        let service = engine
+            .tier_service_times()
+            .map(|s| s.map(|s| s.as_secs_f64()));
+        let reading = input.map(|u| (u, with_shed(u, interval, service)));
         let sample = Sample { reading, at, reply };
         if controller.send(sample).await.is_err() {
             break;

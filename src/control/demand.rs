@@ -47,21 +47,13 @@ impl Traffic {
     pub fn passed(self) -> u64 {
         self.passed_by_tier().iter().sum()
     }
-
-    /// Requests that reached the controller.
-    pub fn reached_total(self) -> u64 {
-        self.reached.iter().sum()
-    }
 }
 
 /// The work that came past the controller over `seconds`, in requests in flight: each
-/// request that passed it counted for its tier's service time (`service`, in seconds: what
-/// the app takes per request of that tier without queueing, see
-/// [`ServiceFloor`](crate::math::service::ServiceFloor); a tier not yet seen counts at the mean
-/// of the others). Without any, the mean time in the app of the requests let in stands for
-/// it: `in_flight` (the average in flight over the interval) × `seconds` ÷ admitted. `None`
-/// when neither is known (nothing was let in and no service time is known): the in-flight
-/// average is all there is.
+/// request that passed it counted for its tier's service time (`service`, seconds, see
+/// [`ServiceFloor`](crate::math::service::ServiceFloor)). Without any, the mean time in the
+/// app of the requests let in: `in_flight` (averaged) × `seconds` ÷ admitted. `None` when
+/// neither is known.
 pub fn offered_work(
     interval: Traffic,
     seconds: f64,
@@ -71,34 +63,38 @@ pub fn offered_work(
     if seconds <= 0.0 {
         return None;
     }
-    let known: Vec<f64> = service
-        .iter()
-        .flatten()
-        .copied()
-        .filter(|s| *s > 0.0)
-        .collect();
     let passed = interval.passed_by_tier();
-    if known.is_empty() {
+    let Some(weights) = tier_times(service) else {
         if interval.admitted == 0 {
             return None;
         }
         let mean = in_flight * seconds / interval.admitted as f64;
         return Some(interval.passed() as f64 * mean / seconds);
-    }
-    let fallback = known.iter().sum::<f64>() / known.len() as f64;
-    let work: f64 = (0..4)
-        .map(|t| passed[t] as f64 * service[t].filter(|s| *s > 0.0).unwrap_or(fallback))
-        .sum();
-    Some(work / seconds)
+    };
+    Some(weighed(passed, weights) / seconds)
 }
 
-/// The demand with what the controller shed added back: `input` (the controller's own,
-/// uncapped) scaled by the requests that reached it over those that passed it.
-pub fn with_shed(input: f64, interval: Traffic) -> f64 {
-    match interval.passed() {
-        0 => input,
-        passed => input * interval.reached_total() as f64 / passed as f64,
+/// Each tier's service time, an unknown one at the others' mean; `None` if none is known.
+fn tier_times(service: [Option<f64>; 4]) -> Option<[f64; 4]> {
+    let known = |s: &Option<f64>| s.filter(|s| *s > 0.0);
+    let (n, sum) =
+        (service.iter().filter_map(known)).fold((0.0, 0.0), |(n, sum), s| (n + 1.0, sum + s));
+    (n > 0.0).then(|| service.map(|s| known(&s).unwrap_or(sum / n)))
+}
+
+fn weighed(requests: [u64; 4], weights: [f64; 4]) -> f64 {
+    (0..4).map(|t| requests[t] as f64 * weights[t]).sum()
+}
+
+/// The demand with what the controller shed added back: `input` (uncapped) times the work
+/// that reached it over the work that passed it (requests while no service time is known).
+pub fn with_shed(input: f64, interval: Traffic, service: [Option<f64>; 4]) -> f64 {
+    let weights = tier_times(service).unwrap_or([1.0; 4]);
+    let passed = weighed(interval.passed_by_tier(), weights);
+    if passed <= 0.0 {
+        return input;
     }
+    input * weighed(interval.reached, weights) / passed
 }
 
 /// The capacity `in_flight` reads against: pinned by the operator

@@ -33,9 +33,40 @@ fn what_the_controller_shed_is_its_feedback_and_is_shown_added_back() {
     let i = interval(2_560, 1_280, 1_280);
     let input = offered_work(i, 8.0, 8.0, every_tier(0.05)).unwrap() / 8.0;
     assert!((input - 1.0).abs() < 1e-9, "{input}");
-    assert!((with_shed(input, i) - 2.0).abs() < 1e-9);
+    assert!((with_shed(input, i, every_tier(0.05)) - 2.0).abs() < 1e-9);
+    // No service time known: by requests, the same here.
+    assert!((with_shed(input, i, [None; 4]) - 2.0).abs() < 1e-9);
     // Nothing passed: nothing to scale by.
-    assert_eq!(with_shed(0.3, interval(10, 10, 0)), 0.3);
+    assert_eq!(with_shed(0.3, interval(10, 10, 0), every_tier(0.05)), 0.3);
+}
+
+#[test]
+fn shed_cheap_requests_add_back_their_work_not_their_number() {
+    // simulate's mixed app at twice its capacity (5 workers, 4.3 learned), over 8 s: 284
+    // critical requests of 20 ms, 526 POSTs of 88 ms (53 shed), 1,680 GETs of 10 ms and 574
+    // tests of 13 ms, all shed. What passed is 5.9 requests in flight, 1.37 times the
+    // capacity; what reached the controller 9.5, 2.2 times. By their number, the shed GETs
+    // and tests made it read 5.5.
+    let i = Traffic {
+        reached: [284, 526, 1_680, 574],
+        shed: [0, 53, 1_680, 574],
+        admitted: 757,
+    };
+    let service = [Some(0.020), Some(0.088), Some(0.010), Some(0.013)];
+    let input = offered_work(i, 8.0, 5.0, service).unwrap() / 4.3;
+    assert!((input - 1.375).abs() < 0.01, "{input}");
+    let demand = with_shed(input, i, service);
+    let whole = (284.0 * 0.020 + 526.0 * 0.088 + 1_680.0 * 0.010 + 574.0 * 0.013) / 8.0 / 4.3;
+    assert!((demand - whole).abs() < 1e-9, "{demand} vs {whole}");
+    assert!((2.2..2.25).contains(&demand), "{demand}");
+    // A tier not yet seen counts at the mean of the others, as in the input.
+    let unseen = [Some(0.020), Some(0.088), None, Some(0.013)];
+    let mean = (0.020 + 0.088 + 0.013) / 3.0;
+    let input = offered_work(i, 8.0, 5.0, unseen).unwrap() / 4.3;
+    let reached = 284.0 * 0.020 + 526.0 * 0.088 + 1_680.0 * mean + 574.0 * 0.013;
+    let passed = 284.0 * 0.020 + 473.0 * 0.088;
+    let demand = with_shed(input, i, unseen);
+    assert!((demand - input * reached / passed).abs() < 1e-9, "{demand}");
 }
 
 #[test]

@@ -248,6 +248,16 @@ impl Engine {
         &self.adaptive
     }
 
+    /// Each tier's service time, learned by adaptive_concurrency while it runs.
+    pub(crate) fn tier_service_times(&self) -> [Option<Duration>; 4] {
+        let on = self.settings.load().limiters.adaptive_concurrency.mode != Mode::Off;
+        if on {
+            self.adaptive.floors()
+        } else {
+            [None; 4]
+        }
+    }
+
     /// The seed of the client key and IP hash.
     pub(crate) fn key_seed(&self) -> u64 {
         self.key_seed

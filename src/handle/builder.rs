@@ -5,7 +5,7 @@ use crate::classify::Classifier;
 use crate::classify::ClientKey;
 use crate::clock::{Clock, SystemClock};
 use crate::config::StoreKind;
-use crate::config::{Config, ConfigError, Mode, SourceKind};
+use crate::config::{Config, ConfigError, SourceKind};
 use crate::control::{
     InFlight, InFlightSource, RuntimeRegistry, RuntimeSource, ShedPlan, UtilizationSource,
 };
@@ -356,13 +356,7 @@ fn build_sources(
                     move || counts.upgrade().map_or_else(Default::default, |s| s.metrics().traffic()),
                     // Each tier's service time, learned by adaptive_concurrency from the
                     // requests the app served (while it runs; else the mean time in the app).
-                    move || {
-                        let Some(s) = service.upgrade() else {
-                            return [None; 4];
-                        };
-                        let on = s.settings().load().limiters.adaptive_concurrency.mode != Mode::Off;
-                        if on { s.adaptive().floors() } else { [None; 4] }
-                    },
+                    move || service.upgrade().map_or([None; 4], |s| s.tier_service_times()),
                 ))
             }
             #[cfg(feature = "cpu")]

@@ -47,16 +47,12 @@ impl From<bool> for Evidence {
 /// grows back to when quiet.
 pub const REST_OVER_CAPACITY: f64 = 1.5;
 
-/// See [`REST_OVER_CAPACITY`]: requests more, for an app of a few workers. At 0.75 of its
-/// capacity, an app of two to four workers with a slow route queues 20 or more now and then
-/// (a few slow requests hold every worker); with 20, the model of such apps
-/// (`model_tests.rs`) refused 0.075% of its arrivals at 0.75C, with 30, 0.009%. Times `(1 +
-/// s) / 2` for a mix whose times spread (`s`: [`ServiceFloor::spread`](super::service::ServiceFloor::spread)),
+/// See [`REST_OVER_CAPACITY`]: requests more, for an app of a few workers whose slow route
+/// queues 20 or more at 0.75 of its capacity (docs/capacity.md). Times `(1 + s) / 2` for a mix whose times spread (`s`: [`ServiceFloor::spread`](super::service::ServiceFloor::spread)),
 /// as Kingman's formula grows a queue, up to [`MAX_SLACK_SPREAD`].
 pub const REST_SLACK: f64 = 30.0;
 
-/// See [`REST_SLACK`]. The slack is queue ahead of critical requests at a step into overload:
-/// at 4, `simulate` read the real app's critical p99 at 2C 2.4 times what it was; at 2, twice.
+/// See [`REST_SLACK`]: the slack is queue ahead of critical requests at a step into overload.
 pub const MAX_SLACK_SPREAD: f64 = 2.0;
 
 /// The share of the learned capacity the limit never falls below.
@@ -97,8 +93,7 @@ const DOWN: f64 = 0.1;
 /// offered over requests served at saturation. Service times that fell [`FORGET`] times
 /// or more are not noise nor a creeping floor but another app: a cold start of three times
 /// the service time, over, would have its capacity read a third of its workers, and the
-/// controller hold the warm app to what it served cold (the model's cold-start app refused
-/// or shed 28% of its arrivals at 0.75 of its capacity). The capacity is then forgotten,
+/// controller hold the warm app to what it served cold. The capacity is then forgotten,
 /// and learned again at the next saturation.
 #[derive(Debug, Clone, Default)]
 pub struct CapacityEstimate {

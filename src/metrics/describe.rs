@@ -38,7 +38,7 @@ pub(super) fn describe(r: &PrometheusRecorder) {
     let gauges = [
         (
             "brownout_utilization_ratio",
-            "Demand the worker-utilization controller last read, 0 and up: the sources' reading with what the controller shed added back (in_flight: work offered over capacity, 1 exactly at capacity, about 2 at twice it, 0 until the capacity is known). The controller's own input is this without its shedding, capped at 1; it compares it with brownout_utilization_threshold_ratio.",
+            "Demand the worker-utilization controller last read, 0 and up: the sources' reading with what the controller shed added back as work (in_flight: work offered over capacity, 1 exactly at capacity, about 2 at twice it, 0 until the capacity is known). The controller's own input is this without its shedding, capped at 1; it compares it with brownout_utilization_threshold_ratio.",
         ),
         (
             "brownout_utilization_threshold_ratio",

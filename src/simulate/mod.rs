@@ -351,7 +351,7 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
                 offered_work(counts, interval, mean * capacity, service)
                     .map_or(mean, |work| work / capacity)
             });
-            demand = with_shed(input, counts);
+            demand = with_shed(input, counts, service);
             utilization = input.min(1.0);
             amount = controller.update(utilization, Duration::from_secs_f64(end));
             let plan = wu.probabilities(amount);
