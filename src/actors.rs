@@ -224,10 +224,8 @@ impl Adaptive {
         engine
             .adaptive()
             .publish_classes(self.limit.service().classes().map(|(c, f, _)| (c, f)));
-        let slow_start = self.capacity.learned().is_none();
-        let base = self
-            .ceiling
-            .update(&window, self.limit.learned(), slow_start);
+        let known = self.capacity.known(&self.limit, c.critical_ceiling);
+        let base = self.ceiling.update(&window, self.limit.learned(), known);
         engine.adaptive().publish_ceiling_base(base);
         engine
             .adaptive()

@@ -1,42 +1,33 @@
 //! The adaptive concurrency limit (pure): a gradient on observed latency against its floor,
 //! in the spirit of Envoy's adaptive concurrency filter and Netflix's concurrency-limits.
 //!
-//! Every window in which the limit refused a request (it was what held the load back) it moves
-//! to `limit × gradient`, where `gradient = clamp(tolerance × floor / mean latency, 0.5, 1)`,
-//! or grows by `√limit` when requests were no slower than `tolerance` times the floor: it
-//! settles where latency is that multiple of the floor, and shrinks by at most half per window
-//! — once the queue has stood [`SUSTAINED`] binding windows in a row, each ending with half
-//! the limit or more in flight (CoDel's bad queue; a burst that fills the limit and drains is
-//! the good one, and a small app with a slow route has them well below its capacity), and by
-//! the gradient of those windows together (chance does not stand from one window to the
-//! next), but, unless the limit is held, by no more than the share of what came in them that
-//! the app did not finish (twice what it serves may halve the limit; a draining queue is not
-//! cut).
-//! A window that refused nothing leaves the limit as it is: the load it let through did not
-//! reach it, so a burst of latency then is not the limit's doing (shrinking on such bursts
-//! would ratchet the limit down at a steady moderate load until it refused traffic it had
-//! room for). The floor is what the window's requests take without a queue, by their mix of
-//! route classes: each class's service time ([`super::service`]: a low quantile of its mean
-//! latency over samples of windows that refused nothing), so one cheap route cannot make
-//! every request look free, a window of charges is not read as a queue of GETs, and a window
-//! that happened to hold fewer cheap requests is not read as a queue either. A floor measured
-//! while the limit keeps refusing would include the queue the limit allows, and creep up; so
-//! while the limit binds, every `floor_window` the floor is measured afresh by admitting only
-//! `min_limit` for two windows (the first drains the queue, the second measures) — unless
-//! traffic itself confirmed the floor: when the fastest request of the last `floor_window`
-//! was within [`FLOOR_DRIFT`] of the fastest when the floor was last measured, nothing has crept and no probe is due
-//! (a probe refuses every tier down to `min_limit` for half a second). When the server itself
-//! got slower (a capacity drop), the limit falls to `min_limit` within a few windows and the
-//! requests there are still [`STALE_FLOOR`] times slower than the floor — no queue the limit
-//! allows explains that — so the floor is measured afresh at once, not a `floor_window` later.
-//! So are first floors taken from a queue (a cold start into a load the initial limit admits
-//! whole, read against them, would never look like one again), once the queue stands.
+//! Every window in which the limit refused a request (it held the load back) it moves to
+//! `limit × gradient`, `gradient = clamp(tolerance × floor / mean latency, 0.5, 1)`, or grows
+//! by `√limit` when requests were no slower than `tolerance` times the floor: it settles where
+//! latency is that multiple of the floor. It shrinks only once the queue has stood
+//! [`SUSTAINED`] binding windows in a row, each ending with half the limit or more in flight
+//! (CoDel's bad queue; a burst that fills the limit and drains is the good one), by the
+//! gradient of those windows together (chance does not stand from one window to the next),
+//! and, unless the limit is held, by no more than the share of what came that the app did not
+//! finish (a draining queue is not cut).
+//! A window that refused nothing leaves the limit as it is: its latency is not the limit's
+//! doing (shrinking on it would ratchet the limit down at a steady moderate load). The floor
+//! is what the window's requests take without a queue, by their mix of route classes (each
+//! class's service time, [`super::service`]), so one cheap route cannot make every request
+//! look free nor a window of charges read as a queue of GETs. A floor measured while the
+//! limit keeps refusing would creep up with the queue it allows; so while the limit binds,
+//! every `floor_window` the floor is measured afresh by admitting only `min_limit` for two
+//! windows (one drains, one measures), unless the fastest request of the last `floor_window`
+//! was within [`FLOOR_DRIFT`] of the fastest when it was last measured. A slower server (a
+//! capacity drop) has requests at `min_limit` still [`STALE_FLOOR`] times slower than the
+//! floor, which no queue the limit allows explains: the floor is measured again at once. So
+//! are first floors taken from a queue (a cold start into a load the initial limit admits
+//! whole), once the queue stands.
 //! A quiet window (nothing refused, latency within tolerance) brings a limit that an overload
-//! shrank back towards `rest` (the initial limit) by `√limit`: the limit overload taught is not
-//! kept for the next moderate load to run into — unless the limit is held
-//! ([`AdaptiveLimit::set_hold`]): while worker_utilization's controller sheds, the fast guard's
-//! windows are quiet because the controller carries the overload, not because it is over, and
-//! a limit grown back to `rest` would let a queue build in the app ahead of critical requests.
+//! shrank back towards `rest` by `√limit`, unless the limit is held
+//! ([`AdaptiveLimit::set_hold`]): while worker_utilization's controller sheds, the windows
+//! are quiet because it carries the overload, and a limit grown back to `rest` would let a
+//! queue build in the app ahead of critical requests.
 
 pub use super::latency_window::Window;
 pub use probe::Probe;

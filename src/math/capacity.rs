@@ -1,19 +1,15 @@
 //! The app's capacity, learned (pure): how many requests it really serves at once.
 //!
 //! What the app serves is measured as work: every request it answered counts for its tier's
-//! service time ([`super::service`]), so a second in which it answered 160 requests of 50 ms
-//! served 8 requests' worth at once, whatever mix of cheap and dear routes made it up (cheap
-//! requests add little work, whatever their number). That work rate never exceeds what the
-//! app can serve at once, and reaches it only while the app is saturated — requests queue in
-//! it (their latency rises over their service time) while the fast guard refuses or the queue
-//! grows. So the capacity is the work rate of saturated stretches (2 s each, a lumpy second of
-//! long requests averages out), followed quickly upwards and slowly downwards (an app that
-//! got bigger is believed at once; one noisy stretch does not shrink it), and raised by any
-//! stretch that served more without saturating. Until the app has once been seen saturated
-//! its capacity is not known (at least what it served is): a reading of demand against a
-//! guess could shed an app that is merely busy, so none is given.
+//! service time ([`super::service`]), so 160 answers of 50 ms in a second served 8 at once,
+//! whatever the mix. That work rate reaches what the app can serve at once only while it is
+//! saturated, so the capacity is the work rate of saturated 2 s stretches, followed quickly
+//! upwards and slowly downwards, and raised by any stretch that served more without
+//! saturating. Until the app was once seen saturated none is given: a reading of demand
+//! against a guess could shed an app that is merely busy (docs/capacity.md).
 
 use super::adaptive::{AdaptiveLimit, LimitParams, Probe, Window, SATURATED, STALE_FLOOR};
+use super::critical::Known;
 
 /// What a window says of saturation: its requests' latencies and what they should take
 /// without a queue (µs, summed), and whether the limit refused any. A stretch is saturated
@@ -213,8 +209,7 @@ impl CapacityEstimate {
     /// A capacity learned low while the app was smaller (half its workers gone for a while)
     /// is not learned back by saturation once the app is whole again: the controller, reading
     /// demand against it, holds the work at what it believes, and the app never shows more (a
-    /// capacity trap: on the bench, 8 × 50 ms served its ramp's start at 0.3C with the
-    /// controller still shedding, 150 s after the workers came back). So once the app has gone
+    /// capacity trap, docs/capacity.md). So once the app has gone
     /// [`RECOVER_AFTER_US`] unsaturated, serving under [`IDLE_SHARE`] of the capacity — not
     /// held there by the controller — the capacity grows back towards the most it was
     /// recently learned at; the next saturation teaches it again if the app did shrink.
@@ -267,6 +262,16 @@ impl CapacityEstimate {
             params.rest = (REST_OVER_CAPACITY * seen + slack).clamp(params.min, params.max);
         }
         params
+    }
+
+    /// The capacity, the service time it is read at and `ceiling` (`critical_ceiling`), for
+    /// the critical ceiling's base; `None` until the capacity is known.
+    pub fn known(&self, limit: &AdaptiveLimit, ceiling: f64) -> Option<Known> {
+        Some(Known {
+            capacity: self.learned()?,
+            service_us: limit.service().mean().unwrap_or(0.0),
+            ceiling,
+        })
     }
 
     /// The most it was seen to serve at once (over a stretch).

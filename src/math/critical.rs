@@ -43,6 +43,19 @@ pub fn critical_share(share: f64, pressure: CriticalPressure) -> f64 {
     next.clamp(CRITICAL_MIN_SHARE, 1.0)
 }
 
+/// Once the capacity is known, the ceiling lets in at least this much service time (µs)
+/// queued ahead of a critical request (see [`CeilingBase::update`]).
+pub const CRITICAL_QUEUE_US: f64 = 500_000.0;
+
+/// The app's learned capacity (requests at once), its mean service time (µs) and
+/// `critical_ceiling`, for the ceiling's base.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Known {
+    pub capacity: f64,
+    pub service_us: f64,
+    pub ceiling: f64,
+}
+
 /// The limit the critical ceiling is a multiple of: the limit learned (outside a probe);
 /// while the app's capacity is not known yet, the higher of it and the previous window's
 /// when that window ended within the last mean latency. Until the capacity is known the
@@ -52,7 +65,10 @@ pub fn critical_share(share: f64, pressure: CriticalPressure) -> f64 {
 /// critical requests at a fraction of the capacity. Once the capacity is known the limit
 /// stays above half of it and moves gently, and the ceiling follows it at once: a true
 /// critical overflow is answered without delay. A window in which nothing finished drained
-/// nothing: what the previous window let in may still be in flight.
+/// nothing: what the previous window let in may still be in flight. Once the capacity is
+/// known the ceiling is at least the capacity and [`CRITICAL_QUEUE_US`] of queue: critical
+/// requests go past the limit, their own queue cuts it, and a ceiling cut with it refused
+/// critical requests the workers could serve in time.
 #[derive(Debug, Clone, Default)]
 pub struct CeilingBase {
     /// The previous window's end (µs) and the limit learned then, in slow start.
@@ -60,15 +76,24 @@ pub struct CeilingBase {
 }
 
 impl CeilingBase {
-    /// Remembers `learned`, the limit learned at the end of `w` (`slow_start`: the app's
-    /// capacity is not known yet), and returns the base.
-    pub fn update(&mut self, w: &Window, learned: f64, slow_start: bool) -> f64 {
+    /// Remembers `learned`, the limit learned at the end of `w` (`known`: `None` while the
+    /// app's capacity is not known), and returns the base.
+    pub fn update(&mut self, w: &Window, learned: f64, known: Option<Known>) -> f64 {
+        let slow_start = known.is_none();
         let previous = std::mem::replace(&mut self.previous, slow_start.then_some((w.at, learned)));
         let since = w.mean().map_or(0, |mean| w.at.saturating_sub(mean as u64));
-        match previous {
-            Some((at, limit)) if slow_start && at >= since => learned.max(limit),
-            _ => learned,
-        }
+        let Some(k) = known else {
+            return match previous {
+                Some((at, limit)) if at >= since => learned.max(limit),
+                _ => learned,
+            };
+        };
+        let queue = if k.service_us > 0.0 {
+            CRITICAL_QUEUE_US / k.service_us
+        } else {
+            0.0
+        };
+        learned.max(k.capacity * (1.0 + queue) / k.ceiling.max(1.0))
     }
 }
 

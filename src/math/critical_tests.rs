@@ -20,21 +20,61 @@ fn the_ceiling_base_falls_no_faster_than_what_was_let_in_drains() {
     // In slow start, a limit of 40 meets a queue and halves every 100 ms window while the
     // requests it let in take up to 200 ms: the base keeps the limits of the last mean
     // latency.
-    assert_eq!(base.update(&window(100, Some(20)), 40.0, true), 40.0);
-    assert_eq!(base.update(&window(200, Some(190)), 20.0, true), 40.0);
-    assert_eq!(base.update(&window(300, Some(60)), 10.0, true), 10.0);
+    assert_eq!(base.update(&window(100, Some(20)), 40.0, None), 40.0);
+    assert_eq!(base.update(&window(200, Some(190)), 20.0, None), 40.0);
+    assert_eq!(base.update(&window(300, Some(60)), 10.0, None), 10.0);
     // Never more than a window back, however long the latency.
-    assert_eq!(base.update(&window(400, Some(900)), 5.0, true), 10.0);
-    assert_eq!(base.update(&window(500, Some(900)), 2.5, true), 5.0);
+    assert_eq!(base.update(&window(400, Some(900)), 5.0, None), 10.0);
+    assert_eq!(base.update(&window(500, Some(900)), 2.5, None), 5.0);
     // The queue drained: latency back at the service time, the base is the limit.
-    assert_eq!(base.update(&window(600, Some(20)), 2.0, true), 2.0);
+    assert_eq!(base.update(&window(600, Some(20)), 2.0, None), 2.0);
     // It never stands below the limit learned now.
-    assert_eq!(base.update(&window(700, Some(20)), 6.0, true), 6.0);
+    assert_eq!(base.update(&window(700, Some(20)), 6.0, None), 6.0);
     // Nothing finished in a window: every remembered limit may still be in flight.
-    assert_eq!(base.update(&window(800, None), 3.0, true), 6.0);
+    assert_eq!(base.update(&window(800, None), 3.0, None), 6.0);
     // Once the capacity is known, the base is the limit learned now, whatever came before.
-    assert_eq!(base.update(&window(900, Some(900)), 2.0, false), 2.0);
-    assert_eq!(base.update(&window(1000, None), 1.5, true), 1.5);
+    let known = Known {
+        capacity: 1.0,
+        service_us: 500_000.0,
+        ceiling: 4.0,
+    };
+    assert_eq!(base.update(&window(900, Some(900)), 2.0, Some(known)), 2.0);
+    assert_eq!(base.update(&window(1000, None), 1.5, None), 1.5);
+}
+
+#[test]
+fn once_the_capacity_is_known_the_ceiling_holds_half_a_second_of_queue() {
+    let mut base = CeilingBase::default();
+    // Two workers of 10 ms (2.6 learned): a limit cut to 1 by the critical requests' own
+    // queue would make the ceiling 4 in flight; it is the capacity and half a second of
+    // queue (130 requests at 260 a second), a base of 132.6 / 4.
+    let fast = Known {
+        capacity: 2.6,
+        service_us: 10_000.0,
+        ceiling: 4.0,
+    };
+    let at_least = 2.6 * 51.0 / 4.0;
+    assert_eq!(
+        base.update(&window(100, Some(40)), 1.0, Some(fast)),
+        at_least
+    );
+    assert_eq!(base.update(&window(200, Some(10)), 40.0, Some(fast)), 40.0);
+    // 100 workers of 500 ms: half a second of queue is 100 requests, the ceiling 200.
+    let slow = Known {
+        capacity: 100.0,
+        service_us: 500_000.0,
+        ceiling: 4.0,
+    };
+    assert_eq!(base.update(&window(300, Some(900)), 40.0, Some(slow)), 50.0);
+    assert_eq!(base.update(&window(400, Some(900)), 80.0, Some(slow)), 80.0);
+    // No service time to size a queue by: the capacity alone.
+    let unknown = Known {
+        service_us: 0.0,
+        ..slow
+    };
+    assert_eq!(base.update(&window(500, None), 20.0, Some(unknown)), 25.0);
+    // The capacity forgotten: the limit learned again.
+    assert_eq!(base.update(&window(600, Some(20)), 3.0, None), 3.0);
 }
 
 #[test]

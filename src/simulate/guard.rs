@@ -428,10 +428,8 @@ impl FastGuard {
         }
         self.capacity
             .learn(&mut self.limit, params(&self.c), window);
-        let slow_start = self.capacity.learned().is_none();
-        self.ceiling_base = self
-            .ceiling
-            .update(&window, self.limit.learned(), slow_start);
+        let known = self.capacity.known(&self.limit, self.c.critical_ceiling);
+        self.ceiling_base = self.ceiling.update(&window, self.limit.learned(), known);
         if self.enforced && self.c.critical_ceiling > 0.0 {
             let pressure = match (w.overflowed, w.at_limit) {
                 (true, _) => CriticalPressure::Overflowed,

@@ -349,3 +349,22 @@ fn routes_of_their_own_times_spread_log_normally_beside_a_cheap_path() {
     assert!(f[0] < 0.45 && f[7] > 1.9, "{f:?}");
     assert_eq!(spread_factors(0.0), [1.0; SPREAD_BINS]);
 }
+
+/// A 10C spike on two workers of 10 ms: critical requests alone are the capacity. Their own
+/// queue cuts the fast guard's limit below the workers; the ceiling, the capacity and half a
+/// second of queue, still lets in what the workers serve (99% of them; 72% while the ceiling
+/// was cut with the limit, refusing them while POSTs took their room).
+#[test]
+fn a_spike_of_critical_requests_alone_at_the_capacity_is_served_by_the_workers() {
+    let app = Scenario {
+        workers: 2,
+        service_time: 0.01,
+        poisson: Some(7),
+        ..demo(Load::Phases(built_in("matrix").unwrap()))
+    };
+    let o = run(&LimitersConfig::default(), false, &app);
+    let spike = o.phases.iter().find(|p| p.name == "10C spike").unwrap();
+    let critical = spike.success[Tier::Critical.index()];
+    assert!(critical > 0.95, "critical {critical} in the spike");
+    assert!(spike.goodput > 0.85, "goodput {}", spike.goodput);
+}

@@ -159,7 +159,8 @@ fn run(shape: Shape, load: f64, seconds: f64, seed: u64) -> Outcome {
             limit.set_hold(false);
             let admit = capacity.learn(&mut limit, params(&c), w);
             state.publish(admit, limit.service().floors());
-            let base = ceiling.update(&w, limit.learned(), capacity.learned().is_none());
+            let known = capacity.known(&limit, c.critical_ceiling);
+            let base = ceiling.update(&w, limit.learned(), known);
             state.publish_ceiling_base(base);
             state.settle_critical();
             window_end = now + Duration::from_micros(limit.period(micros(c.window.get())));

@@ -61,8 +61,8 @@ pub struct AdaptiveConcurrencyConfig {
     /// The longest a POST waits for room (longer than a GET: it is refused only when every
     /// lower tier has been turned away and the requests let in before it still fill the limit).
     pub post_max_wait: HumanDuration,
-    /// Critical requests are never refused while fewer than this many times the limit are in
-    /// flight; past it, the critical demand alone is more than the server can answer in time,
+    /// Critical requests are never refused while fewer than this many times the limit (once
+    /// the capacity is learned, at least it and 0.5 s of queue) are in flight; past it, the critical demand alone is more than the server can answer in time,
     /// and the excess is refused at once, by cohort: the clients whose cohort score is above an
     /// admitted share (which falls while the ceiling is hit and comes back once it is not) are
     /// refused, so the same clients keep being served. `0`: critical requests are never
