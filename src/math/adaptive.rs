@@ -275,16 +275,17 @@ impl AdaptiveLimit {
         if any && !w.binding() && !queue_stands {
             self.unconfirmed = false;
         }
-        // A window no slower than expected says the floor is not too low, whatever the limit
-        // did (a floor learned under a queue, on a cold start into overload, comes down).
-        let faster = matches!((w.mean(), self.expected(&w)), (Some(m), Some(e)) if m <= e);
+        // A window that refused is left out even when it was faster than expected: under a
+        // standing queue only the windows fast by chance would be kept (with a few
+        // log-normal requests, a fifth of them), and each class's floor would sink through
+        // an overload (a mixed app's 100 ms route to 55 ms in four minutes at 2C, its
+        // capacity read at a third of its workers). Floors learned under a queue come down
+        // through probes and quiet windows.
         for c in 0..CLASSES {
             if count[c] == 0 {
                 continue;
             }
-            let keep = if self.service.settled(c) {
-                (!w.binding() && !queued) || faster
-            } else if judged {
+            let keep = if judged {
                 !w.binding() && !queued
             } else {
                 !w.binding() || !any

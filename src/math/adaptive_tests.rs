@@ -157,6 +157,27 @@ fn chance_is_judged_over_windows_one_slow_window_neither_pulls_the_floor_low_nor
 }
 
 #[test]
+fn through_an_overload_the_windows_fast_by_chance_do_not_pull_the_floor_low() {
+    // A 50 ms route learned while quiet, then 50 s of overload: the limit refuses in every
+    // window and its queue makes requests take 90 ms, but one window in three is 45 ms by
+    // chance (a few log-normal requests). Keeping those because they were faster than
+    // expected, and only those once the quiet samples aged out, read the route at 45 ms.
+    let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    let mut at = 0;
+    for _ in 0..20 {
+        at += 250;
+        l.update(window(at, 10, 50, false));
+    }
+    assert_eq!(l.service().floors()[2], Some(50 * MS));
+    for i in 0..200 {
+        at += 250;
+        l.update(full(&l, at, 10, if i % 3 == 2 { 45 } else { 90 }));
+    }
+    assert_eq!(l.probe(), Probe::Off);
+    assert_eq!(l.service().floors()[2], Some(50 * MS));
+}
+
+#[test]
 fn it_settles_where_latency_is_the_tolerated_multiple_of_the_floor() {
     // A server of 8 workers × 50 ms with a FIFO queue: latency 50 ms × max(1, n/8).
     let mut l = AdaptiveLimit::new(params(), 20.0, 0);
