@@ -276,11 +276,10 @@ impl AdaptiveLimit {
             self.unconfirmed = false;
         }
         // A window that refused is left out even when it was faster than expected: under a
-        // standing queue only the windows fast by chance would be kept (with a few
-        // log-normal requests, a fifth of them), and each class's floor would sink through
-        // an overload (a mixed app's 100 ms route to 55 ms in four minutes at 2C, its
-        // capacity read at a third of its workers). Floors learned under a queue come down
-        // through probes and quiet windows.
+        // standing queue only the windows fast by chance would be kept, and each class's
+        // floor would sink through an overload (a mixed app's 100 ms route to 54 ms in three
+        // minutes at 2C, its capacity read at a third of its workers). Floors learned under
+        // a queue come down through probes and quiet windows.
         for c in 0..CLASSES {
             if count[c] == 0 {
                 continue;

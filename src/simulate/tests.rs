@@ -385,7 +385,7 @@ fn a_spike_of_critical_requests_alone_at_the_capacity_is_served_by_the_workers()
 /// log-normally, a tenth more on a path answered at once) through the matrix: at 2C the
 /// fast guard refuses in every window for two minutes, and the service times it learns
 /// stay the routes'. (Learned also from the refusing windows that happened to be faster
-/// than expected, the POSTs' sank to 55 ms, the capacity to a third of the workers and the
+/// than expected, the POSTs' sank to 54 ms, the capacity to a third of the workers and the
 /// 2C goodput to 63%.)
 #[test]
 fn a_long_overload_of_a_mixed_app_keeps_its_service_times_and_its_goodput() {
