@@ -13,6 +13,7 @@ use brownout::Config;
 use brownout_cli::config::{CapacityDrop, CliConfig, Route};
 use clap::Args;
 use plotters::style::colors::{BLACK, GREEN, MAGENTA, RED};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -197,8 +198,6 @@ pub fn run(config: CliConfig, args: SimulateArgs) -> ExitCode {
     let started = clock.now();
     let outcome = simulate::run(&config.limiters, kill_switch, &scenario);
     let took = clock.now().saturating_sub(started);
-    println!("{}", what_is_modelled(&config));
-    println!("{}", simulate::summary(&outcome));
     let csv = args.out.join("simulate.csv");
     let svg = args.out.join("simulate.svg");
     let written = std::fs::create_dir_all(&args.out)
@@ -208,8 +207,14 @@ pub fn run(config: CliConfig, args: SimulateArgs) -> ExitCode {
     if let Err(e) = written {
         return fail(format!("writing to {}: {e}", args.out.display()));
     }
-    println!(
-        "{} simulated seconds in {:.0} ms; wrote {} and {}",
+    // The files are written first, and a reader that stops early (`| head`) ends the output,
+    // not the run: println! would panic on the closed pipe.
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(
+        stdout,
+        "{}\n{}\n{} simulated seconds in {:.0} ms; wrote {} and {}",
+        what_is_modelled(&config),
+        simulate::summary(&outcome),
         outcome.seconds.len(),
         took.as_secs_f64() * 1000.0,
         csv.display(),

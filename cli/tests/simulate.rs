@@ -204,3 +204,23 @@ fn the_model_is_within_five_points_of_the_committed_full_run() {
     assert_eq!(phases, 7);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_the_output_not_the_run() {
+    // As `brownout simulate … | head -3`: the pipe is closed before anything is printed.
+    let dir = scratch("closed");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_brownout"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .args(["--config", "config.yaml", "simulate", "--quick", "--out"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("it ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(dir.join("simulate.csv").is_file() && dir.join("simulate.svg").is_file());
+}
