@@ -358,6 +358,104 @@ async fn endpoint_costs_weigh_requests() {
     }
 }
 
+/// request_rate alone (its bucket and per-IP ceiling) is charged without the ask and answer
+/// every other configuration goes through; with the RateLimit fields on (which only add
+/// fields) it goes that general way. Over a random schedule of clients, addresses, plans,
+/// costs, modes and instants, both decide every request alike, retry times included.
+#[actix_web::test]
+async fn request_rate_alone_decides_every_request_as_the_whole_chain_does() {
+    use brownout::classify::RequestFacts;
+    use brownout::clock::ManualClock;
+    use brownout::config::PlanConfig;
+    use brownout::{Brownout, ClientKey, Decision};
+    let ceilings = [PerIp::Off, PerIp::Limit(PerIpConfig::new(30.0, 8))];
+    for (mode, per_ip) in [Mode::Enforce, Mode::Dark]
+        .into_iter()
+        .flat_map(|m| ceilings.map(|p| (m, p)))
+    {
+        let build = |headers: bool| {
+            let mut c = Config::default();
+            c.limiters.worker_utilization.mode = Mode::Off;
+            c.limiters.adaptive_concurrency.mode = Mode::Off;
+            let rr = &mut c.limiters.request_rate;
+            (rr.mode, rr.rate, rr.burst, rr.per_ip) = (mode, 20.0, 5, per_ip);
+            rr.headers = headers;
+            rr.costs.insert("POST /v1/charges".into(), 3);
+            rr.plans.insert("pro".into(), PlanConfig::new(50.0, 12));
+            let clock = Arc::new(ManualClock::new());
+            let b = Brownout::builder(c).clock(clock.clone()).build().unwrap();
+            (b, clock)
+        };
+        let (alone, alone_clock) = build(false);
+        let (whole, whole_clock) = build(true);
+        let (mut allowed, mut refused, mut by_ip) = (0, 0, 0);
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for i in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let step = Duration::from_micros(x % 20_000);
+            alone_clock.advance(step);
+            whole_clock.advance(step);
+            let routes = [("GET", "/v1/items"), ("POST", "/v1/charges")];
+            let (method, path) = routes[(x >> 20) as usize % 2];
+            let plan = [None, Some("pro")][(x >> 24) as usize % 2];
+            let client = (x >> 28) % 3;
+            let facts = RequestFacts::new(method, path)
+                .with_client(ClientKey::from_u64(client))
+                .with_peer([192, 0, 2, (client % 2) as u8].into());
+            match (alone.check(&facts, plan), whole.check(&facts, plan)) {
+                (Decision::Allowed(a), Decision::Allowed(b)) => {
+                    assert_eq!(a.outcome, b.outcome, "request {i}");
+                    allowed += 1;
+                }
+                (Decision::Rejected(a), Decision::Rejected(b)) => {
+                    assert_eq!(a, b, "request {i}");
+                    by_ip += usize::from(a.policy.is_some());
+                    refused += 1;
+                }
+                (a, b) => {
+                    panic!("request {i} ({method} {path}, {plan:?}): {a:?} alone, {b:?} whole")
+                }
+            }
+        }
+        // Both kinds of answer, many times, the ceiling's among them (dark mode refuses
+        // nothing).
+        let counts = format!(
+            "{mode:?}, {per_ip:?}: {allowed} allowed, {refused} refused ({by_ip} by the ceiling)"
+        );
+        assert!(allowed > 5_000, "{counts}");
+        if mode == Mode::Enforce {
+            assert!(refused > 3_000, "{counts}");
+            assert_eq!(by_ip > 1_000, per_ip != PerIp::Off, "{counts}");
+        }
+    }
+}
+
+/// request_rate alone fails open when the store fails a client's bucket, and gives back the
+/// per-IP ceiling's charge made before it (a group keeps nothing of itself then): with a
+/// ceiling of one credit, each request of one address at one instant still finds it full.
+#[actix_web::test]
+async fn request_rate_alone_fails_open_on_a_failing_bucket_and_gives_the_ceiling_back() {
+    let mut c = rated(1.0, 10);
+    c.limiters.adaptive_concurrency.mode = Mode::Off;
+    c.limiters.request_rate.per_ip = PerIp::Limit(PerIpConfig::new(0.001, 1));
+    c.limiters.request_rate.headers = false;
+    let store = Arc::new(common::faulty::Faulty::large_buckets());
+    let rig = Rig::with(c, |b| b.store(store));
+    let app = app!(rig, gate());
+    for i in 0..3 {
+        let res = test::call_service(&*app, get(&format!("sk_live_{i}")).to_request()).await;
+        assert_eq!(res.status(), StatusCode::OK, "request {i} fails open");
+    }
+    let series = "brownout_fail_open_total{limiter=\"request_rate\",reason=\"store_timeout\"}";
+    assert_eq!(rig.metric(series), 3.0);
+    assert_eq!(
+        rig.metric("brownout_requests_total{tier=\"get\",outcome=\"failed_open\"}"),
+        3.0
+    );
+}
+
 #[actix_web::test]
 async fn plans_come_from_a_trusted_header_or_the_hook() {
     let mut c = rated(1.0, 1);

@@ -173,12 +173,33 @@ fn run<'a: 'k, 'k, P: EngineRef>(
         return Verdict::Allow(Admission::new(Outcome::Allowed));
     }
     let limiters = &settings.limiters;
-    let at = engine.check_time(now);
-    let plan = engine.plan.load();
     // What applies to this request, under which mode (Settings::modes_for: a CORS
     // preflight spends no client's quota, a critical request no fleet slot).
     let modes = settings.modes_for(req);
     let mode = |limiter: LimiterName| modes.of(limiter);
+    let mut outcome = Outcome::Allowed;
+    let mut eval = Evaluation {
+        owner,
+        tier: req.tier,
+        outcome: &mut outcome,
+        running,
+    };
+    // The same decision without an ask and its answer (`tests/limiters.rs` compares them).
+    if settings.rate_alone && answered.is_none() {
+        let store = engine.keyed().local();
+        let now = now.as_micros() as u64;
+        let check = || Ok(settings.rules.charge_alone(store, req, now)?);
+        return match eval.evaluate(
+            LimiterName::RequestRate,
+            mode(LimiterName::RequestRate),
+            check,
+        ) {
+            ControlFlow::Continue(_) => Verdict::Allow(Admission::new(outcome)),
+            ControlFlow::Break((rejection, ())) => Verdict::Reject(rejection, None),
+        };
+    }
+    let at = engine.check_time(now);
+    let plan = engine.plan.load();
     // Plan and answer: what the request asks of the keyed store, answered by the local
     // store now unless a store that answers later has answered it already.
     // (Both filled in place: moving them would cost more than answering.)
@@ -195,13 +216,6 @@ fn run<'a: 'k, 'k, P: EngineRef>(
     let held = answer
         .as_ref()
         .map_or(Held::LOCAL, |(_, answer)| answer.held());
-    let mut outcome = Outcome::Allowed;
-    let mut eval = Evaluation {
-        owner,
-        tier: req.tier,
-        outcome: &mut outcome,
-        running,
-    };
 
     // Decide.
     let headers = mode(LimiterName::RequestRate) == Mode::Enforce && settings.rules.headers;

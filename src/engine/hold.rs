@@ -113,10 +113,14 @@ impl<P: EngineRef> std::fmt::Debug for RequestHold<P> {
 
 impl<P: EngineRef> RequestHold<P> {
     /// Enters the in-flight count of `tier` and takes over the admission's permits (held
-    /// here or in the engine's shared store).
-    /// (Inlined: the admission is then not copied once more on the way in.)
+    /// here or in the engine's shared store). (By reference, and inlined: the admission is
+    /// not copied on the way in.)
     #[inline]
-    pub(crate) fn admit<Q: EngineRef>(engine: P, tier: Tier, admission: Admission<'_, Q>) -> Self {
+    pub(crate) fn admit<Q: EngineRef>(
+        engine: P,
+        tier: Tier,
+        admission: &mut Admission<'_, Q>,
+    ) -> Self {
         let mut hold = Self::waiting(engine, tier, admission);
         hold.engine.engine().in_flight.enter(tier);
         hold.entered = true;
@@ -130,10 +134,10 @@ impl<P: EngineRef> RequestHold<P> {
     pub(crate) fn waiting<Q: EngineRef>(
         engine: P,
         tier: Tier,
-        admission: Admission<'_, Q>,
+        admission: &mut Admission<'_, Q>,
     ) -> Self {
         // Every field named: a permit added to `Admission` must say here whether the hold
-        // keeps it (else it would go back at admission, silently).
+        // keeps it (else it would go back with the admission, silently).
         let Admission {
             outcome: _,
             held,
@@ -144,14 +148,14 @@ impl<P: EngineRef> RequestHold<P> {
             adaptive,
             queued: _,
         } = admission;
-        let concurrency = concurrency.and_then(|p| p.keep());
-        let fleet = fleet.and_then(|p| p.keep());
-        let adaptive_at = adaptive.map_or(NO_SLOT, |p| slot_at(p.keep()));
+        let concurrency = concurrency.take().and_then(|p| p.keep());
+        let fleet = fleet.take().and_then(|p| p.keep());
+        let adaptive_at = adaptive.take().map_or(NO_SLOT, |p| slot_at(p.keep()));
         Self {
             engine,
             concurrency_key: concurrency.map_or(0, |(_, key)| key),
             adaptive_at,
-            held,
+            held: *held,
             concurrency: concurrency.map(|(table, _)| table),
             fleet,
             tier,

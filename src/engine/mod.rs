@@ -23,7 +23,7 @@ use crate::clock::Clock;
 use crate::config::{ConfigError, LimitersConfig, Mode, QuotaKey};
 use crate::control::{InFlight, PublishedPlan};
 use crate::limiter::adaptive_concurrency::AdaptiveState;
-use crate::limiter::request_rate::{CheckTime, RateRules};
+use crate::limiter::request_rate::{CheckTime, Excess, RateRules};
 use crate::limiter::{LimiterName, Request};
 use crate::logging::LogGate;
 use crate::math::window::WindowRule;
@@ -64,6 +64,9 @@ pub struct Settings {
     pub(crate) rules: RateRules,
     /// Whether `GET /metrics` needs the admin token (`admin.metrics_auth`, reloadable).
     pub metrics_auth: bool,
+    /// Only request_rate is on, with no quota, pacing, elastic bucket or fields: its bucket
+    /// and ceiling are charged without an ask.
+    pub(crate) rate_alone: bool,
 }
 
 impl Settings {
@@ -79,7 +82,18 @@ impl Settings {
             .map_err(|m| ConfigError::invalid("limiters.request_rate", m))?;
         classifier.hash_ips =
             rules.per_ip.is_some() || rules.quotas.iter().any(|q| q.key == QuotaKey::Ip);
+        let alone = LimiterName::ALL.iter().all(|&l| {
+            let on = l.mode(&limiters) != Mode::Off;
+            on == (l == LimiterName::RequestRate)
+        });
+        let rr = &limiters.request_rate;
+        let rate_alone = alone
+            && rules.quotas.is_empty()
+            && rr.excess == Excess::Refuse
+            && rr.elastic_factor == 1.0
+            && !rr.headers;
         Ok(Self {
+            rate_alone,
             version,
             kill_switch,
             limiters,

@@ -299,9 +299,9 @@ impl Brownout {
             // An answer given at once cannot wait for its turn: refused as `excess: refuse`
             // would, its turn given back.
             Verdict::Pace(paced) => Decision::Rejected(crate::http::refuse_paced(engine, &paced).0),
-            Verdict::Allow(admission) => {
+            Verdict::Allow(mut admission) => {
                 let admission_outcome = admission.outcome;
-                let mut hold = RequestHold::admit(engine.clone(), classified.tier, admission);
+                let mut hold = RequestHold::admit(engine.clone(), classified.tier, &mut admission);
                 if let (Some(route), true) = (facts.route, hold.learns_latency()) {
                     let routes = engine.adaptive().routes();
                     hold.set_route(routes.of_pattern(facts.method, route, classified.tier));

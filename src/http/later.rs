@@ -69,7 +69,7 @@ where
             .as_mut()
             .and_then(|(ask, a)| Some((&*ask, a.as_mut()?)));
         let verdict = judge(engine, &settings, &request, (&mut rng, may_wait), answered);
-        let verdict = match turn.take() {
+        let mut verdict = match turn.take() {
             Some(turn) => turn.settle(verdict),
             None => verdict,
         };
@@ -83,7 +83,7 @@ where
             &settings,
             req,
             classified.tier,
-            verdict,
+            &mut verdict,
             &SharedFields(&settings),
         )
         .await;

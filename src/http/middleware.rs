@@ -242,7 +242,7 @@ where
             let plan = request.plan.map(str::to_owned);
             return self.later(req, classified, plan, None);
         }
-        let verdict = match self.rng.try_borrow_mut() {
+        let mut verdict = match self.rng.try_borrow_mut() {
             Ok(mut rng) => judge(
                 &self.worker.engine,
                 settings,
@@ -266,7 +266,7 @@ where
             settings,
             req,
             classified.tier,
-            verdict,
+            &mut verdict,
             &WorkerFields {
                 service: self,
                 settings,

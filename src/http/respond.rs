@@ -36,7 +36,7 @@ pub(super) fn respond<S, B, Q>(
     settings: &Settings,
     req: ServiceRequest,
     tier: Tier,
-    verdict: Verdict<'_, Q>,
+    verdict: &mut Verdict<'_, Q>,
     fields: &dyn RateFields,
 ) -> ResponseFuture<S::Future, B>
 where
@@ -45,16 +45,17 @@ where
     Q: EngineRef,
 {
     match verdict {
-        Verdict::Reject(rejection, rate) => refused(settings, req, (&rejection, rate), fields),
+        Verdict::Reject(rejection, rate) => refused(settings, req, (rejection, *rate), fields),
         // Where it cannot wait for its turn: refused, as `excess: refuse` would (the
         // middleware waits before it answers, in `later.rs`).
         Verdict::Pace(paced) => {
-            let (rejection, rate) = super::refuse_paced(&worker.engine, &paced);
+            let (rejection, rate) = super::refuse_paced(&worker.engine, paced);
             refused(settings, req, (&rejection, rate), fields)
         }
-        Verdict::Allow(mut admission) => {
+        // By reference: moved out of the verdict, the admission was copied once more.
+        Verdict::Allow(admission) => {
             let engine = &worker.engine;
-            let after = AfterResponse::new(&admission, fields);
+            let after = AfterResponse::new(admission, fields);
             if let Some(queued) = admission.queued.take() {
                 // Waiting for adaptive_concurrency's room (boxed: only under overload).
                 let waiting = Waiting {
@@ -178,13 +179,17 @@ pub(super) enum DeadlineTimer {
 
 impl DeadlineTimer {
     /// Gives an armed timer back to `worker` (the request is answered, or past it).
+    #[inline]
     fn disarm(&mut self, worker: &Worker) {
         if let DeadlineTimer::Armed { .. } = self {
-            if let DeadlineTimer::Armed { timer, .. } =
-                std::mem::replace(self, DeadlineTimer::Passed)
-            {
-                worker.give_timer(timer);
-            }
+            self.give_back(worker);
+        }
+    }
+
+    #[inline(never)]
+    fn give_back(&mut self, worker: &Worker) {
+        if let DeadlineTimer::Armed { timer, .. } = std::mem::replace(self, DeadlineTimer::Passed) {
+            worker.give_timer(timer);
         }
     }
 }

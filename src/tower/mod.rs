@@ -292,7 +292,7 @@ where
                     .as_ref()
                     .and_then(|s| policy_field(settings, s));
                 let outcome = admission.outcome;
-                let mut hold = RequestHold::waiting(engine.clone(), tier, admission);
+                let mut hold = RequestHold::waiting(engine.clone(), tier, &mut admission);
                 learn_route(&mut hold, engine, &req, tier, grpc);
                 let clone = inner.clone();
                 let inner = std::mem::replace(inner, clone);
@@ -312,7 +312,7 @@ where
                     queued,
                 )));
             }
-            let mut hold = RequestHold::admit(engine.clone(), tier, admission);
+            let mut hold = RequestHold::admit(engine.clone(), tier, &mut admission);
             learn_route(&mut hold, engine, &req, tier, grpc);
             ResponseFuture::allowed(inner.call(req), hold, after, engine.clone(), (tier, grpc))
         }

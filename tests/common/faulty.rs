@@ -8,6 +8,8 @@ use brownout::store::{StoreError, Table};
 pub struct Faulty {
     inner: brownout::store::MemoryStore,
     panic: bool,
+    /// Whether the charges of a bucket of more than one request time out.
+    buckets: bool,
 }
 
 impl Faulty {
@@ -19,6 +21,16 @@ impl Faulty {
                 &brownout::Config::default().limiters,
             ),
             panic,
+            buckets: false,
+        }
+    }
+
+    /// Over a memory store for the default limiters; a bucket of more than one request times
+    /// out (a one-credit per-IP ceiling passes, the client's own bucket fails).
+    pub fn large_buckets() -> Self {
+        Self {
+            buckets: true,
+            ..Self::new(false)
         }
     }
 }
@@ -34,6 +46,9 @@ impl brownout::store::Store for Faulty {
         now: u64,
         charge: brownout::limiter::gcra::BucketCharge,
     ) -> Result<brownout::limiter::gcra::Charge, brownout::store::StoreError> {
+        if self.buckets && charge.tolerance > charge.increment {
+            return Err(StoreError::Timeout);
+        }
         self.inner.gcra(table, key, now, charge)
     }
     fn gcra_refund(&self, table: Table, key: u64, inc: u64) -> Result<(), StoreError> {

@@ -2,10 +2,10 @@
 //! quotas, in the order it asked them (`RateRules::add_to_ask`).
 
 use super::{increment, quota_table, secs_up, unmemo, RateAdmit, RateRules, RateStatus, RateTicket};
-use super::{CheckTime, REPORTED_QUOTAS};
+use super::{ceiling_key, CheckTime, BUCKETS, REPORTED_QUOTAS};
 use crate::limiter::{Check, LimiterName, RatePolicy, RejectStatus, Rejection, Request};
 use crate::math::gcra::Charge;
-use crate::store::{Op, Replies, StoreError};
+use crate::store::{Op, Replies, Store, StoreError};
 use std::time::Duration;
 
 impl RateRules {
@@ -34,13 +34,7 @@ impl RateRules {
             ip: req.ip,
             ..RateTicket::default()
         };
-        let reject = |retry_us: u64, policy: Option<RatePolicy>| Rejection {
-            limiter: LimiterName::RequestRate,
-            tier: req.tier,
-            status: RejectStatus::TooManyRequests,
-            retry_after: Duration::from_micros(retry_us),
-            policy,
-        };
+        let reject = |retry_us: u64, policy: Option<RatePolicy>| refusal(req, retry_us, policy);
         // The per-IP ceiling first, when there is one; then the client's bucket, then the
         // quotas.
         let ops = rate.ops();
@@ -118,5 +112,51 @@ impl RateRules {
             ticket,
             pace,
         }))
+    }
+
+    /// [`decide`](Self::decide) on the per-IP ceiling and the client's bucket alone
+    /// (`Settings::rate_alone`), charged in `store` at once at `now` µs. A ceiling charged
+    /// goes back if the bucket refuses or fails (a group keeps nothing then).
+    #[inline]
+    pub(crate) fn charge_alone(
+        &self,
+        store: &dyn Store,
+        req: &Request<'_>,
+        now: u64,
+    ) -> Result<Check, StoreError> {
+        let plan = self.plan(req.plan);
+        let cost = self.cost(plan, req.method, req.path);
+        let mut ceiling = None;
+        if let Some(params) = &self.per_ip {
+            let charge = params.charging(cost.min(params.burst as u32));
+            let key = ceiling_key(req.ip);
+            if let Charge::Denied { wait, .. } = store.gcra(BUCKETS, key, now, charge)? {
+                let retry = params.retry_after(wait);
+                return Ok(Check::Rejected(refusal(req, retry, Some(RatePolicy::PerIp)), ()));
+            }
+            ceiling = Some((key, charge.increment));
+        }
+        let bucket = self.bucket(plan, false);
+        let answer = store.gcra(BUCKETS, req.key, now, bucket.charging(cost));
+        if let Some((key, increment)) = ceiling.filter(|_| !matches!(answer, Ok(Charge::Allowed { .. }))) {
+            let _ = store.gcra_refund(BUCKETS, key, increment);
+        }
+        match answer? {
+            Charge::Allowed { .. } => Ok(Check::Allowed(())),
+            Charge::Denied { wait, .. } => {
+                Ok(Check::Rejected(refusal(req, bucket.retry_after(wait), None), ()))
+            }
+        }
+    }
+}
+
+/// request_rate's refusal of `req`, to retry in `retry_us` µs.
+fn refusal(req: &Request<'_>, retry_us: u64, policy: Option<RatePolicy>) -> Rejection {
+    Rejection {
+        limiter: LimiterName::RequestRate,
+        tier: req.tier,
+        status: RejectStatus::TooManyRequests,
+        retry_after: Duration::from_micros(retry_us),
+        policy,
     }
 }

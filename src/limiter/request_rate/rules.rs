@@ -24,6 +24,7 @@ impl CostTable {
     }
 
     /// The cost of the most specific matching pattern.
+    #[inline]
     pub fn lookup(&self, method: &str, path: &str) -> Option<u32> {
         self.routes
             .iter()
@@ -162,6 +163,7 @@ impl RateRules {
     }
 
     /// The plan called `name`; the default plan for `None` or an unknown name.
+    #[inline]
     pub fn plan(&self, name: Option<&str>) -> usize {
         name.and_then(|n| self.plans.iter().position(|p| p.name == n))
             .unwrap_or(0)
@@ -173,12 +175,14 @@ impl RateRules {
     }
 
     /// The plan at `index`.
+    #[inline]
     pub fn plan_at(&self, index: usize) -> &Plan {
         &self.plans[index.min(self.plans.len() - 1)]
     }
 
     /// The cost of a request under plan `index`: the plan's table, then the shared one, then
     /// the plan's default cost.
+    #[inline]
     pub fn cost(&self, index: usize, method: &str, path: &str) -> u32 {
         let plan = self.plan_at(index);
         plan.costs
@@ -188,6 +192,7 @@ impl RateRules {
     }
 
     /// The bucket of plan `index`, widened by `elastic_factor` while the server is idle.
+    #[inline]
     pub fn bucket(&self, index: usize, elastic: bool) -> &Bucket {
         &self.plan_at(index).buckets[usize::from(elastic)]
     }
