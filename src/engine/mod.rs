@@ -23,7 +23,7 @@ use crate::clock::Clock;
 use crate::config::{ConfigError, LimitersConfig, Mode, QuotaKey};
 use crate::control::{InFlight, PublishedPlan};
 use crate::limiter::adaptive_concurrency::AdaptiveState;
-use crate::limiter::request_rate::{CheckTime, Excess, RateRules};
+use crate::limiter::request_rate::{CheckTime, Excess, RateRules, RequestRateConfig};
 use crate::limiter::{LimiterName, Request};
 use crate::logging::LogGate;
 use crate::math::window::WindowRule;
@@ -86,12 +86,29 @@ impl Settings {
             let on = l.mode(&limiters) != Mode::Off;
             on == (l == LimiterName::RequestRate)
         });
-        let rr = &limiters.request_rate;
+        // Every option named: a new one must say whether `charge_alone` does what it asks.
+        let RequestRateConfig {
+            mode: _,
+            rate: _,
+            burst: _,
+            default_cost: _,
+            costs: _,
+            plans: _,
+            soft_overage: _,
+            per_ip: _,
+            max_keys: _,
+            eviction_interval: _,
+            max_delay: _,
+            elastic_factor,
+            headers,
+            quotas,
+            excess,
+        } = &limiters.request_rate;
         let rate_alone = alone
-            && rules.quotas.is_empty()
-            && rr.excess == Excess::Refuse
-            && rr.elastic_factor == 1.0
-            && !rr.headers;
+            && quotas.is_empty()
+            && *excess == Excess::Refuse
+            && *elastic_factor == 1.0
+            && !headers;
         Ok(Self {
             rate_alone,
             version,

@@ -2,7 +2,7 @@
 //! quotas, in the order it asked them (`RateRules::add_to_ask`).
 
 use super::{increment, quota_table, secs_up, unmemo, RateAdmit, RateRules, RateStatus, RateTicket};
-use super::{ceiling_key, CheckTime, BUCKETS, REPORTED_QUOTAS};
+use super::{CheckTime, Charges, BUCKETS, REPORTED_QUOTAS};
 use crate::limiter::{Check, LimiterName, RatePolicy, RejectStatus, Rejection, Request};
 use crate::math::gcra::Charge;
 use crate::store::{Op, Replies, Store, StoreError};
@@ -124,27 +124,27 @@ impl RateRules {
         req: &Request<'_>,
         now: u64,
     ) -> Result<Check, StoreError> {
-        let plan = self.plan(req.plan);
-        let cost = self.cost(plan, req.method, req.path);
-        let mut ceiling = None;
-        if let Some(params) = &self.per_ip {
-            let charge = params.charging(cost.min(params.burst as u32));
-            let key = ceiling_key(req.ip);
-            if let Charge::Denied { wait, .. } = store.gcra(BUCKETS, key, now, charge)? {
+        let Charges {
+            plan,
+            bucket,
+            ceiling,
+        } = self.charges(req, false);
+        if let Some((params, c)) = self.per_ip.as_ref().zip(ceiling) {
+            if let Charge::Denied { wait, .. } = store.gcra(BUCKETS, c.key, now, c.charge)? {
                 let retry = params.retry_after(wait);
                 return Ok(Check::Rejected(refusal(req, retry, Some(RatePolicy::PerIp)), ()));
             }
-            ceiling = Some((key, charge.increment));
         }
-        let bucket = self.bucket(plan, false);
-        let answer = store.gcra(BUCKETS, req.key, now, bucket.charging(cost));
-        if let Some((key, increment)) = ceiling.filter(|_| !matches!(answer, Ok(Charge::Allowed { .. }))) {
-            let _ = store.gcra_refund(BUCKETS, key, increment);
+        let answer = store.gcra(BUCKETS, bucket.key, now, bucket.charge);
+        let kept = matches!(answer, Ok(Charge::Allowed { .. }));
+        if let Some(c) = ceiling.filter(|_| !kept) {
+            let _ = store.gcra_refund(BUCKETS, c.key, c.charge.increment);
         }
         match answer? {
             Charge::Allowed { .. } => Ok(Check::Allowed(())),
             Charge::Denied { wait, .. } => {
-                Ok(Check::Rejected(refusal(req, bucket.retry_after(wait), None), ()))
+                let retry = self.bucket(plan, false).retry_after(wait);
+                Ok(Check::Rejected(refusal(req, retry, None), ()))
             }
         }
     }

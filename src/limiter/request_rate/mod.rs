@@ -124,11 +124,31 @@ pub struct RateAdmit {
     pub pace: u64,
 }
 
-/// The buckets one request is charged in ([`Op::Gcra`]), and the plan of its own.
+/// The buckets one request is charged in, and the plan of its own.
 struct Charges {
     plan: usize,
-    bucket: Op,
-    ceiling: Option<Op>,
+    bucket: Charged,
+    ceiling: Option<Charged>,
+}
+
+/// A bucket charge: on `key`, in the hash slot of `tag`.
+#[derive(Clone, Copy)]
+struct Charged {
+    key: u64,
+    tag: u64,
+    charge: BucketCharge,
+}
+
+impl Charged {
+    /// As the keyed store is asked it.
+    fn op(self) -> Op {
+        Op::Gcra {
+            table: BUCKETS,
+            key: self.key,
+            tag: self.tag,
+            charge: self.charge,
+        }
+    }
 }
 
 /// The word request_rate keeps in its group: the plan and whether the bucket is elastic.
@@ -173,8 +193,7 @@ impl RateRules {
         let plan = self.plan(req.plan);
         let bucket = self.bucket(plan, elastic);
         let cost = self.cost(plan, req.method, req.path);
-        let ceiling = self.per_ip.as_ref().map(|ceiling| Op::Gcra {
-            table: BUCKETS,
+        let ceiling = self.per_ip.as_ref().map(|ceiling| Charged {
             key: ceiling_key(req.ip),
             tag: req.ip,
             // An expensive route costs at most the whole ceiling, so it can always pass.
@@ -182,8 +201,7 @@ impl RateRules {
         });
         Charges {
             plan,
-            bucket: Op::Gcra {
-                table: BUCKETS,
+            bucket: Charged {
                 key: req.key,
                 tag: req.key,
                 charge: bucket.charging(cost),
@@ -222,9 +240,9 @@ impl RateRules {
         } = self.charges(req, elastic);
         ask.begin(LimiterName::RequestRate as u8, enforced, memo(plan, elastic));
         if let Some(ceiling) = ceiling {
-            ask.push(ceiling);
+            ask.push(ceiling.op());
         }
-        ask.push(bucket);
+        ask.push(bucket.op());
         for (index, q, key) in self.applying(req) {
             ask.push(Op::Window {
                 table: quota_table(index),
