@@ -9,12 +9,13 @@
 
 use super::asks::{add_to_ask, elastic};
 use super::{EngineRef, Settings};
-use crate::config::Mode;
+use crate::config::{LimitersConfig, Mode};
 use crate::limiter::adaptive_concurrency::{self, AdaptivePermit};
 use crate::limiter::adaptive_concurrency::{Place, Wait};
 use crate::limiter::concurrent_requests::{self, ConcurrencyPermit};
 use crate::limiter::fleet_usage::{self, FleetPermit};
 use crate::limiter::request_rate::{CheckTime, FailureTicket, RateStatus, RateTicket};
+use crate::limiter::request_rate::{Excess, RequestRateConfig};
 use crate::limiter::{worker_utilization, Check, LimiterError, LimiterName, Rejection, Request};
 use crate::metrics::Outcome;
 use crate::rng::SplitMix64;
@@ -144,6 +145,34 @@ pub(crate) fn run_chain<'a: 'k, 'k, P: EngineRef>(
             .fail_open(limiter, "panic", || format!("{limiter} panicked"));
         Verdict::Allow(Admission::new(Outcome::FailedOpen))
     })
+}
+
+/// Whether request_rate is the only limiter on, asking nothing `run`'s shortcut leaves to the
+/// general path (no quota, pacing, elastic bucket or RateLimit fields): `Settings::rate_alone`.
+pub(crate) fn rate_alone(limiters: &LimitersConfig) -> bool {
+    let alone = LimiterName::ALL.iter().all(|&l| {
+        let on = l.mode(limiters) != Mode::Off;
+        on == (l == LimiterName::RequestRate)
+    });
+    // Every option named: a new one must say whether `charge_alone` does what it asks.
+    let RequestRateConfig {
+        mode: _,
+        rate: _,
+        burst: _,
+        default_cost: _,
+        costs: _,
+        plans: _,
+        soft_overage: _,
+        per_ip: _,
+        max_keys: _,
+        eviction_interval: _,
+        max_delay: _,
+        elastic_factor,
+        headers,
+        quotas,
+        excess,
+    } = &limiters.request_rate;
+    alone && quotas.is_empty() && *excess == Excess::Refuse && *elastic_factor == 1.0 && !headers
 }
 
 /// The answer a per-key limiter decides on (there is one whenever one of them is on).

@@ -23,7 +23,7 @@ use crate::clock::Clock;
 use crate::config::{ConfigError, LimitersConfig, Mode, QuotaKey};
 use crate::control::{InFlight, PublishedPlan};
 use crate::limiter::adaptive_concurrency::AdaptiveState;
-use crate::limiter::request_rate::{CheckTime, Excess, RateRules, RequestRateConfig};
+use crate::limiter::request_rate::{CheckTime, RateRules};
 use crate::limiter::{LimiterName, Request};
 use crate::logging::LogGate;
 use crate::math::window::WindowRule;
@@ -82,33 +82,7 @@ impl Settings {
             .map_err(|m| ConfigError::invalid("limiters.request_rate", m))?;
         classifier.hash_ips =
             rules.per_ip.is_some() || rules.quotas.iter().any(|q| q.key == QuotaKey::Ip);
-        let alone = LimiterName::ALL.iter().all(|&l| {
-            let on = l.mode(&limiters) != Mode::Off;
-            on == (l == LimiterName::RequestRate)
-        });
-        // Every option named: a new one must say whether `charge_alone` does what it asks.
-        let RequestRateConfig {
-            mode: _,
-            rate: _,
-            burst: _,
-            default_cost: _,
-            costs: _,
-            plans: _,
-            soft_overage: _,
-            per_ip: _,
-            max_keys: _,
-            eviction_interval: _,
-            max_delay: _,
-            elastic_factor,
-            headers,
-            quotas,
-            excess,
-        } = &limiters.request_rate;
-        let rate_alone = alone
-            && quotas.is_empty()
-            && *excess == Excess::Refuse
-            && *elastic_factor == 1.0
-            && !headers;
+        let rate_alone = chain::rate_alone(&limiters);
         Ok(Self {
             rate_alone,
             version,
