@@ -110,32 +110,52 @@ impl RouteHasher {
     /// A route of `method` (methods are case-sensitive: `post` is not `POST`; methods outside
     /// the standard nine are one method, so a client cannot mint routes by inventing them).
     pub fn new(method: &str) -> Self {
+        Self::of_method(method_code(method))
+    }
+
+    /// A route of the method whose [`method_code`] is `code` (for a framework whose method
+    /// is an enum: the same hash as [`new`](Self::new) with the method's name).
+    #[inline]
+    pub fn of_method(code: u8) -> Self {
         const STATE: foldhash::quality::FixedState =
             foldhash::quality::FixedState::with_seed(ROUTE_SEED);
         let mut h = STATE.build_hasher();
-        h.write(standard_method(method).as_bytes());
-        h.write_u8(0xff);
+        h.write_u8(code);
         Self(h)
     }
 
     /// Adds a piece of the pattern.
+    #[inline]
     pub fn write(&mut self, piece: &str) {
         self.0.write(piece.as_bytes());
     }
 
     /// The route's hash (never 0, which marks an empty entry).
+    #[inline]
     pub fn finish(&self) -> u64 {
         self.0.finish().max(1)
     }
 }
 
+/// The standard nine methods, in the order of their [`method_code`] (1 to 9).
+pub const METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
+];
+
+/// `method`'s place in [`METHODS`] from 1, or 0 for any other method (one class for all of
+/// them).
+pub fn method_code(method: &str) -> u8 {
+    METHODS
+        .iter()
+        .position(|&m| m == method)
+        .map_or(0, |i| i as u8 + 1)
+}
+
 /// `method` if it is one of the standard nine, else `"*"`.
 fn standard_method(method: &str) -> &str {
-    match method {
-        "GET" | "HEAD" | "POST" | "PUT" | "DELETE" | "PATCH" | "OPTIONS" | "CONNECT" | "TRACE" => {
-            method
-        }
-        _ => "*",
+    match method_code(method) {
+        0 => "*",
+        _ => method,
     }
 }
 

@@ -227,16 +227,28 @@ fn run<'a: 'k, 'k, P: EngineRef>(
             ControlFlow::Break((rejection, ())) => Verdict::Reject(rejection, None),
         };
     }
-    let at = engine.check_time(now);
     let plan = engine.plan.load();
     // Plan and answer: what the request asks of the keyed store, answered by the local
     // store now unless a store that answers later has answered it already.
     // (Both filled in place: moving them would cost more than answering.)
     let mut ask = Ask::default();
-    let mut local: Answer<'k> = Answer::new(engine.keyed());
+    let asked =
+        answered.is_some() || add_to_ask(settings, req, &modes, elastic(settings, &plan), &mut ask);
+    // The time of the keyed checks: only a request the keyed store answers has any (its
+    // credits, windows and slots; the give-backs and the pacing of its charge).
+    let at = if asked {
+        engine.check_time(now)
+    } else {
+        CheckTime::default()
+    };
+    // Made only where the local store answers: a request that asks nothing (the fast guard
+    // and the controller alone) neither builds nor drops one.
+    // (Declared, not wrapped in an `Option`: its drop flag costs less than an option's drop.)
+    let mut local: Answer<'k>;
     let mut answer = match answered {
         Some(answered) => Some(answered),
-        None if add_to_ask(settings, req, &modes, elastic(settings, &plan), &mut ask) => {
+        None if asked => {
+            local = Answer::new(engine.keyed());
             local.answer_here(&ask, (at.mono, at.unix), part);
             Some((&ask, &mut local))
         }

@@ -5,7 +5,7 @@
 
 use crate::route_class::{RouteClass, RouteClasses, RouteHasher};
 use crate::tier::Tier;
-use actix_web::http::StatusCode;
+use actix_web::http::{Method, StatusCode};
 use actix_web::HttpRequest;
 use arrayvec::ArrayVec;
 
@@ -40,8 +40,7 @@ pub(super) fn route_class(
         }
     }
     spans.sort_unstable_by_key(|&(at, _, _)| at);
-    let method = req.method().as_str();
-    let mut h = RouteHasher::new(method);
+    let mut h = RouteHasher::of_method(method_code(req.method()));
     let mut pos = 0;
     for &(start, end, name) in &spans {
         if start < pos || !path.is_char_boundary(start) || !path.is_char_boundary(end) {
@@ -61,7 +60,53 @@ pub(super) fn route_class(
     // A route's first request: the router's own pattern names it (a path the router did not
     // match, answered by a default service, allocates nothing here and is "unmatched").
     match req.match_pattern() {
-        Some(pattern) => routes.add(hash, tier, || format!("{method} {pattern}")),
+        Some(pattern) => routes.add(hash, tier, || format!("{} {pattern}", req.method())),
         None => RouteClass::unmatched(tier),
+    }
+}
+
+/// `method`'s [`crate::route_class::method_code`], from actix's method itself (compared as
+/// an enum: no string compared on the request path).
+#[inline]
+fn method_code(method: &Method) -> u8 {
+    // In the order of `route_class::METHODS` (a test holds the two to each other).
+    let standard = [
+        Method::GET,
+        Method::HEAD,
+        Method::POST,
+        Method::PUT,
+        Method::DELETE,
+        Method::PATCH,
+        Method::OPTIONS,
+        Method::CONNECT,
+        Method::TRACE,
+    ];
+    standard
+        .iter()
+        .position(|m| m == method)
+        .map_or(0, |i| i as u8 + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route_class::{self, METHODS};
+
+    #[test]
+    fn actix_methods_have_the_codes_of_their_names() {
+        for name in METHODS {
+            let method = Method::from_bytes(name.as_bytes()).unwrap();
+            assert_eq!(
+                method_code(&method),
+                route_class::method_code(name),
+                "{name}"
+            );
+            assert_ne!(method_code(&method), 0, "{name}");
+        }
+        for invented in ["get", "PURGE", "BREW"] {
+            let method = Method::from_bytes(invented.as_bytes()).unwrap();
+            assert_eq!(method_code(&method), 0, "{invented}");
+            assert_eq!(route_class::method_code(invented), 0, "{invented}");
+        }
     }
 }
