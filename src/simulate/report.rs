@@ -173,7 +173,7 @@ pub fn summary(o: &RunReport) -> String {
 
 /// Every simulated second: time, phase, in flight, the controller's state, and per tier the
 /// requests offered, shed, succeeded and timed out and the drop probability; then the fast
-/// guard's limit and its refusals per tier.
+/// guard's limit and its refusals per tier, and the capacity demand is read against.
 pub fn csv(o: &RunReport) -> String {
     let mut out = String::from("t,phase,in_flight,utilization,demand,amount");
     let columns = ["offered", "shed", "succeeded", "timed_out", "probability"];
@@ -186,7 +186,7 @@ pub fn csv(o: &RunReport) -> String {
     for t in Tier::ALL {
         let _ = write!(out, ",refused_{}", t.as_str());
     }
-    out.push('\n');
+    out.push_str(",capacity\n");
     for s in &o.seconds {
         let _ = write!(
             out,
@@ -202,7 +202,7 @@ pub fn csv(o: &RunReport) -> String {
         for v in s.refused {
             let _ = write!(out, ",{v:.4}");
         }
-        out.push('\n');
+        let _ = writeln!(out, ",{:.2}", s.capacity);
     }
     out
 }
