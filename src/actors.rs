@@ -10,7 +10,7 @@ use crate::engine::Engine;
 use crate::limiter::adaptive_concurrency::{self, micros};
 use crate::limiter::LimiterName;
 use crate::math::adaptive::AdaptiveLimit;
-use crate::math::capacity::CapacityEstimate;
+use crate::math::capacity::{lane_waits, CapacityEstimate};
 use crate::math::critical::CeilingBase;
 use crate::ops::OperatorSetup;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -209,18 +209,22 @@ impl Adaptive {
         let c = &settings.limiters.adaptive_concurrency;
         let period = self.limit.period(micros(c.window.get()));
         self.window_end = now + Duration::from_micros(period);
-        let window = engine.adaptive().take_window(micros(now));
+        let mut window = engine.adaptive().take_window(micros(now));
         if c.mode == Mode::Off {
             return;
         }
         // While the controller sheds, the windows are quiet because it carries the overload:
-        // the limit keeps what the overload taught it (math::adaptive).
-        self.limit.set_hold(engine.plan().load().amount > 0.0);
+        // the limit keeps what the overload taught it (math::adaptive), and the lower tiers
+        // are let in under the lane (math::capacity), unless the controller is dark.
+        let amount = engine.plan().load().amount;
+        self.limit.set_hold(amount > 0.0);
+        let shedding = amount > 0.0 && settings.limiters.worker_utilization.mode == Mode::Enforce;
+        let state = engine.adaptive();
+        lane_waits(&mut window, state.lane(), state.limit());
         let params = adaptive_concurrency::params(c);
         let limit = self.capacity.learn(&mut self.limit, params, window);
-        engine
-            .adaptive()
-            .publish(limit, self.limit.service().floors());
+        state.publish(limit, self.limit.service().floors());
+        state.publish_lane(self.capacity.lane(shedding));
         engine
             .adaptive()
             .publish_classes(self.limit.service().classes().map(|(c, f, _)| (c, f)));

@@ -54,6 +54,12 @@ pub const MAX_SLACK_SPREAD: f64 = 2.0;
 /// The share of the learned capacity the limit never falls below.
 pub const MIN_OVER_CAPACITY: f64 = 0.5;
 
+/// While the controller sheds, the lower tiers are let into the app up to this many times its
+/// learned capacity (the lane); past it they wait in the room, where critical requests go
+/// ahead of them. The app's own first-come queue, which critical requests wait in too, then
+/// holds about a quarter of its capacity (the limit, held from the overload, often twice it).
+pub const LANE_OVER_CAPACITY: f64 = 1.25;
+
 /// How many times the service times may fall from those the capacity was learned at before
 /// it is forgotten (see [`CapacityEstimate`]).
 pub const FORGET: f64 = 2.0;
@@ -241,6 +247,15 @@ impl CapacityEstimate {
         self.learned.map(|c| c * self.scale.max(1.0))
     }
 
+    /// What the lower tiers are let in under while the controller sheds (`shedding`):
+    /// [`LANE_OVER_CAPACITY`] times the capacity once it is known, else no bound.
+    pub fn lane(&self, shedding: bool) -> f64 {
+        match self.learned() {
+            Some(c) if shedding => (c * LANE_OVER_CAPACITY).max(1.0),
+            _ => f64::INFINITY,
+        }
+    }
+
     /// The fast guard's bounds for what is learned. Quiet windows bring the limit (from
     /// below or above) to [`REST_OVER_CAPACITY`] times the capacity plus [`REST_SLACK`]: the
     /// room a burst at a moderate load needs; before the capacity is known, the same of the
@@ -277,6 +292,16 @@ impl CapacityEstimate {
     /// The most it was seen to serve at once (over a stretch).
     pub fn at_least(&self) -> f64 {
         self.at_least * self.scale.max(1.0)
+    }
+}
+
+/// Forgets `w`'s waits when the lane (below the limit) held them: they are the lane's, not
+/// the limit's. Read as the limit binding, they grew a limit the lane keeps unreached (to its
+/// maximum, past the overload), and their stretches read saturated while the lane kept the
+/// queue short, pulling the capacity under the workers (`simulate`: docs/capacity.md).
+pub fn lane_waits(w: &mut Window, lane: f64, limit: f64) {
+    if lane < limit {
+        w.waited = 0;
     }
 }
 

@@ -218,3 +218,38 @@ fn the_rest_leaves_more_room_for_the_bursts_of_a_mix_whose_times_spread() {
     assert_eq!(c.bounds(p, 3.0).rest, 12.0 + 60.0);
     assert_eq!(c.bounds(p, 8.4).rest, 12.0 + 60.0);
 }
+
+#[test]
+fn the_lane_is_a_quarter_over_the_capacity_only_while_the_controller_sheds() {
+    let mut c = CapacityEstimate::default();
+    assert_eq!(c.lane(true), f64::INFINITY, "no capacity known: no lane");
+    run(&mut c, 0, 4, 8.0, true);
+    assert!((c.lane(true) - 10.0).abs() < 1e-9, "{}", c.lane(true));
+    assert_eq!(
+        c.lane(false),
+        f64::INFINITY,
+        "the controller sheds nothing: no lane"
+    );
+}
+
+#[test]
+fn waits_the_lane_held_are_not_the_limits() {
+    let window = Window {
+        waited: 5,
+        refused: 2,
+        ..Window::default()
+    };
+    let mut under_lane = window;
+    lane_waits(&mut under_lane, 10.0, 16.0);
+    assert_eq!(
+        (under_lane.waited, under_lane.refused),
+        (0, 2),
+        "refusals still bind"
+    );
+    let mut under_limit = window;
+    lane_waits(&mut under_limit, 10.0, 8.0);
+    assert_eq!(under_limit.waited, 5, "the limit held them");
+    let mut no_lane = window;
+    lane_waits(&mut no_lane, f64::INFINITY, 8.0);
+    assert_eq!(no_lane.waited, 5);
+}

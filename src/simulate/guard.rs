@@ -6,17 +6,16 @@
 //! admitted share of cohorts first), the waiting room (`queue`, `max_wait`, `post_max_wait`;
 //! a freed slot goes to the highest tier waiting, a request that has to wait goes ahead of
 //! the lower tiers waiting and takes the places of the newest of the lowest tier when the
-//! room is full), and `tier_hold` after a refusal.
+//! room is full), `tier_hold` after a refusal, and the lane while the controller sheds.
 //!
-//! Amounts are real numbers. A refusal holds the lower tiers off each time the amount refused
-//! of a tier adds up to a whole request (the first at half of one), as one refused request
-//! does on the real server; a window binds when at least half a request was refused or made
-//! to wait in it.
+//! Amounts are real numbers. A refusal holds the lower tiers off each time a tier's refusals
+//! add up to a whole request (the first at half of one), as on the real server; a window binds
+//! when at least half a request was refused or made to wait in it.
 
 use crate::config::AdaptiveConcurrencyConfig;
 use crate::limiter::adaptive_concurrency::params;
 use crate::math::adaptive::{AdaptiveLimit, Window};
-use crate::math::capacity::CapacityEstimate;
+use crate::math::capacity::{lane_waits, CapacityEstimate};
 use crate::math::critical::{critical_share, CeilingBase, CriticalPressure};
 use crate::rng::SplitMix64;
 use crate::route_class::CLASSES;
@@ -76,6 +75,8 @@ pub struct FastGuard {
     /// The spread of single requests' times (their coefficient of variation) and the draws
     /// that give a window's mean per class its sampling noise (`None`: the mean itself).
     noise: Option<(f64, SplitMix64)>,
+    /// What the lower tiers are let in under while the controller sheds (unbounded else).
+    lane: f64,
 }
 
 fn micros(seconds: f64) -> u64 {
@@ -101,14 +102,13 @@ impl FastGuard {
             ceiling_base: f64::from(c.initial_limit),
             window: Sums::default(),
             noise: None,
+            lane: f64::INFINITY,
         }
     }
 
-    /// Each window's mean per class drawn around the flow's, as the mean of that many
-    /// requests whose times spread with coefficient of variation `cv` varies (by
-    /// `cv ÷ √requests`), from a seeded draw: a window of a few log-normal requests is often
-    /// slower or faster than its class by chance, and the real limit learns from such
-    /// windows.
+    /// Each window's mean per class drawn around the flow's by `cv ÷ √requests` (seeded; `cv`
+    /// the requests' coefficient of variation): a window of a few log-normal requests is
+    /// often slower or faster than its class by chance, and the real limit learns from them.
     pub fn with_noise(mut self, cv: f64, seed: u64) -> Self {
         if cv > 0.0 {
             self.noise = Some((cv, SplitMix64::new(seed)));
@@ -116,10 +116,11 @@ impl FastGuard {
         self
     }
 
-    /// Whether quiet windows leave the limit where it is (the controller sheds), as the
-    /// middleware's sampler does.
-    pub fn set_hold(&mut self, hold: bool) {
+    /// `hold`: quiet windows leave the limit where it is; `shedding` (enforced): the lower
+    /// tiers are let in under the lane; as in the middleware's sampler.
+    pub fn set_hold(&mut self, hold: bool, shedding: bool) {
         self.limit.set_hold(hold);
+        self.lane = self.capacity.lane(shedding);
     }
 
     /// The limit requests are admitted under.
@@ -127,13 +128,15 @@ impl FastGuard {
         self.limit.limit()
     }
 
+    /// The lower tiers': the limit, or the lane while the controller sheds.
+    fn lower(&self) -> f64 {
+        self.limit().min(self.lane)
+    }
+
     /// The service time learned per tier (seconds), once one was seen: what the middleware
     /// publishes for the controller's reading of demand.
     pub fn tier_floors(&self) -> [Option<f64>; 4] {
-        self.limit
-            .service()
-            .floors()
-            .map(|f| f.map(|us| us as f64 / 1e6))
+        (self.limit.service().floors()).map(|f| f.map(|us| us as f64 / 1e6))
     }
 
     /// The app's capacity learned (requests at once), once it was seen saturated, as the
@@ -264,8 +267,8 @@ impl FastGuard {
     /// `tier`'s share of the limit.
     fn share(&self, tier: Tier) -> f64 {
         self.c
-            .tier_limit(self.limit(), tier)
-            .unwrap_or_else(|| self.limit())
+            .tier_limit(self.lower(), tier)
+            .unwrap_or_else(|| self.lower())
     }
 
     /// Room for one more amount of `tier` under its share, counting the tiers above it.
@@ -283,7 +286,7 @@ impl FastGuard {
     /// What waited past its tier's longest wait: refused, or let in as the middleware's
     /// `Wait::last_look` lets it in.
     fn expire(&mut self, now: f64, in_flight: &mut [f64; 4], out: &mut TickResult) {
-        let whole = self.limit().floor().max(1.0);
+        let whole = self.lower().floor().max(1.0);
         for tier in [Tier::Post, Tier::Get, Tier::Test] {
             let t = tier.index();
             let max_wait = self.c.max_wait_for(tier).as_secs_f64();
@@ -426,6 +429,7 @@ impl FastGuard {
                 }
             }
         }
+        lane_waits(&mut window, self.lane, self.limit());
         self.capacity
             .learn(&mut self.limit, params(&self.c), window);
         let known = self.capacity.known(&self.limit, self.c.critical_ceiling);

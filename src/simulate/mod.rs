@@ -330,7 +330,7 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
             let workers = server.workers();
             let queued = (server.in_flight() - workers).max(0.0);
             g.app(queued, workers, fastest * slowdown + overhead);
-            g.set_hold(amount > 0.0);
+            g.set_hold(amount > 0.0, amount > 0.0 && enforced);
             g.end_of_tick(end, server.in_flight());
         }
         let capacity = capacity_now(&guard);

@@ -280,7 +280,9 @@ fn the_defaults_learn_the_capacity_of_any_app() {
         // Two workers of 10 ms read 1.36: random arrivals at 0.75C queue on two workers in
         // most windows, so the service times learned there carry that queue (13.6 ms), and
         // the capacity is counted at them (the demand, read at the same times, stays true).
-        let most = if workers == 2 { 1.4 } else { 1.2 };
+        // 1.49 since the lane: its waits are not the limit binding, so fewer stretches of
+        // the shedding controller read saturated and pull it back down.
+        let most = if workers == 2 { 1.55 } else { 1.2 };
         assert!(
             (0.8..=most).contains(&learned),
             "{shape}: capacity {learned} × workers"
@@ -404,4 +406,37 @@ fn a_long_overload_of_a_mixed_app_keeps_its_service_times_and_its_goodput() {
         "goodput {}",
         phase("4C").goodput
     );
+}
+
+/// While the controller sheds, the lower tiers are let into the app only up to the lane
+/// (1.25 times the capacity; the limit held from the overload is about twice it): the rest
+/// wait in the room, behind which critical requests do not queue. On two workers of 10 ms
+/// and on 8 × 50 ms, critical p99 at 2C and 4C stays within twice its calm value (without
+/// the lane, 2.2 to 2.4 times; docs/capacity.md), and nothing is lost to it.
+#[test]
+fn while_the_controller_sheds_critical_requests_wait_behind_a_short_queue() {
+    for (workers, service_time, seed) in [(2, 0.01, 3), (8, 0.05, 5)] {
+        let app = Scenario {
+            workers,
+            service_time,
+            poisson: Some(seed),
+            ..demo(Load::Phases(built_in("matrix").unwrap()))
+        };
+        let o = run(&LimitersConfig::default(), false, &app);
+        let phase = |name: &str| o.phases.iter().find(|p| p.name == name).unwrap();
+        let calm = phase("0.5C").p99[0].unwrap();
+        for name in ["2C", "4C"] {
+            let p = phase(name);
+            let critical = p.p99[0].unwrap();
+            assert!(
+                critical <= 2.0 * calm,
+                "{workers} workers, {name}: critical p99 {critical} against {calm} at 0.5C"
+            );
+            assert!(
+                p.goodput > 0.9,
+                "{workers} workers, {name}: goodput {}",
+                p.goodput
+            );
+        }
+    }
 }

@@ -197,6 +197,8 @@ fn adaptive_json(brownout: &Brownout) -> Value {
     let state = &brownout.engine().adaptive();
     json!({
         "limit": state.limit(),
+        // While the controller sheds: what the lower tiers are let in under.
+        "lane": Some(state.lane()).filter(|l| l.is_finite()),
         "in_flight": state.in_flight(),
         "waiting": state.waiting(),
         "critical_share": state.critical_share(),

@@ -42,6 +42,9 @@ pub struct AdaptiveState {
     pub(super) room: Mutex<Room>,
     /// The limit to admit under (`f64` bits), published by the sampler every window.
     limit: AtomicU64,
+    /// The lower tiers' lane while the controller sheds (`f64` bits; infinite otherwise):
+    /// `math::capacity::LANE_OVER_CAPACITY` times the capacity.
+    lane: AtomicU64,
     /// What the critical ceiling is a multiple of (`f64` bits): the limits learned outside a
     /// probe of the service times (a probe admits `min_limit` for a moment; critical
     /// requests, which it does not hold back, are not refused for it), held in slow start
@@ -80,6 +83,7 @@ impl AdaptiveState {
             counts: CachePadded(Counts::default()),
             room: Mutex::new(Room::default()),
             limit: AtomicU64::new(initial.to_bits()),
+            lane: AtomicU64::new(f64::INFINITY.to_bits()),
             ceiling_base: AtomicU64::new(initial.to_bits()),
             floors: Default::default(),
             class_floors: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
@@ -124,6 +128,21 @@ impl AdaptiveState {
     /// The limit requests are admitted under.
     pub fn limit(&self) -> f64 {
         f64::from_bits(self.limit.load(Ordering::Relaxed))
+    }
+
+    /// The lane the lower tiers are let in under (infinite unless the controller sheds).
+    pub fn lane(&self) -> f64 {
+        f64::from_bits(self.lane.load(Ordering::Relaxed))
+    }
+
+    /// What the lower tiers (all but critical) are let in under: the limit, or the lane.
+    pub fn lower_limit(&self) -> f64 {
+        self.limit().min(self.lane())
+    }
+
+    /// Publishes the lane (see [`lane`](Self::lane)).
+    pub fn publish_lane(&self, lane: f64) {
+        self.lane.store(lane.to_bits(), Ordering::Relaxed);
     }
 
     /// Publishes a new limit, and each tier's service time (µs) it was learned against.
@@ -350,7 +369,7 @@ impl AdaptiveState {
     /// Whether `tier` has room under the limit, counting its own requests in flight and those
     /// of the tiers above it.
     pub(super) fn has_room(&self, room: &Room, tier: Tier) -> bool {
-        let limit = self.limit();
+        let limit = self.lower_limit();
         let share = room.settings.tier_limit(limit, tier).unwrap_or(limit);
         let in_flight: u64 = self.counts.in_flight[..=tier.index()]
             .iter()

@@ -315,3 +315,26 @@ impl crate::math::latency_window::Window {
         n
     }
 }
+
+#[test]
+fn the_lane_holds_the_lower_tiers_and_lets_critical_requests_past() {
+    let c = AdaptiveConcurrencyConfig {
+        tier_hold: crate::schema::HumanDuration::from_secs(0),
+        ..AdaptiveConcurrencyConfig::default()
+    };
+    let s = new_state(20.0);
+    // The controller sheds, and the capacity is 4: the lane is 5.
+    s.publish_lane(5.0);
+    assert_eq!(s.lower_limit(), 5.0);
+    for _ in 0..5 {
+        assert!(admitted(&c, &s, Tier::Post));
+    }
+    assert!(!admitted(&c, &s, Tier::Post), "the lane, not the limit of 20");
+    assert!(!admitted(&c, &s, Tier::Get));
+    for _ in 0..10 {
+        assert!(admitted(&c, &s, Tier::Critical), "under the critical ceiling");
+    }
+    // The controller stops shedding: the limit again.
+    s.publish_lane(f64::INFINITY);
+    assert!(admitted(&c, &s, Tier::Post));
+}

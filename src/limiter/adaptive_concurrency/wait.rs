@@ -102,7 +102,7 @@ impl Wait {
             .map(|n| n.load(Ordering::SeqCst))
             .sum();
         let refusing = micros(now) < state.refusing_until.load(Ordering::Relaxed);
-        if refusing || !fits(ahead, state.limit()) {
+        if refusing || !fits(ahead, state.lower_limit()) {
             return None;
         }
         room.tiers[tier.index()].retain(|w| !Arc::ptr_eq(w, &self.waiter));

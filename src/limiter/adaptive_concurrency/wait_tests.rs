@@ -231,3 +231,30 @@ impl AdaptiveState {
         wait.last_look(ms(at))
     }
 }
+
+#[test]
+fn the_room_lets_the_lower_tiers_in_under_the_lane() {
+    let c = config(8);
+    let s = Arc::new(AdaptiveState::new(10.0));
+    s.publish_lane(2.0);
+    let held: Vec<_> = (0..2)
+        .map(|_| take(&c, &s, Tier::Post, 0).unwrap().unwrap().keep())
+        .collect();
+    let mut post = waits(take(&c, &s, Tier::Post, 1));
+    let critical = take(&c, &s, Tier::Critical, 2).unwrap().unwrap();
+    drop(critical);
+    assert!(poll(&mut post).is_pending(), "a critical slot given back: 2 POSTs, the lane");
+    s.release(Tier::Post, Some(ms(10) - held[0]), ms(10));
+    assert_eq!(poll(&mut post), Poll::Ready(Ok(ms(10))));
+    let mut next = waits(take(&c, &s, Tier::Post, 11));
+    // Its wait runs out: its last look counts the lane too.
+    assert_eq!(s.last_look_of(&mut next, 261), None, "2 in flight fill the lane");
+    drop(next);
+    let mut last = waits(take(&c, &s, Tier::Post, 300));
+    // The controller stops shedding: the next dispatch lets it in under the limit.
+    s.publish_lane(f64::INFINITY);
+    s.dispatch(ms(301));
+    assert_eq!(poll(&mut last), Poll::Ready(Ok(ms(301))));
+    assert_eq!(s.in_flight(), 3);
+    drop(held);
+}
