@@ -10,7 +10,7 @@ use crate::engine::Engine;
 use crate::limiter::adaptive_concurrency::{self, micros};
 use crate::limiter::LimiterName;
 use crate::math::adaptive::AdaptiveLimit;
-use crate::math::capacity::{lane_waits, CapacityEstimate};
+use crate::math::capacity::{lane_on, lane_waits, CapacityEstimate};
 use crate::math::critical::CeilingBase;
 use crate::ops::OperatorSetup;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -214,17 +214,24 @@ impl Adaptive {
             return;
         }
         // While the controller sheds, the windows are quiet because it carries the overload:
-        // the limit keeps what the overload taught it (math::adaptive), and the lower tiers
-        // are let in under the lane (math::capacity), unless the controller is dark.
-        let amount = engine.plan().load().amount;
-        self.limit.set_hold(amount > 0.0);
-        let shedding = amount > 0.0 && settings.limiters.worker_utilization.mode == Mode::Enforce;
+        // the limit keeps what the overload taught it (math::adaptive). While it sheds or
+        // reads the app full, the lower tiers are let in under the lane (math::capacity),
+        // unless the controller is dark.
+        let plan = engine.plan().load();
+        self.limit.set_hold(plan.amount > 0.0);
+        let wu = &settings.limiters.worker_utilization;
+        let lane = lane_on(
+            plan.amount,
+            plan.utilization,
+            wu.start_of_bad,
+            wu.mode == Mode::Enforce,
+        );
         let state = engine.adaptive();
         lane_waits(&mut window, state.lane(), state.limit());
         let params = adaptive_concurrency::params(c);
         let limit = self.capacity.learn(&mut self.limit, params, window);
         state.publish(limit, self.limit.service().floors());
-        state.publish_lane(self.capacity.lane(shedding));
+        state.publish_lane(self.capacity.lane(lane));
         engine
             .adaptive()
             .publish_classes(self.limit.service().classes().map(|(c, f, _)| (c, f)));

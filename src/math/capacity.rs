@@ -54,9 +54,9 @@ pub const MAX_SLACK_SPREAD: f64 = 2.0;
 /// The share of the learned capacity the limit never falls below.
 pub const MIN_OVER_CAPACITY: f64 = 0.5;
 
-/// While the controller sheds, the lower tiers are let into the app up to this many times its
-/// learned capacity (the lane); past it they wait in the room, where critical requests go
-/// ahead of them. The app's own first-come queue, which critical requests wait in too, then
+/// While the controller sheds or reads the app full ([`lane_on`]), the lower tiers are let
+/// into the app up to this many times its learned capacity (the lane); past it they wait in
+/// the room, where critical requests go ahead of them. The app's own first-come queue, which critical requests wait in too, then
 /// holds about a quarter of its capacity (the limit, held from the overload, often twice it).
 pub const LANE_OVER_CAPACITY: f64 = 1.25;
 
@@ -247,11 +247,11 @@ impl CapacityEstimate {
         self.learned.map(|c| c * self.scale.max(1.0))
     }
 
-    /// What the lower tiers are let in under while the controller sheds (`shedding`):
+    /// What the lower tiers are let in under while the lane is on (`on`: [`lane_on`]):
     /// [`LANE_OVER_CAPACITY`] times the capacity once it is known, else no bound.
-    pub fn lane(&self, shedding: bool) -> f64 {
+    pub fn lane(&self, on: bool) -> f64 {
         match self.learned() {
-            Some(c) if shedding => (c * LANE_OVER_CAPACITY).max(1.0),
+            Some(c) if on => (c * LANE_OVER_CAPACITY).max(1.0),
             _ => f64::INFINITY,
         }
     }
@@ -293,6 +293,16 @@ impl CapacityEstimate {
     pub fn at_least(&self) -> f64 {
         self.at_least * self.scale.max(1.0)
     }
+}
+
+/// Whether the lane is on: worker_utilization enforces (`enforced`), and its controller sheds
+/// (`amount` above 0) or its last sample read the app full (`utilization` at `start_of_bad`
+/// or over). The second is the first seconds of an overload, while the controller's amount
+/// climbs from its resting value to 0: the limit, learned calm, then lets in a queue several
+/// times the capacity, and critical requests wait in it (the mixed apps' critical p99 at 2C,
+/// `simulate`: docs/capacity.md).
+pub fn lane_on(amount: f64, utilization: f64, start_of_bad: f64, enforced: bool) -> bool {
+    enforced && (amount > 0.0 || utilization >= start_of_bad)
 }
 
 /// Forgets `w`'s waits when the lane (below the limit) held them: they are the lane's, not

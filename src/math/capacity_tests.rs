@@ -220,16 +220,27 @@ fn the_rest_leaves_more_room_for_the_bursts_of_a_mix_whose_times_spread() {
 }
 
 #[test]
-fn the_lane_is_a_quarter_over_the_capacity_only_while_the_controller_sheds() {
+fn the_lane_is_a_quarter_over_the_capacity_only_while_it_is_on() {
     let mut c = CapacityEstimate::default();
     assert_eq!(c.lane(true), f64::INFINITY, "no capacity known: no lane");
     run(&mut c, 0, 4, 8.0, true);
     assert!((c.lane(true) - 10.0).abs() < 1e-9, "{}", c.lane(true));
-    assert_eq!(
-        c.lane(false),
-        f64::INFINITY,
-        "the controller sheds nothing: no lane"
-    );
+    assert_eq!(c.lane(false), f64::INFINITY, "the lane is off: no lane");
+}
+
+#[test]
+fn the_lane_is_on_while_the_controller_sheds_or_reads_the_app_full() {
+    let bad = 0.97;
+    // Shedding, whatever the last sample read.
+    assert!(lane_on(0.1, 0.5, bad, true));
+    // Not yet shedding (the amount climbs from its resting value), the app read full.
+    assert!(lane_on(-0.2, 0.97, bad, true));
+    assert!(lane_on(0.0, 1.0, bad, true));
+    // Neither: a busy app that is not full, or an amount back at 0.
+    assert!(!lane_on(-0.2, 0.96, bad, true));
+    assert!(!lane_on(0.0, 0.5, bad, true));
+    // The controller dark or off: never.
+    assert!(!lane_on(0.5, 1.0, bad, false));
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! admitted share of cohorts first), the waiting room (`queue`, `max_wait`, `post_max_wait`;
 //! a freed slot goes to the highest tier waiting, a request that has to wait goes ahead of
 //! the lower tiers waiting and takes the places of the newest of the lowest tier when the
-//! room is full), `tier_hold` after a refusal, and the lane while the controller sheds.
+//! room is full), `tier_hold` after a refusal, and the lane while it is on.
 //!
 //! Amounts are real numbers. A refusal holds the lower tiers off each time a tier's refusals
 //! add up to a whole request (the first at half of one), as on the real server; a window binds
@@ -75,7 +75,7 @@ pub struct FastGuard {
     /// The spread of single requests' times (their coefficient of variation) and the draws
     /// that give a window's mean per class its sampling noise (`None`: the mean itself).
     noise: Option<(f64, SplitMix64)>,
-    /// What the lower tiers are let in under while the controller sheds (unbounded else).
+    /// What the lower tiers are let in under while the lane is on (unbounded else).
     lane: f64,
 }
 
@@ -116,11 +116,11 @@ impl FastGuard {
         self
     }
 
-    /// `hold`: quiet windows leave the limit where it is; `shedding` (enforced): the lower
+    /// `hold`: quiet windows leave the limit where it is; `lane` (`lane_on`): the lower
     /// tiers are let in under the lane; as in the middleware's sampler.
-    pub fn set_hold(&mut self, hold: bool, shedding: bool) {
+    pub fn set_hold(&mut self, hold: bool, lane: bool) {
         self.limit.set_hold(hold);
-        self.lane = self.capacity.lane(shedding);
+        self.lane = self.capacity.lane(lane);
     }
 
     /// The limit requests are admitted under.
@@ -128,7 +128,7 @@ impl FastGuard {
         self.limit.limit()
     }
 
-    /// The lower tiers': the limit, or the lane while the controller sheds.
+    /// The lower tiers': the limit, or the lane while it is on.
     fn lower(&self) -> f64 {
         self.limit().min(self.lane)
     }

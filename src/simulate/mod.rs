@@ -28,6 +28,7 @@ pub use report::{csv, summary, PhaseReport, RunReport, Second};
 
 use crate::config::{LimitersConfig, Mode};
 use crate::control::{offered_work, with_shed, Controller, TimeAverage, Traffic, OBSERVE_EVERY};
+use crate::math::capacity::lane_on;
 use crate::rng::SplitMix64;
 use crate::route_class::RouteClass;
 use crate::tier::Tier;
@@ -330,7 +331,10 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
             let workers = server.workers();
             let queued = (server.in_flight() - workers).max(0.0);
             g.app(queued, workers, fastest * slowdown + overhead);
-            g.set_hold(amount > 0.0, amount > 0.0 && enforced);
+            g.set_hold(
+                amount > 0.0,
+                lane_on(amount, utilization, wu.start_of_bad, enforced),
+            );
             g.end_of_tick(end, server.in_flight());
         }
         let capacity = capacity_now(&guard);
