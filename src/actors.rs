@@ -215,17 +215,12 @@ impl Adaptive {
         }
         // While the controller sheds, the windows are quiet because it carries the overload:
         // the limit keeps what the overload taught it (math::adaptive). While it sheds or
-        // reads the app full, the lower tiers are let in under the lane (math::capacity),
+        // reads an overload, the lower tiers are let in under the lane (math::capacity),
         // unless the controller is dark.
         let plan = engine.plan().load();
         self.limit.set_hold(plan.amount > 0.0);
-        let wu = &settings.limiters.worker_utilization;
-        let lane = lane_on(
-            plan.amount,
-            plan.utilization,
-            wu.start_of_bad,
-            wu.mode == Mode::Enforce,
-        );
+        let enforced = settings.limiters.worker_utilization.mode == Mode::Enforce;
+        let lane = lane_on(plan.amount, plan.demand, enforced);
         let state = engine.adaptive();
         lane_waits(&mut window, state.lane(), state.limit());
         let params = adaptive_concurrency::params(c);

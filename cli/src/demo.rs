@@ -348,7 +348,9 @@ impl Demo {
             task.abort();
         }
         if fewer {
-            let (slots, n) = (self.pool.slots.clone(), self.pool.workers / 2);
+            let workers = f64::from(self.pool.workers);
+            let n = (workers - brownout::simulate::kept_workers(workers, 2.0)) as u32;
+            let slots = self.pool.slots.clone();
             *taken = Some(actix_web::rt::spawn(async move {
                 // Held until the task is aborted (the drop's end).
                 let _held = slots.acquire_many_owned(n).await;

@@ -54,7 +54,7 @@ pub const MAX_SLACK_SPREAD: f64 = 2.0;
 /// The share of the learned capacity the limit never falls below.
 pub const MIN_OVER_CAPACITY: f64 = 0.5;
 
-/// While the controller sheds or reads the app full ([`lane_on`]), the lower tiers are let
+/// While the controller sheds or reads an overload ([`lane_on`]), the lower tiers are let
 /// into the app up to this many times its learned capacity (the lane); past it they wait in
 /// the room, where critical requests go ahead of them. The app's own first-come queue, which critical requests wait in too, then
 /// holds about a quarter of its capacity (the limit, held from the overload, often twice it).
@@ -295,14 +295,21 @@ impl CapacityEstimate {
     }
 }
 
+/// The demand (uncapped: what the app is asked for over its capacity) at which the lane is on
+/// before the controller sheds: a quarter over the capacity, as the lane is. A reading of the
+/// app just full is not enough: a 2-worker app at 0.75C, its capacity just learned from a
+/// saturated stretch, read 1.0 for a sample, and the lane (2.4 requests) refused 18 GETs
+/// whose wait in the room ran out (`bench overload --app 2x10ms`, docs/capacity.md).
+pub const LANE_DEMAND: f64 = 1.25;
+
 /// Whether the lane is on: worker_utilization enforces (`enforced`), and its controller sheds
-/// (`amount` above 0) or its last sample read the app full (`utilization` at `start_of_bad`
-/// or over). The second is the first seconds of an overload, while the controller's amount
-/// climbs from its resting value to 0: the limit, learned calm, then lets in a queue several
-/// times the capacity, and critical requests wait in it (the mixed apps' critical p99 at 2C,
-/// `simulate`: docs/capacity.md).
-pub fn lane_on(amount: f64, utilization: f64, start_of_bad: f64, enforced: bool) -> bool {
-    enforced && (amount > 0.0 || utilization >= start_of_bad)
+/// (`amount` above 0) or its last sample read a demand of [`LANE_DEMAND`] or more. The second
+/// is the first seconds of an overload, while the controller's amount climbs from its resting
+/// value to 0: the limit, learned calm, then lets in a queue several times the capacity, and
+/// critical requests wait in it (the mixed apps' critical p99 at 2C, `simulate`:
+/// docs/capacity.md).
+pub fn lane_on(amount: f64, demand: f64, enforced: bool) -> bool {
+    enforced && (amount > 0.0 || demand >= LANE_DEMAND)
 }
 
 /// Forgets `w`'s waits when the lane (below the limit) held them: they are the lane's, not

@@ -229,18 +229,18 @@ fn the_lane_is_a_quarter_over_the_capacity_only_while_it_is_on() {
 }
 
 #[test]
-fn the_lane_is_on_while_the_controller_sheds_or_reads_the_app_full() {
-    let bad = 0.97;
+fn the_lane_is_on_while_the_controller_sheds_or_reads_an_overload() {
     // Shedding, whatever the last sample read.
-    assert!(lane_on(0.1, 0.5, bad, true));
-    // Not yet shedding (the amount climbs from its resting value), the app read full.
-    assert!(lane_on(-0.2, 0.97, bad, true));
-    assert!(lane_on(0.0, 1.0, bad, true));
-    // Neither: a busy app that is not full, or an amount back at 0.
-    assert!(!lane_on(-0.2, 0.96, bad, true));
-    assert!(!lane_on(0.0, 0.5, bad, true));
+    assert!(lane_on(0.1, 0.5, true));
+    // Not yet shedding (the amount climbs from its resting value), an overload read.
+    assert!(lane_on(-0.2, 2.1, true));
+    assert!(lane_on(0.0, LANE_DEMAND, true));
+    // Neither: an app read just full (a calm burst), or an amount back at 0.
+    assert!(!lane_on(-0.2, 1.0, true));
+    assert!(!lane_on(-0.2, 1.2, true));
+    assert!(!lane_on(0.0, 0.5, true));
     // The controller dark or off: never.
-    assert!(!lane_on(0.5, 1.0, bad, false));
+    assert!(!lane_on(0.5, 3.0, false));
 }
 
 #[test]

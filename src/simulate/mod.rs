@@ -87,6 +87,14 @@ pub struct Scenario {
     pub fewer_workers: bool,
 }
 
+/// The workers left of `workers` when a capacity drop of `drop` times takes whole workers
+/// away, as the demo does (`demo.capacity_drop: fewer`): `1 - 1/drop` of them, rounded down
+/// (a drop of 2 leaves 3 of 5 workers, and all of 1).
+pub fn kept_workers(workers: f64, drop: f64) -> f64 {
+    let drop = drop.max(1.0);
+    workers - (workers * (1.0 - 1.0 / drop)).floor()
+}
+
 /// One of the app's routes, for the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Route {
@@ -279,7 +287,7 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
         }
         // A capacity drop: slower requests, or fewer workers.
         let slowdown = if scenario.fewer_workers {
-            server.set_workers(f64::from(scenario.workers) / p.slowdown.max(1.0));
+            server.set_workers(kept_workers(f64::from(scenario.workers), p.slowdown));
             1.0
         } else {
             p.slowdown
@@ -331,10 +339,7 @@ pub fn run(limiters: &LimitersConfig, kill_switch: bool, scenario: &Scenario) ->
             let workers = server.workers();
             let queued = (server.in_flight() - workers).max(0.0);
             g.app(queued, workers, fastest * slowdown + overhead);
-            g.set_hold(
-                amount > 0.0,
-                lane_on(amount, utilization, wu.start_of_bad, enforced),
-            );
+            g.set_hold(amount > 0.0, lane_on(amount, demand, enforced));
             g.end_of_tick(end, server.in_flight());
         }
         let capacity = capacity_now(&guard);

@@ -443,12 +443,12 @@ fn while_the_controller_sheds_critical_requests_wait_behind_a_short_queue() {
 
 /// The mixed app's first overload: the limit, learned calm, lets in a queue several times the
 /// capacity, and the controller's amount takes seconds to climb from its resting value to 0.
-/// The lane is on from the controller's first sample that reads the app full, so critical
+/// The lane is on from the controller's first sample that reads an overload, so critical
 /// requests wait behind a short queue from then on, not only once it sheds. (Mean critical
 /// p99 at 2C over four seeds: 2.51 times its 0.5C value with the lane on only while the
 /// controller sheds, 2.20 with it; the whole phase, its first second's queue included.)
 #[test]
-fn from_the_first_sample_that_reads_the_app_full_critical_requests_wait_behind_a_short_queue() {
+fn from_the_first_sample_that_reads_an_overload_critical_requests_wait_behind_a_short_queue() {
     let ratios: Vec<f64> = (1..=4)
         .map(|seed| {
             let app = mixed(0.1, seed, Load::Phases(built_in("matrix").unwrap()));
@@ -462,4 +462,19 @@ fn from_the_first_sample_that_reads_the_app_full_critical_requests_wait_behind_a
         .collect();
     let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
     assert!(mean <= 2.35, "critical p99 at 2C over 0.5C: {ratios:?}");
+}
+
+/// A capacity drop takes whole workers away, as the demo does: half of 5 is 2 taken, 3 left.
+#[test]
+fn a_drop_of_half_the_workers_takes_whole_workers_as_the_demo_does() {
+    for (workers, kept) in [
+        (5.0, 3.0),
+        (4.0, 2.0),
+        (1.0, 1.0),
+        (100.0, 50.0),
+        (6.0, 3.0),
+    ] {
+        assert_eq!(super::kept_workers(workers, 2.0), kept, "{workers} workers");
+    }
+    assert_eq!(super::kept_workers(5.0, 1.0), 5.0, "no drop");
 }

@@ -4,6 +4,7 @@
 use super::load::{Phase, RAMP};
 use super::report::{PhaseReport, Polled, SecondTier};
 use brownout::limiter::LimiterName;
+use brownout::simulate::kept_workers;
 use brownout::tier::Tier;
 use brownout_cli::config::COLD_SLOWDOWN;
 use std::fmt::Write;
@@ -167,7 +168,9 @@ pub fn row(r: &AppRun<'_>) -> String {
             )
         },
     );
-    // The new capacity is half the old: each request takes twice the work.
+    // The new capacity is what the workers left serve (3 of 5 when half are taken away, as
+    // the demo takes whole workers): each request counted for as many times its work as the
+    // old capacity is the new.
     let halved = find("halved 1.5C").map_or_else(
         || "–".into(),
         |i| {
@@ -175,7 +178,7 @@ pub fn row(r: &AppRun<'_>) -> String {
                 r.start(i) as usize + 10,
                 (r.start(i) + r.phases[i].seconds) as usize,
             );
-            pct_or(r.goodput_between(s, e, 2.0))
+            pct_or(r.goodput_between(s, e, r.at_once / kept_workers(r.at_once, 2.0)))
         },
     );
     let recovery = find("0.3C").map_or_else(

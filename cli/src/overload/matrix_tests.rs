@@ -140,3 +140,38 @@ fn the_ramp_counts_refusals_below_0_9c_and_a_cold_start_is_judged_on_its_own_cap
         "{cold}"
     );
 }
+
+#[test]
+fn the_halved_phase_is_judged_on_the_workers_the_drop_left() {
+    let phases = [Phase {
+        name: "halved 1.5C",
+        seconds: 30.0,
+        load: 1.5,
+        load_end: 1.5,
+        slow: true,
+        mix: super::super::load::MIX,
+    }];
+    // 5 workers, C = 50 of 0.1 s: half taken away is 2 of them (whole workers), and the 3
+    // left are kept busy (30 requests of 0.1 s a second): the whole new capacity, not 120%
+    // of a half.
+    let mut per_second = vec![[SecondTier::default(); 4]; 30];
+    for s in &mut per_second {
+        s[2].ok = 30;
+        s[2].work = 3.0;
+    }
+    let reports = vec![PhaseReport::default(); 1];
+    let run = AppRun {
+        app: "a",
+        capacity: 50.0,
+        at_once: 5.0,
+        phases: &phases,
+        reports: &reports,
+        per_second: &per_second,
+        mean: 0.1,
+        polled: &[],
+        health: None,
+        cold: false,
+    };
+    let row = row(&run);
+    assert!(row.contains("| 100.0% |"), "{row}");
+}

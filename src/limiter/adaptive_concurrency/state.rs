@@ -42,7 +42,7 @@ pub struct AdaptiveState {
     pub(super) room: Mutex<Room>,
     /// The limit to admit under (`f64` bits), published by the sampler every window.
     limit: AtomicU64,
-    /// The lower tiers' lane while the controller sheds or reads the app full (`f64` bits;
+    /// The lower tiers' lane while the controller sheds or reads an overload (`f64` bits;
     /// infinite otherwise): `math::capacity::LANE_OVER_CAPACITY` times the capacity.
     lane: AtomicU64,
     /// What the critical ceiling is a multiple of (`f64` bits): the limits learned outside a
