@@ -402,3 +402,7 @@ fn unmatched_get() -> usize {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+#[path = "lane_tests.rs"]
+mod lane_tests;
