@@ -56,8 +56,9 @@ pub const MIN_OVER_CAPACITY: f64 = 0.5;
 
 /// While the controller sheds or reads an overload ([`lane_on`]), the lower tiers are let
 /// into the app up to this many times its learned capacity (the lane); past it they wait in
-/// the room, where critical requests go ahead of them. The app's own first-come queue, which critical requests wait in too, then
-/// holds about a quarter of its capacity (the limit, held from the overload, often twice it).
+/// the room, where critical requests go ahead of them. The app's own first-come queue, which
+/// critical requests wait in too, then holds about a quarter of its capacity (the limit, held
+/// from the overload, often twice it).
 pub const LANE_OVER_CAPACITY: f64 = 1.25;
 
 /// How many times the service times may fall from those the capacity was learned at before
@@ -297,9 +298,10 @@ impl CapacityEstimate {
 
 /// The demand (uncapped: what the app is asked for over its capacity) at which the lane is on
 /// before the controller sheds: a quarter over the capacity, as the lane is. A reading of the
-/// app just full is not enough: a 2-worker app at 0.75C, its capacity just learned from a
-/// saturated stretch, read 1.0 for a sample, and the lane (2.4 requests) refused 18 GETs
-/// whose wait in the room ran out (`bench overload --app 2x10ms`, docs/capacity.md).
+/// app just full is not enough: at 0.75C, a capacity just learned from a calm saturated
+/// stretch read the app full (demand 0.98 to 1.0) for a sample or two, and the lane held GETs
+/// in the room past their wait (`bench overload`, full length: 405 refused on the mixed app,
+/// 18 on 2 × 10 ms; docs/capacity.md). An overload's first sample reads about 2.
 pub const LANE_DEMAND: f64 = 1.25;
 
 /// Whether the lane is on: worker_utilization enforces (`enforced`), and its controller sheds
