@@ -9,6 +9,7 @@
 #[cfg(feature = "tools")]
 mod alternative;
 mod axum_app;
+mod precise;
 
 use crate::config::{CliConfig, DemoFramework, DemoWork, Route, COLD_SLOWDOWN};
 use actix_web::dev::ServerHandle;
@@ -32,6 +33,9 @@ pub struct WorkerPool {
     /// by [`Demo::set_slowdown`].
     slowdown: Arc<std::sync::atomic::AtomicU32>,
     work: DemoWork,
+    /// What a sleeping worker sleeps on (`demo.work: sleep`): tokio's own timer wakes a
+    /// millisecond late, which made a 10 ms route take 11.2.
+    timer: Option<Arc<precise::PreciseTimer>>,
     /// σ of the log-normal each request's time is drawn from (0: its route's time), and the
     /// draws so far (each request mixes the next value: no lock, reproducible per order).
     spread: f64,
@@ -59,17 +63,20 @@ impl WorkerPool {
                 "cpu needs each thread's CPU time from /proc/thread-self/schedstat (Linux); use sleep here",
             )));
         }
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         Ok(Self {
             slots: Arc::new(Semaphore::new(workers as usize)),
             times: times.map(nanos),
             slowdown: Arc::new(std::sync::atomic::AtomicU32::new(1)),
             work,
+            timer: (work == DemoWork::Sleep)
+                .then(|| Arc::new(precise::PreciseTimer::start(clock.clone()))),
             spread: 0.0,
             draws: Arc::default(),
             workers,
             taken: Arc::default(),
             cold: Duration::ZERO,
-            clock: Arc::new(SystemClock::new()),
+            clock,
             first: Arc::default(),
         })
     }
@@ -132,7 +139,10 @@ impl WorkerPool {
             Duration::from_nanos(self.times[route as usize]).mul_f64(self.spread_factor()) * factor;
         match self.work {
             DemoWork::Sleep => {
-                tokio::time::sleep(service_time).await;
+                match &self.timer {
+                    Some(timer) => timer.sleep(service_time).await,
+                    None => tokio::time::sleep(service_time).await,
+                }
                 drop(slot);
             }
             // The slot goes with the work: a handler stopped by its deadline leaves the burn
