@@ -1,7 +1,7 @@
 //! The adaptive limit's floor probe: admitting only `min_limit` until what is in the app
 //! drains, then taking the floors from the next window's latencies.
 
-use super::{AdaptiveLimit, Window, SUSTAINED};
+use super::{AdaptiveLimit, Window, FLOOR_DRIFT, SUSTAINED};
 use crate::route_class::CLASSES;
 
 /// Where the floor measurement stands.
@@ -53,7 +53,17 @@ impl AdaptiveLimit {
                     } else {
                         (&none, &none)
                     };
-                    self.service.reset(w.at, count, sum, ratio);
+                    // Floors confirmed by traffic (a probe for their drift) fall by at
+                    // most FLOOR_DRIFT a probe: a probe's few requests of a slow route are
+                    // its fastest ([`ServiceFloor::reset`]), and each probe (every
+                    // `floor_window` while the limit binds) takes them lower if they are
+                    // still high. Floors learned behind a queue go at once.
+                    let fall = if self.provisional || self.unconfirmed {
+                        0.0
+                    } else {
+                        1.0 / FLOOR_DRIFT
+                    };
+                    self.service.reset(w.at, (count, sum), ratio, fall);
                     // What the last windows were judged against is gone.
                     self.recent = [(0.0, 0.0); SUSTAINED as usize];
                     self.anchor = Some(w.min);

@@ -4,19 +4,26 @@
 use super::super::tests::{full, params, window, MS};
 use super::super::*;
 
-#[test]
-fn a_binding_limit_whose_floor_is_not_confirmed_measures_it_afresh() {
+/// A limit whose floor was measured at 50 ms, then binding windows of 75 ms until it probes
+/// for drift; returns it and when (ms).
+fn probing_for_drift() -> (AdaptiveLimit, u64) {
     let mut l = AdaptiveLimit::new(params(), 20.0, 0);
     l.update(window(250, 10, 50, false));
-    // Requests take 75 ms and the limit keeps binding (at min, too little for a stale
-    // floor). At 30 s the 50 ms request of the first window still confirms the floor;
-    // by 60 s nothing has for 30 s.
     let mut at = 250;
     while l.probe() == Probe::Off {
         at += 250;
         l.update(window(at, 10, 75, true));
         assert!(at <= 60_500, "no probe by {at} ms");
     }
+    (l, at)
+}
+
+#[test]
+fn a_binding_limit_whose_floor_is_not_confirmed_measures_it_afresh() {
+    // Requests take 75 ms and the limit keeps binding (at min, too little for a stale
+    // floor). At 30 s the 50 ms request of the first window still confirms the floor;
+    // by 60 s nothing has for 30 s.
+    let (mut l, at) = probing_for_drift();
     assert!(at >= 60_000, "probed at {at} ms");
     assert_eq!(l.limit(), 4.0, "admits min_limit while measuring");
     l.update(window(at + 250, 10, 300, true)); // draining: ignored
@@ -92,5 +99,24 @@ fn a_server_that_got_slower_has_its_floor_measured_at_once() {
         let latency = if i % 2 == 0 { 120 } else { 70 };
         l.update(window(250 * i, 10, latency, true));
         assert_eq!(l.probe(), Probe::Off, "at {} ms", 250 * i);
+    }
+}
+
+#[test]
+fn a_probe_for_drift_lowers_confirmed_floors_by_at_most_the_drift() {
+    // Floors confirmed at 50 ms; then a queue (75 ms, binding) for over 30 s without a
+    // request near 50 ms: a probe for drift. Its window's requests took 20 ms: a few fast ones
+    // of a route whose times spread (the slow ones finish after the window), not a faster app.
+    for requests in [20, 4] {
+        let (mut l, at) = probing_for_drift();
+        l.update(window(at + 250, 10, 300, true)); // draining
+        l.update(window(at + 500, requests, 20, true)); // measuring
+        assert_eq!(l.probe(), Probe::Off);
+        let floor = l.service().floors()[2].unwrap() as f64;
+        let lowest = 50.0 * MS as f64 / FLOOR_DRIFT;
+        assert!(
+            (floor - lowest).abs() <= 1.0,
+            "{requests} requests: {floor} µs, not below {lowest}"
+        );
     }
 }

@@ -119,17 +119,34 @@ impl ServiceFloor {
         self.settle_tiers();
     }
 
-    /// Replaces the floor of every class in `count` by what `count` and `sum` measured (a
-    /// probe at low concurrency); a class without requests in it is scaled by how much slower
-    /// the others got (`ratio`: measured over expected).
-    pub fn reset(&mut self, at: u64, count: &[u64; CLASSES], sum: &[u64; CLASSES], ratio: f64) {
+    /// Replaces the floor of every class with [`SETTLE_REQUESTS`] requests or more in
+    /// `count` by what `count` and `sum` measured (a probe at low concurrency); every other
+    /// class is scaled by how much slower the window's requests got (`ratio`: measured over
+    /// expected). No floor falls below `fall` times what it was (1: none falls; 0: no bound).
+    ///
+    /// A probe's window counts the requests that finished in it, and a slow request let in
+    /// late in it finishes after: with times spread log-normally its few requests of a slow
+    /// route are its fastest (a mixed app's 100 ms route measured at 44 ms on three of them),
+    /// and every later window then read as a queue against that floor.
+    pub fn reset(
+        &mut self,
+        at: u64,
+        (count, sum): (&[u64; CLASSES], &[u64; CLASSES]),
+        ratio: f64,
+        fall: f64,
+    ) {
         for (c, class) in self.classes.iter_mut().enumerate() {
             class.mix += count[c] as f64;
-            if let Some(mean) = sum[c].checked_div(count[c]) {
+            let lowest = class.floor.map_or(0, |f| (f as f64 * fall) as u64);
+            if let Some(mean) = sum[c]
+                .checked_div(count[c])
+                .filter(|_| count[c] >= SETTLE_REQUESTS)
+            {
                 class.samples.clear();
-                class.samples.push_back((at, mean, count[c]));
+                class.samples.push_back((at, mean.max(lowest), count[c]));
                 class.pending = (0, 0);
             } else if ratio.is_finite() && ratio > 0.0 {
+                let ratio = ratio.max(fall);
                 for e in &mut class.samples {
                     e.1 = (e.1 as f64 * ratio) as u64;
                 }

@@ -170,9 +170,12 @@ fn a_probe_replaces_the_floors_and_scales_the_classes_it_did_not_see() {
     // The server got twice as slow: the probe saw GETs only.
     s.reset(
         500 * MS,
-        &on_one_route([0, 0, 4, 0]),
-        &on_one_route([0, 0, 80 * MS, 0]),
+        (
+            &on_one_route([0, 0, 4, 0]),
+            &on_one_route([0, 0, 80 * MS, 0]),
+        ),
         2.0,
+        0.0,
     );
     assert_eq!(s.floors(), [Some(400 * MS), None, Some(20 * MS), None]);
 }

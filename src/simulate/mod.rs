@@ -406,3 +406,7 @@ mod tests;
 #[cfg(test)]
 #[path = "lane_tests.rs"]
 mod lane_tests;
+
+#[cfg(test)]
+#[path = "probe_tests.rs"]
+mod probe_tests;
