@@ -53,6 +53,34 @@ macro_rules! app {
     }};
 }
 
+/// Waits `ms` for `answer`, which must not come by then.
+async fn unanswered_for<F: std::future::Future + Unpin>(answer: &mut F, ms: u64) {
+    tokio::select! {
+        _ = answer => panic!("answered before the gate opened"),
+        () = actix_web::rt::time::sleep(Duration::from_millis(ms)) => {}
+    }
+}
+
+/// Sends the slow request to `app` and returns the error it was stopped with (by the
+/// deadline), within 5 s.
+async fn stopped<S, B>(app: &S) -> actix_web::Error
+where
+    S: actix_web::dev::Service<
+        actix_http::Request,
+        Response = actix_web::dev::ServiceResponse<B>,
+        Error = actix_web::Error,
+    >,
+{
+    let call = actix_web::dev::Service::call(app, get().uri("/v1/items?slow").to_request());
+    let answer = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .expect("answered at the deadline");
+    match answer {
+        Err(error) => error,
+        Ok(_) => panic!("the request was not stopped"),
+    }
+}
+
 #[actix_web::test]
 async fn a_request_past_its_deadline_stops_counting_and_its_handler_goes_on() {
     let rig = Rig::new(deadline(false));
@@ -61,10 +89,7 @@ async fn a_request_past_its_deadline_stops_counting_and_its_handler_goes_on() {
     let app = app!(rig, gate, dropped);
     let slow = test::call_service(&app, get().uri("/v1/items?slow").to_request());
     tokio::pin!(slow);
-    tokio::select! {
-        _ = &mut slow => panic!("answered before the gate opened"),
-        () = actix_web::rt::time::sleep(Duration::from_millis(300)) => {}
-    }
+    unanswered_for(&mut slow, 300).await;
     assert_eq!(rig.brownout.in_flight().get, 0, "no longer counted");
     let expired = rig.metric("brownout_expired_requests_total{tier=\"get\"}");
     assert_eq!(expired, 1.0);
@@ -87,14 +112,8 @@ async fn with_cancel_the_handler_is_stopped_and_answered_503() {
     let gate = Arc::new(tokio::sync::Notify::new());
     let dropped = Arc::new(AtomicBool::new(false));
     let app = app!(rig, gate, dropped);
-    let call = actix_web::dev::Service::call(&app, get().uri("/v1/items?slow").to_request());
-    let answer = tokio::time::timeout(Duration::from_secs(5), call)
-        .await
-        .expect("answered at the deadline");
     // brownout answers through actix's error path (the request is with the app by then).
-    let Err(error) = answer else {
-        panic!("the request was not stopped")
-    };
+    let error = stopped(&app).await;
     let res = error.error_response();
     assert_eq!(res.status(), 503);
     assert_eq!(res.headers().get("retry-after").unwrap(), "1");
@@ -131,16 +150,13 @@ async fn a_worker_reuses_its_deadline_timers_and_each_fires_at_its_own_deadline(
     assert_eq!(in_time.await.status(), 200);
     // Each next slow request runs on the timer the last one gave back, and is stopped at its
     // own deadline: not at once (an old deadline), not never (the parked one).
-    for stopped in 1..=2 {
+    for n in 1..=2 {
         let started = tokio::time::Instant::now(); // the clock the timer runs on
-        let call = actix_web::dev::Service::call(&app, get().uri("/v1/items?slow").to_request());
-        let answer = tokio::time::timeout(Duration::from_secs(5), call)
-            .await
-            .expect("answered at the deadline");
-        assert!(answer.is_err(), "stopped with the deadline's 503");
+        let error = stopped(&app).await;
+        assert_eq!(error.error_response().status(), 503);
         assert!(started.elapsed() >= Duration::from_millis(50));
         let expired = rig.metric("brownout_expired_requests_total{tier=\"get\"}");
-        assert_eq!(expired, f64::from(stopped));
+        assert_eq!(expired, f64::from(n));
     }
     assert_eq!(rig.brownout.in_flight().get, 0);
 }
@@ -178,4 +194,63 @@ async fn over_http_a_stopped_request_is_a_503_with_its_problem() {
     let body: serde_json::Value = res.json().await.unwrap();
     assert_eq!(body["title"], "Request took too long");
     handle.stop(true).await;
+}
+
+/// request_rate alone, its RateLimit fields off: nothing reads the in-flight count, and a
+/// request holds nothing and has nothing to write on its response.
+fn rate_alone(cancel: bool) -> brownout::Config {
+    let mut c = deadline(cancel);
+    c.limiters.concurrent_requests.mode = Mode::Off;
+    c.limiters.adaptive_concurrency.mode = Mode::Off;
+    c.limiters.request_rate.mode = Mode::Enforce;
+    c.limiters.request_rate.headers = false;
+    c
+}
+
+#[actix_web::test]
+async fn with_nothing_counting_in_flight_a_request_that_holds_nothing_passes_straight_through() {
+    let rig = Rig::new(rate_alone(false));
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let dropped = Arc::new(AtomicBool::new(false));
+    let app = app!(rig, gate, dropped);
+    let slow = test::call_service(&app, get().uri("/v1/items?slow").to_request());
+    tokio::pin!(slow);
+    unanswered_for(&mut slow, 150).await;
+    // Neither counted in flight nor timed: nothing of brownout's rides with it.
+    assert_eq!(rig.brownout.in_flight().get, 0);
+    let expired = rig.metric("brownout_expired_requests_total{tier=\"get\"}");
+    assert_eq!(
+        expired, 0.0,
+        "past its deadline, it had nothing to give back"
+    );
+    gate.notify_one();
+    let answered = slow.await;
+    assert_eq!(answered.status(), 200);
+    assert_eq!(test::read_body(answered).await, "ok");
+    assert_eq!(
+        rig.metric("brownout_requests_total{tier=\"get\",outcome=\"allowed\"}"),
+        1.0
+    );
+    // The same settings with adaptive_concurrency on: the request holds a slot, and counts.
+    let mut counted = rate_alone(false);
+    counted.limiters.adaptive_concurrency.mode = Mode::Enforce;
+    let rig = Rig::new(counted);
+    let app = app!(rig, gate, dropped);
+    let slow = test::call_service(&app, get().uri("/v1/items?slow").to_request());
+    tokio::pin!(slow);
+    unanswered_for(&mut slow, 20).await;
+    assert_eq!(rig.brownout.in_flight().get, 1);
+    gate.notify_one();
+    assert_eq!(test::read_body(slow.await).await, "ok");
+    assert_eq!(rig.brownout.in_flight().get, 0);
+}
+
+#[actix_web::test]
+async fn a_deadline_that_cancels_stops_a_request_that_holds_nothing() {
+    let rig = Rig::new(rate_alone(true));
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let dropped = Arc::new(AtomicBool::new(false));
+    let app = app!(rig, gate, dropped);
+    assert_eq!(stopped(&app).await.error_response().status(), 503);
+    assert!(dropped.load(Ordering::SeqCst), "the handler was stopped");
 }

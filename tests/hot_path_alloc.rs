@@ -36,9 +36,25 @@ fn all_limiters_with_fields() -> brownout::Config {
     c
 }
 
+/// request_rate alone, fields off: a request holds nothing and passes straight through.
+fn rate_alone() -> brownout::Config {
+    let mut c = all_limiters();
+    let l = &mut c.limiters;
+    l.concurrent_requests.mode = brownout::Mode::Off;
+    l.fleet_usage.mode = brownout::Mode::Off;
+    l.worker_utilization.mode = brownout::Mode::Off;
+    l.adaptive_concurrency.mode = brownout::Mode::Off;
+    c
+}
+
 #[actix_web::test]
 async fn the_middleware_allocates_nothing_on_the_allowed_path() {
-    for config in [common::config(), all_limiters(), all_limiters_with_fields()] {
+    for config in [
+        common::config(),
+        all_limiters(),
+        all_limiters_with_fields(),
+        rate_alone(),
+    ] {
         measure(config, false).await;
     }
     // An app that does not answer at once: the deadline's timer is armed, in a box the

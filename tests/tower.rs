@@ -314,25 +314,37 @@ fn slow_app(
         .layer(rig.brownout.layer())
 }
 
+/// [`slow_app`] served for `rig`: its gate, whether its handler was stopped, and its address.
+async fn serve_slow(
+    rig: &Rig,
+) -> (
+    std::sync::Arc<tokio::sync::Notify>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    String,
+) {
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let stopped = std::sync::Arc::<std::sync::atomic::AtomicBool>::default();
+    let base = serve(slow_app(rig, gate.clone(), stopped.clone())).await;
+    (gate, stopped, base)
+}
+
+/// Waits `ms` for `answer`, which must not come by then.
+async fn unanswered_for<F: std::future::Future + Unpin>(answer: &mut F, ms: u64) {
+    tokio::select! {
+        _ = answer => panic!("answered before the gate opened"),
+        () = tokio::time::sleep(Duration::from_millis(ms)) => {}
+    }
+}
+
 #[actix_web::test]
 async fn a_request_past_its_deadline_stops_counting_and_runs_on() {
     let rig = Rig::new(deadline(false));
-    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
-    let stopped = std::sync::Arc::default();
-    let base = serve(slow_app(
-        &rig,
-        gate.clone(),
-        std::sync::Arc::clone(&stopped),
-    ))
-    .await;
+    let (gate, stopped, base) = serve_slow(&rig).await;
     let c = client();
     let key = ("Authorization", "Bearer sk_live_deadline");
     let slow = c.get(format!("{base}/v1/slow")).insert_header(key).send();
     tokio::pin!(slow);
-    tokio::select! {
-        _ = &mut slow => panic!("answered before the gate opened"),
-        () = tokio::time::sleep(Duration::from_millis(300)) => {}
-    }
+    unanswered_for(&mut slow, 300).await;
     assert_eq!(
         rig.metric(r#"brownout_expired_requests_total{tier="get"}"#),
         1.0
@@ -387,6 +399,36 @@ async fn with_cancel_a_request_is_stopped_and_answered_503_or_deadline_exceeded(
     // A request answered in time is untouched.
     let res = c.get(format!("{base}/v1/items")).send().await.unwrap();
     assert_eq!(res.status(), 200);
+}
+
+#[actix_web::test]
+async fn with_nothing_counting_in_flight_a_request_that_holds_nothing_passes_straight_through() {
+    // request_rate alone, its fields off: no permit, no field, nothing reading in-flight.
+    let mut config = deadline(false);
+    config.limiters.concurrent_requests.mode = brownout::Mode::Off;
+    config.limiters.adaptive_concurrency.mode = brownout::Mode::Off;
+    config.limiters.request_rate.mode = brownout::Mode::Enforce;
+    config.limiters.request_rate.headers = false;
+    let rig = Rig::new(config);
+    let (gate, stopped, base) = serve_slow(&rig).await;
+    let slow = client().get(format!("{base}/v1/slow")).send();
+    tokio::pin!(slow);
+    unanswered_for(&mut slow, 150).await;
+    assert_eq!(rig.brownout.in_flight().get, 0, "not counted");
+    assert_eq!(
+        rig.metric(r#"brownout_expired_requests_total{tier="get"}"#),
+        0.0,
+        "past its deadline, it had nothing to give back"
+    );
+    gate.notify_one();
+    let mut answered = slow.await.unwrap();
+    assert_eq!(answered.status(), 200);
+    assert_eq!(&answered.body().await.unwrap()[..], b"done");
+    assert!(!stopped.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!(
+        rig.metric(r#"brownout_requests_total{tier="get",outcome="allowed"}"#),
+        1.0
+    );
 }
 
 /// The customer an earlier layer verified (here a fixed one, as `axum::Extension` inserts it).

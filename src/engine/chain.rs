@@ -59,6 +59,15 @@ pub(crate) struct Queued {
 }
 
 impl<P: EngineRef> Admission<'_, P> {
+    /// Whether it holds no permit and waits for nothing.
+    #[inline]
+    pub(crate) fn holds_nothing(&self) -> bool {
+        self.concurrency.is_none()
+            && self.fleet.is_none()
+            && self.adaptive.is_none()
+            && self.queued.is_none()
+    }
+
     /// An admission that holds nothing.
     pub(crate) fn new(outcome: Outcome) -> Self {
         Self {

@@ -67,6 +67,9 @@ pub struct Settings {
     /// Only request_rate is on, with no quota, pacing, elastic bucket or fields: its bucket
     /// and ceiling are charged without an ask.
     pub(crate) rate_alone: bool,
+    /// Nothing counts requests in flight (worker_utilization and adaptive_concurrency off)
+    /// and the deadline does not cancel: a request that holds nothing is passed through.
+    pub(crate) pass_through: bool,
 }
 
 impl Settings {
@@ -83,8 +86,12 @@ impl Settings {
         classifier.hash_ips =
             rules.per_ip.is_some() || rules.quotas.iter().any(|q| q.key == QuotaKey::Ip);
         let rate_alone = chain::rate_alone(&limiters);
+        let pass_through = limiters.worker_utilization.mode == crate::config::Mode::Off
+            && limiters.adaptive_concurrency.mode == crate::config::Mode::Off
+            && !limiters.deadline.cancel;
         Ok(Self {
             rate_alone,
+            pass_through,
             version,
             kill_switch,
             limiters,

@@ -346,7 +346,11 @@ impl Brownout {
         &self.inner.engine
     }
 
-    /// Requests in progress through the middleware, per tier.
+    /// Requests in progress through the middleware, per tier. While worker_utilization and
+    /// adaptive_concurrency are both off (nothing reads this count then) and
+    /// `limiters.deadline.cancel` is off, a request that holds no permit (no
+    /// concurrent_requests or fleet_usage slot) and writes no RateLimit field or failure
+    /// count passes straight through, uncounted: it pays for no response future.
     pub fn in_flight(&self) -> PerTier<i64> {
         self.inner.engine.in_flight().per_tier()
     }

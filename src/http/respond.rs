@@ -72,6 +72,13 @@ where
                     fut: Box::pin(wait(waiting, queued)),
                 };
             }
+            // Nothing to give back, write or count once the app answers (`Settings::
+            // pass_through`): the app's own future, its body only wrapped.
+            if after.is_none() && settings.pass_through && admission.holds_nothing() {
+                return ResponseFuture::Passed {
+                    fut: service.call(req),
+                };
+            }
             let hold = RequestHold::admit(engine.clone(), tier, admission);
             ResponseFuture::allowed(service.call(req), hold, after, worker, tier)
         }
@@ -139,6 +146,12 @@ pin_project! {
             deadline: DeadlineTimer,
             worker: Rc<Worker>,
             tier: crate::tier::Tier,
+        },
+        /// The request was let through holding nothing, with nothing to write on its
+        /// response, and nothing counts it in flight.
+        Passed {
+            #[pin]
+            fut: F,
         },
         /// The request was rejected.
         Rejected {
@@ -237,6 +250,9 @@ where
                 let tracked = head.set_body(EitherBody::left(TrackedBody::new(body, hold)));
                 Poll::Ready(Ok(ServiceResponse::new(req, tracked)))
             }
+            ResponseFutureProj::Passed { fut } => fut.poll(cx).map_ok(|response| {
+                response.map_body(|_, body| EitherBody::left(TrackedBody::new(body, None)))
+            }),
             ResponseFutureProj::Rejected { response } => {
                 let response = response
                     .take()

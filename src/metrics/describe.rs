@@ -30,7 +30,7 @@ pub(super) fn describe(r: &PrometheusRecorder) {
         ("brownout_fail_open_total", "Times a limiter or source failed and the request was let through, by limiter and reason."),
         ("brownout_fleet_settings_total", "Fleet settings documents this instance read from Redis, by result: applied, or rejected (they fail its validation; it keeps its settings)."),
         ("brownout_requests_delayed_total", "Requests request_rate held for their turn in their client's bucket (excess: delay), by tier."),
-        ("brownout_expired_requests_total", "Admitted requests still unanswered after limiters.deadline.after, by tier: they stopped counting against in-flight limits (and with deadline.cancel were stopped and answered 503)."),
+        ("brownout_expired_requests_total", "Admitted requests still unanswered after limiters.deadline.after, by tier: they stopped counting against in-flight limits (and with deadline.cancel were stopped and answered 503). A request that passes straight through (see brownout_in_flight_requests) is not timed."),
     ];
     for (name, help) in counters {
         r.describe_counter(KeyName::from(name), None, help.into());
@@ -54,7 +54,7 @@ pub(super) fn describe(r: &PrometheusRecorder) {
         ),
         (
             "brownout_in_flight_requests",
-            "Requests let in and not yet answered, by tier (those waiting in adaptive_concurrency's queue and those past limiters.deadline.after are not counted).",
+            "Requests let in and not yet answered, by tier (those waiting in adaptive_concurrency's queue and those past limiters.deadline.after are not counted; with worker_utilization and adaptive_concurrency both off, neither is a request that holds no permit and writes no RateLimit field: it passes straight through).",
         ),
         (
             "brownout_limiter_mode",

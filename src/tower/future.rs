@@ -49,6 +49,12 @@ pin_project! {
             timer: Option<Sleep>,
             deadline: Deadline,
         },
+        // Let through holding nothing, with nothing to write or count (`Settings::
+        // pass_through`).
+        Passed {
+            #[pin]
+            fut: F,
+        },
         // Refused.
         Refused { response: Option<Response<BrownoutBody<B>>> },
         // Waiting (boxed: only under overload, or in fleet mode behind a network round trip).
@@ -75,6 +81,13 @@ impl<F, B, E> ResponseFuture<F, B, E> {
                 timer: None,
                 deadline: Deadline::Unarmed,
             },
+        }
+    }
+
+    /// The app's answer to a request that holds nothing, its body only wrapped.
+    pub(super) fn passed(fut: F) -> Self {
+        Self {
+            state: State::Passed { fut },
         }
     }
 
@@ -139,6 +152,9 @@ where
                 }
                 Poll::Ready(Ok(response.map(|body| BrownoutBody::app(body, hold))))
             }
+            StateProj::Passed { fut } => fut
+                .poll(cx)
+                .map_ok(|response| response.map(|body| BrownoutBody::app(body, None))),
             StateProj::Refused { response } => Poll::Ready(Ok(response
                 .take()
                 .expect("ResponseFuture polled after completion"))),

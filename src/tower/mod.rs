@@ -312,6 +312,10 @@ where
                     queued,
                 )));
             }
+            // Nothing to give back, write or count once the app answers.
+            if after.is_none() && settings.pass_through && admission.holds_nothing() {
+                return ResponseFuture::passed(inner.call(req));
+            }
             let mut hold = RequestHold::admit(engine.clone(), tier, &mut admission);
             learn_route(&mut hold, engine, &req, tier, grpc);
             ResponseFuture::allowed(inner.call(req), hold, after, engine.clone(), (tier, grpc))
