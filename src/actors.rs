@@ -233,6 +233,7 @@ impl Adaptive {
         let known = self.capacity.known(&self.limit, c.critical_ceiling);
         let base = self.ceiling.update(&window, self.limit.learned(), known);
         engine.adaptive().publish_ceiling_base(base);
+        engine.adaptive().publish_ceiling_cap(self.ceiling.cap());
         engine
             .adaptive()
             .publish_capacity(self.capacity.learned(), self.capacity.at_least());

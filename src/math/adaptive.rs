@@ -86,6 +86,8 @@ pub struct AdaptiveLimit {
     last_at: u64,
     /// Binding windows in a row that ended with at least half the limit in flight.
     binding_run: u32,
+    /// When the run of full windows began (µs): the start of its first window.
+    binding_from: u64,
     /// The last [`SUSTAINED`] windows of that run: their requests' latencies and what they
     /// should have taken (µs, summed), by `binding_run % SUSTAINED`.
     run_sums: [(f64, f64); SUSTAINED as usize],
@@ -143,6 +145,7 @@ impl AdaptiveLimit {
             unconfirmed: false,
             last_at: now,
             binding_run: 0,
+            binding_from: 0,
             run_sums: [(0.0, 0.0); SUSTAINED as usize],
             run_flow: [(0.0, 0.0); SUSTAINED as usize],
             last_in_flight: 0,
@@ -318,6 +321,9 @@ impl AdaptiveLimit {
         // a burst the app absorbed, not one standing.
         let full = w.binding() && w.in_flight as f64 >= self.limit / 2.0;
         self.binding_run = if full { self.binding_run + 1 } else { 0 };
+        if self.binding_run == 1 {
+            self.binding_from = w.at.saturating_sub(span as u64);
+        }
         if full {
             let came = (admitted + w.refused) as f64;
             self.run_flow[(self.binding_run % SUSTAINED) as usize] = (came, w.total() as f64);
@@ -336,12 +342,21 @@ impl AdaptiveLimit {
                     && w.in_flight <= self.params.min as u64
                     && mean >= STALE_FLOOR * floor;
                 let since = w.at.saturating_sub(self.doubled_at) as f64;
+                // And the window began a service time after the limit began to bind: before
+                // that, the requests that finish in it were let in before it bound, whatever
+                // came since (100 × 500 ms stepped into 2C had its limit doubled from 156 to
+                // 313 on the answers of its calm, and its queue went past the clients'
+                // deadline: 112 critical requests timed out).
+                let bound =
+                    w.at.saturating_sub(span as u64)
+                        .saturating_sub(self.binding_from);
                 // Doubling wants requests as fast as without any queue (what the limit let in
                 // shows in them a service time later).
                 // And a limit in use: a refusal of `tier_hold` with little in flight says
                 // nothing of what the app can take.
                 let doubles = self.slow_start
                     && since >= floor
+                    && bound as f64 >= floor
                     && mean <= SLOW_START_SLOWDOWN * floor
                     && full;
                 // Cut only on a queue that stood SUSTAINED windows in a row (CoDel's bad

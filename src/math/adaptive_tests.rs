@@ -292,24 +292,28 @@ fn until_the_capacity_is_known_a_limit_that_refused_fast_requests_doubles() {
     let grown = l.update(idle);
     assert!((grown - (20.0 + 20f64.sqrt())).abs() < 1e-9, "{grown}");
     // A big app at half its capacity: many in flight at the floor, the limit in use and
-    // refusing: it doubles...
+    // refusing. Its first such window's requests were let in before the limit bound (the
+    // window began at 300 ms, when it was not yet full): √limit...
     let busy = |at, ms| Window {
         in_flight: 1000,
         ..window(at, 40, ms, true)
     };
-    assert!((l.update(busy(800, 500)) - 2.0 * grown).abs() < 1e-9);
+    assert!((l.update(busy(800, 500)) - (grown + grown.sqrt())).abs() < 1e-9);
+    // ... and a window that began a service time after the limit began to bind doubles it...
+    let before = l.limit();
+    assert!((l.update(busy(1000, 500)) - 2.0 * before).abs() < 1e-9);
     // ... not again before what it let in has had a service time to show in the latencies.
     let before = l.limit();
-    assert!((l.update(busy(1000, 500)) - (before + before.sqrt())).abs() < 1e-9);
+    assert!((l.update(busy(1300, 500)) - (before + before.sqrt())).abs() < 1e-9);
     let before = l.limit();
-    assert!((l.update(busy(1300, 500)) - 2.0 * before).abs() < 1e-9);
+    assert!((l.update(busy(1600, 500)) - 2.0 * before).abs() < 1e-9);
     // Requests slower than without a queue: the ordinary rule.
     let before = l.limit();
-    assert!((l.update(busy(1900, 600)) - (before + before.sqrt())).abs() < 1e-9);
+    assert!((l.update(busy(2200, 600)) - (before + before.sqrt())).abs() < 1e-9);
     // Known: back to √limit.
     l.set_slow_start(false);
     let before = l.limit();
-    assert!((l.update(busy(2500, 500)) - (before + before.sqrt())).abs() < 1e-9);
+    assert!((l.update(busy(2800, 500)) - (before + before.sqrt())).abs() < 1e-9);
 }
 
 #[test]

@@ -47,6 +47,37 @@ pub fn critical_share(share: f64, pressure: CriticalPressure) -> f64 {
 /// queued ahead of a critical request (see [`CeilingBase::update`]).
 pub const CRITICAL_QUEUE_US: f64 = 500_000.0;
 
+/// Once the capacity is known, the most time (µs) a critical request is let in to spend in
+/// the app, its queue and its own service: see [`ceiling_cap`].
+pub const CRITICAL_LATENCY_US: f64 = 750_000.0;
+
+/// The most requests in flight at which a critical request is still let in, once the
+/// capacity is known (`None`: no bound): the capacity and [`CRITICAL_QUEUE_US`] of queue
+/// ahead of it, less where its service time leaves less than that of
+/// [`CRITICAL_LATENCY_US`]. The ceiling is otherwise `critical_ceiling` times the limit, and
+/// the limit, learned calm, is room for bursts: at a 10C spike on 100 × 500 ms (critical
+/// requests alone the capacity) it was 182, the ceiling 728, and critical requests queued
+/// past their clients' 1 s deadline for five seconds while the app ran the abandoned ones
+/// (`bench overload`: 70% served). Capped, they wait at most a quarter of a second there, and
+/// half a second on an app of 250 ms or faster.
+pub fn ceiling_cap(known: Option<Known>) -> f64 {
+    match known {
+        Some(k) if k.service_us > 0.0 && k.capacity > 0.0 => {
+            let queue = (CRITICAL_LATENCY_US - k.service_us).clamp(0.0, CRITICAL_QUEUE_US);
+            k.capacity * (1.0 + queue / k.service_us)
+        }
+        _ => f64::INFINITY,
+    }
+}
+
+/// The critical ceiling: `times` (`critical_ceiling`) the higher of the limit and its `base`,
+/// at most `cap` ([`ceiling_cap`]) — but never below the limit: a critical request is let in
+/// wherever a request of a lower tier would be (capped under the limit, 100 × 500 ms refused
+/// 15 critical requests at 2C while its limit, learned calm, still let GETs in).
+pub fn ceiling(limit: f64, base: f64, times: f64, cap: f64) -> f64 {
+    (base.max(limit) * times).min(cap).max(limit)
+}
+
 /// The app's learned capacity (requests at once), its mean service time (µs) and
 /// `critical_ceiling`, for the ceiling's base.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -73,12 +104,15 @@ pub struct Known {
 pub struct CeilingBase {
     /// The previous window's end (µs) and the limit learned then, in slow start.
     previous: Option<(u64, f64)>,
+    /// [`ceiling_cap`] as of the last window (`None`: none yet, no cap).
+    cap: Option<f64>,
 }
 
 impl CeilingBase {
     /// Remembers `learned`, the limit learned at the end of `w` (`known`: `None` while the
     /// app's capacity is not known), and returns the base.
     pub fn update(&mut self, w: &Window, learned: f64, known: Option<Known>) -> f64 {
+        self.cap = Some(ceiling_cap(known));
         let slow_start = known.is_none();
         let previous = std::mem::replace(&mut self.previous, slow_start.then_some((w.at, learned)));
         let since = w.mean().map_or(0, |mean| w.at.saturating_sub(mean as u64));
@@ -94,6 +128,11 @@ impl CeilingBase {
             0.0
         };
         learned.max(k.capacity * (1.0 + queue) / k.ceiling.max(1.0))
+    }
+
+    /// The most in flight at which a critical request is let in ([`ceiling_cap`]).
+    pub fn cap(&self) -> f64 {
+        self.cap.unwrap_or(f64::INFINITY)
     }
 }
 

@@ -16,7 +16,7 @@ use crate::config::AdaptiveConcurrencyConfig;
 use crate::limiter::adaptive_concurrency::params;
 use crate::math::adaptive::{AdaptiveLimit, Window};
 use crate::math::capacity::{lane_waits, CapacityEstimate};
-use crate::math::critical::{critical_share, CeilingBase, CriticalPressure};
+use crate::math::critical::{ceiling, critical_share, CeilingBase, CriticalPressure};
 use crate::rng::SplitMix64;
 use crate::route_class::CLASSES;
 use crate::tier::Tier;
@@ -229,7 +229,7 @@ impl FastGuard {
     }
 
     /// Critical arrivals: those outside the admitted share of cohorts refused, the rest let in
-    /// up to `critical_ceiling` × the limit in flight. Returns the amount let in.
+    /// up to `critical_ceiling` × the limit in flight, at most the cap. Returns what got in.
     fn admit_critical(
         &mut self,
         now: f64,
@@ -248,9 +248,9 @@ impl FastGuard {
         let amount = amount - outside;
         let limit = self.limit();
         let before: f64 = in_flight.iter().sum();
-        // A probe's min_limit does not lower it, nor does a fall faster than what was let in
-        // drains (as in the middleware).
-        let ceiling = (limit.max(self.ceiling_base) * self.c.critical_ceiling)
+        // Not lowered by a probe's min_limit or a fall faster than what got in drains.
+        let (base, cap) = (self.ceiling_base, self.ceiling.cap());
+        let ceiling = ceiling(limit, base, self.c.critical_ceiling, cap)
             .floor()
             .max(1.0);
         let admitted = amount.min((ceiling - before).max(0.0));

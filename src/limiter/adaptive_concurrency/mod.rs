@@ -137,7 +137,7 @@ impl AdaptiveState {
                 flag.store(true, Ordering::Relaxed);
             }
         };
-        let ceiling = self.ceiling_base().max(limit) * c.critical_ceiling;
+        let ceiling = self.ceiling(limit, c.critical_ceiling);
         if before >= state::whole(ceiling).max(1.0) {
             // Given back as any slot is (a request waiting may be let in meanwhile).
             self.release(tier, None, now);

@@ -50,6 +50,9 @@ pub struct AdaptiveState {
     /// requests, which it does not hold back, are not refused for it), held in slow start
     /// while the requests they let in drain.
     ceiling_base: AtomicU64,
+    /// The most in flight at which a critical request is let in (`f64` bits; infinite until
+    /// the capacity is known): `math::critical::ceiling_cap`.
+    ceiling_cap: AtomicU64,
     /// Each tier's service time learned (µs; 0 before any), published with the limit.
     floors: [AtomicU64; 4],
     /// Each route class's service time learned (µs; 0 before any), published with the limit.
@@ -85,6 +88,7 @@ impl AdaptiveState {
             limit: AtomicU64::new(initial.to_bits()),
             lane: AtomicU64::new(f64::INFINITY.to_bits()),
             ceiling_base: AtomicU64::new(initial.to_bits()),
+            ceiling_cap: AtomicU64::new(f64::INFINITY.to_bits()),
             floors: Default::default(),
             class_floors: Box::new(std::array::from_fn(|_| AtomicU64::new(0))),
             capacity: Default::default(),
@@ -185,6 +189,18 @@ impl AdaptiveState {
     /// The limit the critical ceiling is a multiple of.
     pub fn ceiling_base(&self) -> f64 {
         f64::from_bits(self.ceiling_base.load(Ordering::Relaxed))
+    }
+
+    /// Publishes the most in flight at which a critical request is let in
+    /// ([`ceiling_cap`](crate::math::critical::ceiling_cap)).
+    pub fn publish_ceiling_cap(&self, cap: f64) {
+        self.ceiling_cap.store(cap.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The critical ceiling under `limit` and `critical_ceiling` (`times`).
+    pub fn ceiling(&self, limit: f64, times: f64) -> f64 {
+        let cap = f64::from_bits(self.ceiling_cap.load(Ordering::Relaxed));
+        crate::math::critical::ceiling(limit, self.ceiling_base(), times, cap)
     }
 
     /// Publishes the app's capacity (requests at once; `None` until learned) and the most it

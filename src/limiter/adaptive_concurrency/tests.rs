@@ -91,6 +91,22 @@ fn critical(c: &AdaptiveConcurrencyConfig, s: &Arc<AdaptiveState>, key: u64, ms:
 }
 
 #[test]
+fn once_the_capacity_is_known_the_ceiling_is_at_most_its_cap() {
+    let c = AdaptiveConcurrencyConfig {
+        critical_ceiling: 4.0,
+        ..AdaptiveConcurrencyConfig::default()
+    };
+    // A limit of 10 lets critical requests in up to 40 in flight; a cap of 15 stops them there.
+    let s = new_state(10.0);
+    s.publish_ceiling_cap(15.0);
+    for key in 0..15 {
+        assert!(critical(&c, &s, key, 0), "under the cap");
+    }
+    assert!(!critical(&c, &s, 15, 0), "the 16th finds the cap");
+    assert_eq!(s.in_flight(), 15);
+}
+
+#[test]
 fn critical_requests_past_the_ceiling_are_refused_and_then_by_cohort() {
     let c = AdaptiveConcurrencyConfig {
         critical_ceiling: 2.0,
