@@ -9,7 +9,9 @@
 //! (CoDel's bad queue; a burst that fills the limit and drains is the good one), by the
 //! gradient of those windows together (chance does not stand from one window to the next),
 //! and, unless the limit is held, by no more than the share of what came that the app did not
-//! finish (a draining queue is not cut).
+//! finish (a draining queue is not cut), nor, once the capacity is known, than the share of
+//! what came beyond what the app serves in that time (a few slow requests holding every
+//! worker finish nothing for a while, at a load the app carries).
 //! A window that refused nothing leaves the limit as it is: its latency is not the limit's
 //! doing (shrinking on it would ratchet the limit down at a steady moderate load). The floor
 //! is what the window's requests take without a queue, by their mix of route classes (each
@@ -93,6 +95,10 @@ pub struct AdaptiveLimit {
     run_sums: [(f64, f64); SUSTAINED as usize],
     /// The same windows' requests that came (refused or let in), and those that finished.
     run_flow: [(f64, f64); SUSTAINED as usize],
+    /// The same windows' spans (µs).
+    run_span: [f64; SUSTAINED as usize],
+    /// The requests the app serves at once, once learned (see [`AdaptiveLimit::set_capacity`]).
+    capacity: Option<f64>,
     /// Requests in flight at the last window's end.
     last_in_flight: u64,
     /// The last [`SUSTAINED`] windows' latencies and expected times of their settled classes
@@ -148,6 +154,8 @@ impl AdaptiveLimit {
             binding_from: 0,
             run_sums: [(0.0, 0.0); SUSTAINED as usize],
             run_flow: [(0.0, 0.0); SUSTAINED as usize],
+            run_span: [0.0; SUSTAINED as usize],
+            capacity: None,
             last_in_flight: 0,
             recent: [(0.0, 0.0); SUSTAINED as usize],
             recent_at: 0,
@@ -327,6 +335,7 @@ impl AdaptiveLimit {
         if full {
             let came = (admitted + w.refused) as f64;
             self.run_flow[(self.binding_run % SUSTAINED) as usize] = (came, w.total() as f64);
+            self.run_span[(self.binding_run % SUSTAINED) as usize] = span;
         }
         if let (Some(mean), Some(floor)) = (w.mean(), self.expected(&w)) {
             let (mean, floor) = (mean.max(1.0), floor.max(1.0));
@@ -365,21 +374,8 @@ impl AdaptiveLimit {
                 // cut on one refuses the next, while its latencies (which lag what the limit
                 // let in) would cut it again and again as the burst drains.
                 let standing = self.binding_run >= SUSTAINED;
-                // A standing queue is cut by the gradient of the whole run's last SUSTAINED
-                // windows, not of this one alone: a window of a few requests whose times
-                // spread log-normally is often half again as slow as its mix by chance, and a
-                // cut on each such window holds the limit below what the app serves at once
-                // (its workers idle, and the capacity is learned as what they served).
-                // Unless held, by no more than the share of what came that the app did not
-                // finish: a moderate load's queue behind a few slow requests drains (fewer
-                // come than finish); cut on its lagging latencies, it refused for seconds.
                 let cut = if standing {
-                    let (took, expected) = summed(&self.run_sums);
-                    let (came, finished) = summed(&self.run_flow);
-                    let excess = (came - finished).max(0.0) / came.max(1.0);
-                    (self.params.tolerance * expected / took.max(1.0))
-                        .clamp(0.5, 1.0)
-                        .max(if self.hold { 0.0 } else { 1.0 - excess })
+                    self.standing_cut()
                 } else {
                     gradient
                 };
@@ -441,6 +437,9 @@ fn summed(windows: &[(f64, f64)]) -> (f64, f64) {
 
 #[path = "probe.rs"]
 mod probe;
+
+#[path = "standing.rs"]
+mod standing;
 
 #[cfg(test)]
 #[path = "adaptive_tests.rs"]

@@ -130,6 +130,42 @@ fn a_standing_queue_is_cut_by_no_more_than_the_share_of_arrivals_the_app_did_not
 }
 
 #[test]
+fn once_the_capacity_is_known_a_queue_is_cut_by_no_more_than_what_came_beyond_what_it_serves() {
+    // A few slow requests hold every worker: in each of SUSTAINED windows (250 ms) two
+    // finish, at 400 ms, while 14 are let in and one refused. By what finished, 13 of every
+    // 15 that came are unfinished, and the gradient (1.25 × 50 / 400) halves the limit. But
+    // 15 a window is what an app serving 4 at once at 50 ms serves in 190 ms: it carries this
+    // load, and once that capacity is known the limit is not cut. Known at 2 (it serves 10 a
+    // window), the third that came beyond it is the most cut (40 × 2 / 3). Held (the
+    // controller sheds), the gradient cuts as before.
+    for (capacity, hold, cut) in [
+        (None, false, 20.0),
+        (Some(4.0), false, 40.0),
+        (Some(2.0), false, 40.0 * 2.0 / 3.0),
+        (Some(4.0), true, 20.0),
+    ] {
+        let mut l = at_rest(40);
+        l.set_capacity(capacity);
+        l.set_hold(hold);
+        let mut limit = 0.0;
+        for i in 1..=SUSTAINED {
+            let w = holding(
+                250 + 250 * u64::from(i),
+                2,
+                400,
+                false,
+                40 + 12 * u64::from(i),
+            );
+            limit = l.update(Window { refused: 1, ..w });
+        }
+        assert!(
+            (limit - cut).abs() < 1e-9,
+            "{capacity:?}, held {hold}: {limit}"
+        );
+    }
+}
+
+#[test]
 fn chance_is_judged_over_windows_one_slow_window_neither_pulls_the_floor_low_nor_cuts_alone() {
     // Windows of a few requests spread log-normally, never refused: now 40 ms, now 70 ms
     // (1.75 times the faster ones by chance). Judged one by one, every 70 ms window would be

@@ -9,7 +9,7 @@
 //! against a guess could shed an app that is merely busy (docs/capacity.md).
 
 use super::adaptive::{AdaptiveLimit, LimitParams, Probe, Window, SATURATED, STALE_FLOOR};
-use super::critical::Known;
+use super::critical::{ceiling_cap, Known};
 
 /// What a window says of saturation: its requests' latencies and what they should take
 /// without a queue (µs, summed), and whether the limit refused any. A stretch is saturated
@@ -44,12 +44,33 @@ impl From<bool> for Evidence {
 pub const REST_OVER_CAPACITY: f64 = 1.5;
 
 /// See [`REST_OVER_CAPACITY`]: requests more, for an app of a few workers whose slow route
-/// queues 20 or more at 0.75 of its capacity (docs/capacity.md). Times `(1 + s) / 2` for a mix whose times spread (`s`: [`ServiceFloor::spread`](super::service::ServiceFloor::spread)),
-/// as Kingman's formula grows a queue, up to [`MAX_SLACK_SPREAD`].
+/// queues 20 or more at 0.75 of its capacity (docs/capacity.md). Times `(1 + s) / 2` for a
+/// mix whose times spread, as Kingman's formula grows a queue, up to [`MAX_SLACK_SPREAD`]
+/// (`s`: the squared coefficient of variation of every request's time, from the routes'
+/// service times, [`ServiceFloor::spread`](super::service::ServiceFloor::spread), and each
+/// route's own spread, [`WITHIN_ROUTE_SPREAD`]).
 pub const REST_SLACK: f64 = 30.0;
 
-/// See [`REST_SLACK`]: the slack is queue ahead of critical requests at a step into overload.
-pub const MAX_SLACK_SPREAD: f64 = 2.0;
+/// See [`REST_SLACK`]: the slack is queue ahead of critical requests at a step into overload
+/// (until the controller's first sample of it turns the lane on). Four times: the real app
+/// of `bench overload` (a tenth of its GETs 300 ms reports among 1 ms cache hits), whose
+/// times spread 6.2 in all, holds 60 to 130 requests at the worst moment of 3 minutes at
+/// 0.75C, when a few reports hold every worker; twice (a rest of 68 on its six workers)
+/// refused those bursts (docs/capacity.md).
+pub const MAX_SLACK_SPREAD: f64 = 4.0;
+
+/// The most of the critical ceiling's cap ([`ceiling_cap`]) the slack a spread mix adds may
+/// take the rest to: critical requests are let in past the limit only under the cap, and at
+/// a step into overload, before the controller's first sample, the lower tiers hold the
+/// limit. (An app's uniform rest, [`REST_SLACK`] over 1.5 times its capacity, is kept
+/// whatever the cap: on one worker of 50 ms the cap is 10, and its bursts at 0.5C need more.)
+pub const REST_UNDER_CAP: f64 = 0.9;
+
+/// The squared coefficient of variation taken for each route's own times (a log-normal's of
+/// σ 0.5, e^0.25 − 1), which [`ServiceFloor::spread`](super::service::ServiceFloor::spread)
+/// does not see: it reads each route at its service time, and the request path keeps no
+/// more than a count and a sum per route.
+pub const WITHIN_ROUTE_SPREAD: f64 = 0.284;
 
 /// The share of the learned capacity the limit never falls below.
 pub const MIN_OVER_CAPACITY: f64 = 0.5;
@@ -128,11 +149,12 @@ impl CapacityEstimate {
     /// configured), it learns from `w`, and the capacity from what the app served in it.
     /// Returns the limit to admit under.
     pub fn learn(&mut self, limit: &mut AdaptiveLimit, params: LimitParams, w: Window) -> f64 {
-        let params = self.bounds(params, limit.service().spread());
+        let params = self.bounds(params, limit.service().spread(), limit.service().mean());
         if params != limit.params() {
             limit.set_params(params);
         }
         limit.set_slow_start(self.learned().is_none());
+        limit.set_capacity(self.learned());
         // A window admitted under a probe (`min_limit`, to measure the service times) says
         // nothing of what the app can serve: its work rate is what the probe let in.
         let probed = limit.probe() != Probe::Off;
@@ -265,7 +287,12 @@ impl CapacityEstimate {
     /// `initial_limit`. Once the capacity is known the limit does not fall below half of it
     /// (more than `min_limit`): an app known to serve 100 at once is not cut to 4 by
     /// latencies that lag what the limit let in a moment before.
-    pub fn bounds(&self, mut params: LimitParams, spread: f64) -> LimitParams {
+    pub fn bounds(
+        &self,
+        mut params: LimitParams,
+        spread: f64,
+        service_us: Option<f64>,
+    ) -> LimitParams {
         if let Some(c) = self.learned() {
             params.min = params
                 .min
@@ -274,8 +301,23 @@ impl CapacityEstimate {
         }
         let seen = self.learned().unwrap_or(self.at_least());
         if seen > 0.0 {
+            // The spread of every request's time: the routes', and each route's own.
+            let spread = (1.0 + spread) * (1.0 + WITHIN_ROUTE_SPREAD) - 1.0;
             let slack = REST_SLACK * ((1.0 + spread) / 2.0).clamp(1.0, MAX_SLACK_SPREAD);
-            params.rest = (REST_OVER_CAPACITY * seen + slack).clamp(params.min, params.max);
+            // Room for critical requests over it, under their ceiling's cap.
+            let cap = ceiling_cap(
+                self.learned()
+                    .zip(service_us)
+                    .map(|(capacity, service_us)| Known {
+                        capacity,
+                        service_us,
+                        ceiling: 0.0,
+                    }),
+            );
+            // The slack a spread mix adds, not the uniform one, stops there.
+            let uniform = REST_OVER_CAPACITY * seen + REST_SLACK;
+            let rest = (REST_OVER_CAPACITY * seen + slack).min(uniform.max(REST_UNDER_CAP * cap));
+            params.rest = rest.clamp(params.min, params.max);
         }
         params
     }

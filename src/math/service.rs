@@ -223,6 +223,17 @@ impl ServiceFloor {
         (n > 0).then(|| known.iter().sum::<u64>() as f64 / n as f64)
     }
 
+    /// What a request costs on average (µs) in the recent mix of classes: each class at its
+    /// floor, weighed by its recent requests; `None` before any floor.
+    pub fn mix_mean(&self) -> Option<f64> {
+        let (n, s1) = self
+            .classes
+            .iter()
+            .filter_map(|class| class.floor.map(|f| (class.mix, class.mix * f as f64)))
+            .fold((0.0, 0.0), |(n, s), (m, f)| (n + m, s + f));
+        (n > 0.0 && s1 > 0.0).then(|| s1 / n)
+    }
+
     /// The squared coefficient of variation of the recent requests' service times, each class
     /// at its own and weighed by its recent requests (0: one time on every route; 8.4: a
     /// tenth 300 ms reports, the rest 1 ms cache hits). The spread within a class is not
