@@ -54,7 +54,7 @@ pub const REST_SLACK: f64 = 30.0;
 /// See [`REST_SLACK`]: the slack is queue ahead of critical requests at a step into overload
 /// (until the controller's first sample of it turns the lane on). Four times: the real app
 /// of `bench overload` (a tenth of its GETs 300 ms reports among 1 ms cache hits), whose
-/// times spread 6.2 in all, holds 60 to 130 requests at the worst moment of 3 minutes at
+/// times spread 6.2 in all, holds 50 to 130 requests at the worst moment of 3 minutes at
 /// 0.75C, when a few reports hold every worker; twice (a rest of 68 on its six workers)
 /// refused those bursts (docs/capacity.md).
 pub const MAX_SLACK_SPREAD: f64 = 4.0;
@@ -63,7 +63,7 @@ pub const MAX_SLACK_SPREAD: f64 = 4.0;
 /// take the rest to: critical requests are let in past the limit only under the cap, and at
 /// a step into overload, before the controller's first sample, the lower tiers hold the
 /// limit. (An app's uniform rest, [`REST_SLACK`] over 1.5 times its capacity, is kept
-/// whatever the cap: on one worker of 50 ms the cap is 10, and its bursts at 0.5C need more.)
+/// whatever the cap: on one worker of 50 ms the cap is 11, and its bursts at 0.5C need more.)
 pub const REST_UNDER_CAP: f64 = 0.9;
 
 /// The squared coefficient of variation taken for each route's own times (a log-normal's of

@@ -226,19 +226,13 @@ impl ServiceFloor {
     /// What a request costs on average (µs) in the recent mix of classes: each class at its
     /// floor, weighed by its recent requests; `None` before any floor.
     pub fn mix_mean(&self) -> Option<f64> {
-        let (n, s1) = self
-            .classes
-            .iter()
-            .filter_map(|class| class.floor.map(|f| (class.mix, class.mix * f as f64)))
-            .fold((0.0, 0.0), |(n, s), (m, f)| (n + m, s + f));
+        let (n, s1, _) = self.moments();
         (n > 0.0 && s1 > 0.0).then(|| s1 / n)
     }
 
-    /// The squared coefficient of variation of the recent requests' service times, each class
-    /// at its own and weighed by its recent requests (0: one time on every route; 8.4: a
-    /// tenth 300 ms reports, the rest 1 ms cache hits). The spread within a class is not
-    /// counted.
-    pub fn spread(&self) -> f64 {
+    /// The recent requests (each class's weighed), and the sums of their service times and of
+    /// the squares of those (µs), each class at its floor.
+    fn moments(&self) -> (f64, f64, f64) {
         let (mut n, mut s1, mut s2) = (0.0, 0.0, 0.0);
         for class in &self.classes {
             if let Some(f) = class.floor {
@@ -248,6 +242,15 @@ impl ServiceFloor {
                 s2 += class.mix * f * f;
             }
         }
+        (n, s1, s2)
+    }
+
+    /// The squared coefficient of variation of the recent requests' service times, each class
+    /// at its own and weighed by its recent requests (0: one time on every route; 8.4: a
+    /// tenth 300 ms reports, the rest 1 ms cache hits). The spread within a class is not
+    /// counted.
+    pub fn spread(&self) -> f64 {
+        let (n, s1, s2) = self.moments();
         if n <= 0.0 || s1 <= 0.0 {
             return 0.0;
         }

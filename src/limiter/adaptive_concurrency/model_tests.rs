@@ -359,8 +359,8 @@ fn the_real_apps_bursts_in_its_calm_phases_are_seldom_refused() {
 /// sample, which turns the lane on, comes later): the lower tiers fill the limit at its rest,
 /// and critical requests are let in only under their ceiling's cap. A rest as large as the
 /// bursts at 0.75C ask (the cap itself on this app) left them no room: 35 critical requests
-/// were refused in the step's first 8 s over these 12 seeds. Under 0.9 of the cap, none
-/// (over 36 seeds, 24 in three of them).
+/// were refused in the step's first 8 s over these 12 seeds (with the cut as it was too).
+/// Under 0.9 of the cap, none (over 36 seeds, 24 in three of them).
 #[test]
 fn at_a_step_into_overload_critical_requests_find_room_over_the_rest() {
     let shape = Shape {
