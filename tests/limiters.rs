@@ -435,25 +435,41 @@ async fn request_rate_alone_decides_every_request_as_the_whole_chain_does() {
 /// request_rate alone fails open when the store fails a client's bucket, and gives back the
 /// per-IP ceiling's charge made before it (a group keeps nothing of itself then): with a
 /// ceiling of one credit, each request of one address at one instant still finds it full.
+/// A store that panics on the bucket is let through too, counted as request_rate's panic
+/// (request_rate alone runs under a guard of its own, `engine/alone.rs`); with no ceiling
+/// then: a panic unwinds past the give-back, and the ceiling's credit stays spent.
 #[actix_web::test]
 async fn request_rate_alone_fails_open_on_a_failing_bucket_and_gives_the_ceiling_back() {
-    let mut c = rated(1.0, 10);
-    c.limiters.adaptive_concurrency.mode = Mode::Off;
-    c.limiters.request_rate.per_ip = PerIp::Limit(PerIpConfig::new(0.001, 1));
-    c.limiters.request_rate.headers = false;
-    let store = Arc::new(common::faulty::Faulty::large_buckets());
-    let rig = Rig::with(c, |b| b.store(store));
-    let app = app!(rig, gate());
-    for i in 0..3 {
-        let res = test::call_service(&*app, get(&format!("sk_live_{i}")).to_request()).await;
-        assert_eq!(res.status(), StatusCode::OK, "request {i} fails open");
+    for panic in [false, true] {
+        let mut c = rated(1.0, 10);
+        c.limiters.adaptive_concurrency.mode = Mode::Off;
+        c.limiters.request_rate.per_ip = if panic {
+            PerIp::Off
+        } else {
+            PerIp::Limit(PerIpConfig::new(0.001, 1))
+        };
+        c.limiters.request_rate.headers = false;
+        let store = Arc::new(common::faulty::Faulty::large_buckets(panic));
+        let rig = Rig::with(c, |b| b.store(store));
+        let app = app!(rig, gate());
+        for i in 0..3 {
+            let key = format!("sk_live_{i}");
+            let res = test::call_service(&*app, get(&key).to_request()).await;
+            assert_eq!(
+                res.status(),
+                StatusCode::OK,
+                "request {i} fails open ({panic})"
+            );
+        }
+        let reason = if panic { "panic" } else { "store_timeout" };
+        let series =
+            format!("brownout_fail_open_total{{limiter=\"request_rate\",reason=\"{reason}\"}}");
+        assert_eq!(rig.metric(&series), 3.0, "{series}");
+        assert_eq!(
+            rig.metric("brownout_requests_total{tier=\"get\",outcome=\"failed_open\"}"),
+            3.0
+        );
     }
-    let series = "brownout_fail_open_total{limiter=\"request_rate\",reason=\"store_timeout\"}";
-    assert_eq!(rig.metric(series), 3.0);
-    assert_eq!(
-        rig.metric("brownout_requests_total{tier=\"get\",outcome=\"failed_open\"}"),
-        3.0
-    );
 }
 
 #[actix_web::test]

@@ -9,13 +9,12 @@
 
 use super::asks::{add_to_ask, elastic};
 use super::{EngineRef, Settings};
-use crate::config::{LimitersConfig, Mode};
+use crate::config::Mode;
 use crate::limiter::adaptive_concurrency::{self, AdaptivePermit};
 use crate::limiter::adaptive_concurrency::{Place, Wait};
 use crate::limiter::concurrent_requests::{self, ConcurrencyPermit};
 use crate::limiter::fleet_usage::{self, FleetPermit};
 use crate::limiter::request_rate::{CheckTime, FailureTicket, RateStatus, RateTicket};
-use crate::limiter::request_rate::{Excess, RequestRateConfig};
 use crate::limiter::{worker_utilization, Check, LimiterError, LimiterName, Rejection, Request};
 use crate::metrics::Outcome;
 use crate::rng::SplitMix64;
@@ -69,6 +68,7 @@ impl<P: EngineRef> Admission<'_, P> {
     }
 
     /// An admission that holds nothing.
+    #[inline]
     pub(crate) fn new(outcome: Outcome) -> Self {
         Self {
             outcome,
@@ -148,40 +148,18 @@ pub(crate) fn run_chain<'a: 'k, 'k, P: EngineRef>(
     });
     catch_unwind(chain).unwrap_or_else(|_| {
         let answering = part.and_then(|owner| LimiterName::ALL.get(usize::from(owner)).copied());
-        let limiter = running.or(answering).map_or("chain", LimiterName::as_str);
-        owner
-            .engine()
-            .fail_open(limiter, "panic", || format!("{limiter} panicked"));
+        fail_open_on_panic(owner.engine(), running.or(answering));
         Verdict::Allow(Admission::new(Outcome::FailedOpen))
     })
 }
 
-/// Whether request_rate is the only limiter on, asking nothing `run`'s shortcut leaves to the
-/// general path (no quota, pacing, elastic bucket or RateLimit fields): `Settings::rate_alone`.
-pub(crate) fn rate_alone(limiters: &LimitersConfig) -> bool {
-    let alone = LimiterName::ALL.iter().all(|&l| {
-        let on = l.mode(limiters) != Mode::Off;
-        on == (l == LimiterName::RequestRate)
-    });
-    // Every option named: a new one must say whether `charge_alone` does what it asks.
-    let RequestRateConfig {
-        mode: _,
-        rate: _,
-        burst: _,
-        default_cost: _,
-        costs: _,
-        plans: _,
-        soft_overage: _,
-        per_ip: _,
-        max_keys: _,
-        eviction_interval: _,
-        max_delay: _,
-        elastic_factor,
-        headers,
-        quotas,
-        excess,
-    } = &limiters.request_rate;
-    alone && quotas.is_empty() && *excess == Excess::Refuse && *elastic_factor == 1.0 && !headers
+/// A decision that panicked while `limiter` ran (or outside every limiter): counted and
+/// logged against it; the request is let through.
+#[cold]
+#[inline(never)]
+pub(super) fn fail_open_on_panic(engine: &super::Engine, limiter: Option<LimiterName>) {
+    let limiter = limiter.map_or("chain", LimiterName::as_str);
+    engine.fail_open(limiter, "panic", || format!("{limiter} panicked"));
 }
 
 /// The answer a per-key limiter decides on (there is one whenever one of them is on).
@@ -222,20 +200,6 @@ fn run<'a: 'k, 'k, P: EngineRef>(
         outcome: &mut outcome,
         running,
     };
-    // The same decision without an ask and its answer (`tests/limiters.rs` compares them).
-    if settings.rate_alone && answered.is_none() {
-        let store = engine.keyed().local();
-        let now = now.as_micros() as u64;
-        let check = || Ok(settings.rules.charge_alone(store, req, now)?);
-        return match eval.evaluate(
-            LimiterName::RequestRate,
-            mode(LimiterName::RequestRate),
-            check,
-        ) {
-            ControlFlow::Continue(_) => Verdict::Allow(Admission::new(outcome)),
-            ControlFlow::Break((rejection, ())) => Verdict::Reject(rejection, None),
-        };
-    }
     let plan = engine.plan.load();
     // Plan and answer: what the request asks of the keyed store, answered by the local
     // store now unless a store that answers later has answered it already.
@@ -377,11 +341,11 @@ fn run<'a: 'k, 'k, P: EngineRef>(
 
 /// What evaluating the limiters of one request touches: its outcome, and which limiter runs
 /// (for a panic's fail-open).
-struct Evaluation<'c, P> {
-    owner: &'c P,
-    tier: Tier,
-    outcome: &'c mut Outcome,
-    running: &'c mut Option<LimiterName>,
+pub(super) struct Evaluation<'c, P> {
+    pub(super) owner: &'c P,
+    pub(super) tier: Tier,
+    pub(super) outcome: &'c mut Outcome,
+    pub(super) running: &'c mut Option<LimiterName>,
 }
 
 impl<P: EngineRef> Evaluation<'_, P> {
@@ -390,7 +354,7 @@ impl<P: EngineRef> Evaluation<'_, P> {
     /// failed open (counted and logged) or said no in dark mode (counted and logged). (Always inlined: out of line, each step
     /// paid a call and a copy of its result, and `Brownout::check` a quarter more.)
     #[inline(always)]
-    fn evaluate<H, R>(
+    pub(super) fn evaluate<H, R>(
         &mut self,
         limiter: LimiterName,
         mode: Mode,

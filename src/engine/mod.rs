@@ -4,6 +4,7 @@
 //! up to date through published snapshots; the `Brownout` handle, the middleware and the admin
 //! server sit on top of it.
 
+mod alone;
 mod asks;
 mod cell;
 mod chain;
@@ -85,7 +86,7 @@ impl Settings {
             .map_err(|m| ConfigError::invalid("limiters.request_rate", m))?;
         classifier.hash_ips =
             rules.per_ip.is_some() || rules.quotas.iter().any(|q| q.key == QuotaKey::Ip);
-        let rate_alone = chain::rate_alone(&limiters);
+        let rate_alone = alone::rate_alone(&limiters);
         let pass_through = limiters.worker_utilization.mode == crate::config::Mode::Off
             && limiters.adaptive_concurrency.mode == crate::config::Mode::Off
             && !limiters.deadline.cancel;
@@ -295,12 +296,24 @@ thread_local! {
 }
 
 /// Whether this thread's next decision is one of the timed ones (its first one is).
+#[inline]
 fn timed() -> bool {
     DECISIONS.with(|n| {
         let i = n.get();
         n.set((i + 1) % TIMED_ONE_IN);
         i == 0
     })
+}
+
+/// Records how long a decision begun at `started` took, for one decision in
+/// [`TIMED_ONE_IN`] on each thread.
+#[inline]
+fn decision_time(engine: &Engine, started: Duration) {
+    if timed() {
+        engine
+            .metrics
+            .decision_time(engine.clock.now().saturating_sub(started));
+    }
 }
 
 /// Runs the limiter chain over a classified request and counts the outcome: the decision of
@@ -316,12 +329,20 @@ pub(crate) fn judge<'a: 'k, 'k, P: EngineRef>(
 ) -> Verdict<'a, P> {
     let engine = owner.engine();
     let started = engine.clock.now();
-    let verdict = run_chain(owner, settings, request, (started, rng, may_wait), answered);
-    if timed() {
-        engine
-            .metrics
-            .decision_time(engine.clock.now().saturating_sub(started));
+    // request_rate alone: decided under its own guard, around an answer much smaller than
+    // the verdict, which is built here, where it is returned (not copied on its way out).
+    if settings.rate_alone && answered.is_none() {
+        let decided = alone::decide(owner, settings, request, started);
+        decision_time(engine, started);
+        let outcome = decided.unwrap_or(Outcome::Rejected);
+        engine.metrics.request(request.tier, outcome);
+        return match decided {
+            Ok(outcome) => Verdict::Allow(Admission::new(outcome)),
+            Err(rejection) => Verdict::Reject(rejection, None),
+        };
     }
+    let verdict = run_chain(owner, settings, request, (started, rng, may_wait), answered);
+    decision_time(engine, started);
     let outcome = match &verdict {
         Verdict::Reject(..) => Outcome::Rejected,
         // Counted once its wait is over.

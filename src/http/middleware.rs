@@ -8,7 +8,6 @@ use super::after::RateFields;
 use super::body::TrackedBody;
 use super::later;
 use super::ratelimit;
-use super::request::request_of;
 use super::respond::{respond, ResponseFuture};
 use super::worker::Worker;
 use crate::classify::{forwarded_lines, Classified, RequestFacts, MAX_FORWARDED_LINES};
@@ -16,6 +15,7 @@ use crate::control::RuntimeRegistry;
 use crate::engine::{judge, Admission, Engine, Paced, Settings, Verdict, WorkerEngine};
 use crate::hook::{HookRequest, Hooks};
 use crate::limiter::request_rate::RateStatus;
+use crate::limiter::Request;
 use crate::rng::SplitMix64;
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{forward_ready, Service, ServiceRequest, ServiceResponse, Transform};
@@ -152,35 +152,42 @@ impl<S> BrownoutService<S> {
         }
     }
 
-    fn classify(
+    /// The request's client and tier, and the facts they were read from (the limiters'
+    /// request takes its method, path and preflight from them). `lines` holds the
+    /// `X-Forwarded-For` lines, filled only when the header is trusted.
+    fn classify<'r>(
         &self,
-        req: &ServiceRequest,
+        req: &'r ServiceRequest,
         hooked: Option<&HookRequest<'_>>,
         settings: &Settings,
-    ) -> Classified {
+        lines: &'r mut Option<[&'r [u8]; MAX_FORWARDED_LINES]>,
+    ) -> (Classified, RequestFacts<'r>) {
         let headers = req.headers();
-        // The X-Forwarded-For lines, only when the header is trusted.
-        let mut lines: [&[u8]; MAX_FORWARDED_LINES] = [&[]; MAX_FORWARDED_LINES];
-        let forwarded = if settings.classifier.trusts_forwarded_for() {
+        let forwarded: &[&[u8]] = if settings.classifier.trusts_forwarded_for() {
             let all = headers.get_all(FORWARDED_FOR);
-            forwarded_lines(all.len(), all.map(HeaderValue::as_bytes), &mut lines)
+            let lines = lines.insert([&[]; MAX_FORWARDED_LINES]);
+            let read = forwarded_lines(all.len(), all.map(HeaderValue::as_bytes), lines);
+            let lines: &'r [&[u8]; MAX_FORWARDED_LINES] = lines;
+            &lines[..read]
         } else {
-            0
+            &[]
         };
         let mut facts = RequestFacts {
             method: req.method().as_str(),
             path: routed_path(req),
             authorization: headers.get(AUTHORIZATION).map(|v| v.as_bytes()),
             test_mode: headers.get(TEST_MODE).map(|v| v.as_bytes()),
-            forwarded_for: &lines[..forwarded],
+            forwarded_for: forwarded,
             peer: req.peer_addr().map(|a| a.ip()),
             client: None,
             preflight: super::request::is_preflight(req),
             // Read once the app has answered (the router has not run yet).
             route: None,
         };
-        self.hooks
-            .classify(&self.worker.engine, settings, &mut facts, hooked)
+        let classified = self
+            .hooks
+            .classify(&self.worker.engine, settings, &mut facts, hooked);
+        (classified, facts)
     }
 }
 
@@ -188,6 +195,7 @@ impl<S> BrownoutService<S> {
 /// `%2F` stays encoded), which is what route patterns are matched against. Classifying on the
 /// raw path would let `POST /v1/%63harges` reach the charges handler as an ordinary,
 /// cheaper, unquoted request.
+#[inline]
 fn routed_path(req: &ServiceRequest) -> &str {
     req.match_info().as_str()
 }
@@ -223,7 +231,8 @@ where
             .hooks
             .any()
             .then(|| HookRequest::actix(&req, routed_path(&req)));
-        let classified = self.classify(&req, hook_request.as_ref(), settings);
+        let mut lines = None;
+        let (classified, facts) = self.classify(&req, hook_request.as_ref(), settings, &mut lines);
         let hooked = hook_request
             .as_ref()
             .and_then(|h| self.hooks.plan(engine, h));
@@ -232,7 +241,7 @@ where
             .trust_plan_header
             .then(|| req.headers().get(PLAN).and_then(|v| v.to_str().ok()))
             .flatten();
-        let request = request_of(&req, &classified, hooked.as_deref().or(header_plan));
+        let request = Request::classified(&classified, &facts, hooked.as_deref().or(header_plan));
         // Fleet mode asks the shared store first (local_first: the store is reconciled in
         // rounds, never asked per request): the decision waits for it.
         #[cfg(feature = "redis")]

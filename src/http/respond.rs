@@ -30,6 +30,7 @@ use std::task::{Context, Poll};
 /// The response to a verdict: the rejection (with its RateLimit fields), or the app's
 /// response to an admitted request, which keeps its hold until the body ends.
 #[allow(clippy::too_many_arguments)]
+#[inline]
 pub(super) fn respond<S, B, Q>(
     service: &Rc<S>,
     worker: &Rc<Worker>,

@@ -302,7 +302,27 @@ pub(crate) struct Request<'a> {
     pub paid: bool,
 }
 
-impl Request<'_> {
+impl<'a> Request<'a> {
+    /// The request classified as `c` from `facts` (their method, path and preflight, read
+    /// once for both), under the app's `plan`.
+    #[inline(always)]
+    pub(crate) fn classified(
+        c: &crate::classify::Classified,
+        facts: &crate::classify::RequestFacts<'a>,
+        plan: Option<&'a str>,
+    ) -> Self {
+        Request {
+            tier: c.tier,
+            key: c.key,
+            ip: c.ip,
+            method: facts.method,
+            path: facts.path,
+            plan,
+            preflight: facts.preflight,
+            paid: false,
+        }
+    }
+
     /// Whether the per-client limiters (request_rate, concurrent_requests) count it. A CORS
     /// preflight (`OPTIONS` with `Origin` and `Access-Control-Request-Method`), which a
     /// browser sends on its own before the app's request, spends none of the client's quota

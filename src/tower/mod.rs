@@ -157,7 +157,9 @@ where
         let peer = peer(&req);
         // The request as the app's hooks see it, only when there are hooks.
         let hook_request = self.hooks.any().then(|| HookRequest::http(&req, peer));
-        let classified = self.classify(&req, (peer, hook_request.as_ref()), &settings);
+        let mut lines = None;
+        let (classified, facts) =
+            self.classify(&req, (peer, hook_request.as_ref()), &settings, &mut lines);
         let hooked_plan = hook_request
             .as_ref()
             .and_then(|h| self.hooks.plan(&self.engine, h));
@@ -168,7 +170,7 @@ where
             .then(|| req.headers().get(PLAN).and_then(|v| v.to_str().ok()))
             .flatten();
         let plan = hooked_plan.as_deref().or(header_plan);
-        let request = limiter_request(&req, &classified, plan);
+        let request = crate::limiter::Request::classified(&classified, &facts, plan);
         // Fleet mode asks the shared store first: the decision waits for it.
         #[cfg(feature = "redis")]
         if self.engine.keyed().asks_first()

@@ -13,34 +13,42 @@ use http::Request;
 use std::net::{IpAddr, SocketAddr};
 
 impl<S> BrownoutTower<S> {
-    pub(super) fn classify<B>(
+    /// The request's client and tier, and the facts they were read from (the limiters'
+    /// request takes its method, path and preflight from them). `lines` holds the
+    /// `X-Forwarded-For` lines, filled only when the header is trusted.
+    pub(super) fn classify<'r, B>(
         &self,
-        req: &Request<B>,
+        req: &'r Request<B>,
         (peer, hooked): (Option<IpAddr>, Option<&HookRequest<'_>>),
         settings: &Settings,
-    ) -> Classified {
+        lines: &'r mut Option<[&'r [u8]; MAX_FORWARDED_LINES]>,
+    ) -> (Classified, RequestFacts<'r>) {
         let headers = req.headers();
-        let mut lines: [&[u8]; MAX_FORWARDED_LINES] = [&[]; MAX_FORWARDED_LINES];
-        let forwarded = if settings.classifier.trusts_forwarded_for() {
+        let forwarded: &[&[u8]] = if settings.classifier.trusts_forwarded_for() {
             let all = headers.get_all(FORWARDED_FOR);
             let values = all.iter().map(HeaderValue::as_bytes);
-            forwarded_lines(all.iter().count(), values, &mut lines)
+            let lines = lines.insert([&[]; MAX_FORWARDED_LINES]);
+            let read = forwarded_lines(all.iter().count(), values, lines);
+            let lines: &'r [&[u8]; MAX_FORWARDED_LINES] = lines;
+            &lines[..read]
         } else {
-            0
+            &[]
         };
         let mut facts = RequestFacts {
             method: req.method().as_str(),
             path: req.uri().path(),
             authorization: headers.get(AUTHORIZATION).map(HeaderValue::as_bytes),
             test_mode: headers.get(TEST_MODE).map(HeaderValue::as_bytes),
-            forwarded_for: &lines[..forwarded],
+            forwarded_for: forwarded,
             peer,
             client: None,
             preflight: is_preflight(req),
             route: None,
         };
-        self.hooks
-            .classify(&self.engine, settings, &mut facts, hooked)
+        let classified = self
+            .hooks
+            .classify(&self.engine, settings, &mut facts, hooked);
+        (classified, facts)
     }
 }
 

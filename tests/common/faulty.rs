@@ -25,12 +25,13 @@ impl Faulty {
         }
     }
 
-    /// Over a memory store for the default limiters; a bucket of more than one request times
-    /// out (a one-credit per-IP ceiling passes, the client's own bucket fails).
-    pub fn large_buckets() -> Self {
+    /// Over a memory store for the default limiters; the charge of a bucket of more than one
+    /// request times out, or panics when `panic` (a one-credit per-IP ceiling passes, the
+    /// client's own bucket fails).
+    pub fn large_buckets(panic: bool) -> Self {
         Self {
             buckets: true,
-            ..Self::new(false)
+            ..Self::new(panic)
         }
     }
 }
@@ -47,6 +48,9 @@ impl brownout::store::Store for Faulty {
         charge: brownout::limiter::gcra::BucketCharge,
     ) -> Result<brownout::limiter::gcra::Charge, brownout::store::StoreError> {
         if self.buckets && charge.tolerance > charge.increment {
+            if self.panic {
+                panic!("the bucket's store panicked");
+            }
             return Err(StoreError::Timeout);
         }
         self.inner.gcra(table, key, now, charge)
