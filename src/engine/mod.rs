@@ -9,6 +9,7 @@ mod asks;
 mod cell;
 mod chain;
 mod hold;
+mod judge;
 
 #[cfg(feature = "redis")]
 pub(crate) use asks::asks;
@@ -18,6 +19,7 @@ pub(crate) use chain::{run_chain, Admission, Paced, Queued, Verdict};
 #[cfg(feature = "actix")]
 pub(crate) use hold::WorkerEngine;
 pub(crate) use hold::{EngineRef, RequestHold};
+pub(crate) use judge::judge;
 
 use crate::classify::Classifier;
 use crate::clock::Clock;
@@ -28,7 +30,7 @@ use crate::limiter::request_rate::{CheckTime, RateRules};
 use crate::limiter::{LimiterName, Request};
 use crate::logging::LogGate;
 use crate::math::window::WindowRule;
-use crate::metrics::{Metrics, Outcome};
+use crate::metrics::Metrics;
 use crate::rng::SplitMix64;
 use crate::store::Keyed;
 use crate::store::Table;
@@ -283,75 +285,6 @@ impl Engine {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         SplitMix64::new(self.seed ^ crate::rng::mix(instance + 1))
     }
-}
-
-/// One decision in this many is timed for `brownout_decision_duration_seconds`: a second clock
-/// reading on every request would be a large share of a worker_utilization-only decision
-/// (docs/benchmarks.md has what a decision costs).
-pub(crate) const TIMED_ONE_IN: u32 = 16;
-
-thread_local! {
-    /// Decisions made on this thread, modulo [`TIMED_ONE_IN`].
-    static DECISIONS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Whether this thread's next decision is one of the timed ones (its first one is).
-#[inline]
-fn timed() -> bool {
-    DECISIONS.with(|n| {
-        let i = n.get();
-        n.set((i + 1) % TIMED_ONE_IN);
-        i == 0
-    })
-}
-
-/// Records how long a decision begun at `started` took, for one decision in
-/// [`TIMED_ONE_IN`] on each thread.
-#[inline]
-fn decision_time(engine: &Engine, started: Duration) {
-    if timed() {
-        engine
-            .metrics
-            .decision_time(engine.clock.now().saturating_sub(started));
-    }
-}
-
-/// Runs the limiter chain over a classified request and counts the outcome: the decision of
-/// both the middleware and `Brownout::check`. `owner` is the handle the permits keep;
-/// `may_wait` and `answered`: see [`run_chain`] (a request that waits is counted once its wait
-/// is over).
-pub(crate) fn judge<'a: 'k, 'k, P: EngineRef>(
-    owner: &'a P,
-    settings: &Settings,
-    request: &Request<'_>,
-    (rng, may_wait): (&mut SplitMix64, bool),
-    answered: Option<(&crate::store::Ask, &mut crate::store::Answer<'k>)>,
-) -> Verdict<'a, P> {
-    let engine = owner.engine();
-    let started = engine.clock.now();
-    // request_rate alone: decided under its own guard, around an answer much smaller than
-    // the verdict, which is built here, where it is returned (not copied on its way out).
-    if settings.rate_alone && answered.is_none() {
-        let decided = alone::decide(owner, settings, request, started);
-        decision_time(engine, started);
-        let outcome = decided.unwrap_or(Outcome::Rejected);
-        engine.metrics.request(request.tier, outcome);
-        return match decided {
-            Ok(outcome) => Verdict::Allow(Admission::new(outcome)),
-            Err(rejection) => Verdict::Reject(rejection, None),
-        };
-    }
-    let verdict = run_chain(owner, settings, request, (started, rng, may_wait), answered);
-    decision_time(engine, started);
-    let outcome = match &verdict {
-        Verdict::Reject(..) => Outcome::Rejected,
-        // Counted once its wait is over.
-        Verdict::Pace(_) => return verdict,
-        Verdict::Allow(admission) if admission.queued.is_some() => return verdict,
-        Verdict::Allow(admission) => admission.outcome,
-    };
-    engine.metrics.request(request.tier, outcome);
-    verdict
 }
 
 impl Engine {
