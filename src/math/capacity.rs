@@ -305,15 +305,7 @@ impl CapacityEstimate {
             let spread = (1.0 + spread) * (1.0 + WITHIN_ROUTE_SPREAD) - 1.0;
             let slack = REST_SLACK * ((1.0 + spread) / 2.0).clamp(1.0, MAX_SLACK_SPREAD);
             // Room for critical requests over it, under their ceiling's cap.
-            let cap = ceiling_cap(
-                self.learned()
-                    .zip(service_us)
-                    .map(|(capacity, service_us)| Known {
-                        capacity,
-                        service_us,
-                        ceiling: 0.0,
-                    }),
-            );
+            let cap = ceiling_cap(self.learned().zip(service_us));
             // The slack a spread mix adds, not the uniform one, stops there.
             let uniform = REST_OVER_CAPACITY * seen + REST_SLACK;
             let rest = (REST_OVER_CAPACITY * seen + slack).min(uniform.max(REST_UNDER_CAP * cap));

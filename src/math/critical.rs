@@ -60,11 +60,13 @@ pub const CRITICAL_LATENCY_US: f64 = 750_000.0;
 /// past their clients' 1 s deadline for five seconds while the app ran the abandoned ones
 /// (`bench overload`: 70% served). Capped, they wait at most a quarter of a second there, and
 /// half a second on an app of 250 ms or faster.
-pub fn ceiling_cap(known: Option<Known>) -> f64 {
+///
+/// `known`: the capacity (requests at once) and the mean service time (µs) it is read at.
+pub fn ceiling_cap(known: Option<(f64, f64)>) -> f64 {
     match known {
-        Some(k) if k.service_us > 0.0 && k.capacity > 0.0 => {
-            let queue = (CRITICAL_LATENCY_US - k.service_us).clamp(0.0, CRITICAL_QUEUE_US);
-            k.capacity * (1.0 + queue / k.service_us)
+        Some((capacity, service_us)) if service_us > 0.0 && capacity > 0.0 => {
+            let queue = (CRITICAL_LATENCY_US - service_us).clamp(0.0, CRITICAL_QUEUE_US);
+            capacity * (1.0 + queue / service_us)
         }
         _ => f64::INFINITY,
     }
@@ -112,7 +114,7 @@ impl CeilingBase {
     /// Remembers `learned`, the limit learned at the end of `w` (`known`: `None` while the
     /// app's capacity is not known), and returns the base.
     pub fn update(&mut self, w: &Window, learned: f64, known: Option<Known>) -> f64 {
-        self.cap = Some(ceiling_cap(known));
+        self.cap = Some(ceiling_cap(known.map(|k| (k.capacity, k.service_us))));
         let slow_start = known.is_none();
         let previous = std::mem::replace(&mut self.previous, slow_start.then_some((w.at, learned)));
         let since = w.mean().map_or(0, |mean| w.at.saturating_sub(mean as u64));

@@ -81,36 +81,14 @@ fn once_the_capacity_is_known_the_ceiling_holds_half_a_second_of_queue() {
 fn once_the_capacity_is_known_critical_requests_queue_no_deeper_than_their_time_allows() {
     // 100 workers of 500 ms: a queue of a quarter of a second (50 requests) leaves a
     // critical request 750 ms in the app; the ceiling is 150 in flight, whatever the limit.
-    let slow = Known {
-        capacity: 100.0,
-        service_us: 500_000.0,
-        ceiling: 4.0,
-    };
-    assert_eq!(ceiling_cap(Some(slow)), 150.0);
+    // (The capacity, and the service time in µs it is read at.)
+    assert_eq!(ceiling_cap(Some((100.0, 500_000.0))), 150.0);
     // 8 workers of 50 ms, 32 of 200 ms: half a second of queue.
-    let demo = Known {
-        capacity: 8.0,
-        service_us: 50_000.0,
-        ceiling: 4.0,
-    };
-    assert_eq!(ceiling_cap(Some(demo)), 88.0);
-    let slower = Known {
-        capacity: 32.0,
-        service_us: 200_000.0,
-        ceiling: 4.0,
-    };
-    assert_eq!(ceiling_cap(Some(slower)), 112.0);
+    assert_eq!(ceiling_cap(Some((8.0, 50_000.0))), 88.0);
+    assert_eq!(ceiling_cap(Some((32.0, 200_000.0))), 112.0);
     // A second a request: no queue at all. Not known, or no service time: no cap.
-    let slowest = Known {
-        service_us: 1_000_000.0,
-        ..slow
-    };
-    assert_eq!(ceiling_cap(Some(slowest)), 100.0);
-    let unknown = Known {
-        service_us: 0.0,
-        ..slow
-    };
-    assert_eq!(ceiling_cap(Some(unknown)), f64::INFINITY);
+    assert_eq!(ceiling_cap(Some((100.0, 1_000_000.0))), 100.0);
+    assert_eq!(ceiling_cap(Some((100.0, 0.0))), f64::INFINITY);
     assert_eq!(ceiling_cap(None), f64::INFINITY);
     // The ceiling: critical_ceiling times the limit (or its base), at most the cap, and never
     // below the limit (where a GET is let in, a critical request is too).
