@@ -60,21 +60,24 @@ impl From<u64> for ClientKey {
 }
 
 /// The last [`MAX_FORWARDED_LINES`] of a request's `count` `X-Forwarded-For` lines (`values`,
-/// in the order received) into `lines`, kept on the stack (entries are read from the end);
-/// how many. Both front doors read the header so, each looking it up once.
+/// in the order received), kept on the stack in `lines` (filled here: a request whose
+/// classifier does not trust the header never makes the buffer; entries are read from the
+/// end). Both front doors read the header so, each looking it up once.
 #[inline]
 pub(crate) fn forwarded_lines<'a>(
     count: usize,
     values: impl Iterator<Item = &'a [u8]>,
-    lines: &mut [&'a [u8]; MAX_FORWARDED_LINES],
-) -> usize {
+    lines: &'a mut Option<[&'a [u8]; MAX_FORWARDED_LINES]>,
+) -> &'a [&'a [u8]] {
+    let lines = lines.insert([&[]; MAX_FORWARDED_LINES]);
     let skip = count.saturating_sub(MAX_FORWARDED_LINES);
     let mut read = 0;
     for (slot, value) in lines.iter_mut().zip(values.skip(skip)) {
         *slot = value;
         read += 1;
     }
-    read
+    let lines: &'a [&'a [u8]; MAX_FORWARDED_LINES] = lines;
+    &lines[..read]
 }
 
 /// What the classifier needs to know about a request.

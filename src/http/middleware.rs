@@ -165,10 +165,7 @@ impl<S> BrownoutService<S> {
         let headers = req.headers();
         let forwarded: &[&[u8]] = if settings.classifier.trusts_forwarded_for() {
             let all = headers.get_all(FORWARDED_FOR);
-            let lines = lines.insert([&[]; MAX_FORWARDED_LINES]);
-            let read = forwarded_lines(all.len(), all.map(HeaderValue::as_bytes), lines);
-            let lines: &'r [&[u8]; MAX_FORWARDED_LINES] = lines;
-            &lines[..read]
+            forwarded_lines(all.len(), all.map(HeaderValue::as_bytes), lines)
         } else {
             &[]
         };

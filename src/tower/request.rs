@@ -27,10 +27,7 @@ impl<S> BrownoutTower<S> {
         let forwarded: &[&[u8]] = if settings.classifier.trusts_forwarded_for() {
             let all = headers.get_all(FORWARDED_FOR);
             let values = all.iter().map(HeaderValue::as_bytes);
-            let lines = lines.insert([&[]; MAX_FORWARDED_LINES]);
-            let read = forwarded_lines(all.iter().count(), values, lines);
-            let lines: &'r [&[u8]; MAX_FORWARDED_LINES] = lines;
-            &lines[..read]
+            forwarded_lines(all.iter().count(), values, lines)
         } else {
             &[]
         };
