@@ -226,7 +226,6 @@ impl Adaptive {
         let params = adaptive_concurrency::params(c);
         let limit = self.capacity.learn(&mut self.limit, params, window);
         state.publish(limit, self.limit.service().floors());
-        state.publish_lane(self.capacity.lane(lane));
         engine
             .adaptive()
             .publish_classes(self.limit.service().classes().map(|(c, f, _)| (c, f)));
@@ -234,6 +233,7 @@ impl Adaptive {
         let base = self.ceiling.update(&window, self.limit.learned(), known);
         engine.adaptive().publish_ceiling_base(base);
         engine.adaptive().publish_ceiling_cap(self.ceiling.cap());
+        state.publish_lane(self.capacity.lane(lane, self.ceiling.in_time()));
         engine
             .adaptive()
             .publish_capacity(self.capacity.learned(), self.capacity.at_least());

@@ -60,6 +60,8 @@ fn within_tolerance_the_limit_holds_and_grows_only_when_it_binds() {
     // does not shrink by the gradient; above its rest (20) it only comes back to it.
     assert_eq!(l.update(window(750, 10, 200, false)), 20.0);
     let mut l = AdaptiveLimit::new(params(), 10.0, 0);
+    // The route's first requests are a warm-up (`service::WARMUP`), dropped at the next.
+    l.update(window(0, 10, 50, false));
     let below = l.update(window(250, 10, 50, false));
     assert!(below < 20.0);
     assert_eq!(
@@ -279,6 +281,8 @@ fn a_held_limit_keeps_what_overload_taught_it_through_quiet_windows() {
 #[test]
 fn quiet_windows_bring_a_shrunk_limit_back_to_rest_and_no_further() {
     let mut l = AdaptiveLimit::new(params(), 20.0, 0);
+    // The route's first requests are a warm-up (`service::WARMUP`), dropped at the next.
+    l.update(window(0, 10, 50, false));
     l.update(window(250, 10, 50, false));
     // An overload halves it twice: 5.
     let at = overload(&mut l, 250, u64::from(SUSTAINED) + 1, 1000);

@@ -39,6 +39,19 @@ impl From<bool> for Evidence {
     }
 }
 
+/// The share of a window's requests the limit must have refused or made wait for the window
+/// to count as the limit holding the app at what it serves ([`held_back`]).
+pub const HELD_BACK: f64 = 0.02;
+
+/// Whether the limit held `w`'s load back: it refused or made wait [`HELD_BACK`] of what
+/// finished in it, or more. On an app of a few workers that is one request; on 100 workers
+/// of 500 ms at 0.75 of their capacity, two test requests that waited for their share in a
+/// burst are not an app held at its capacity (with the requests' times a little slower than
+/// their floors by chance, such a stretch read the app saturated at 72 of its 100 workers).
+pub fn held_back(w: &Window) -> bool {
+    w.binding() && (w.refused + w.waited) as f64 >= HELD_BACK * w.total() as f64
+}
+
 /// How many times the learned capacity (plus [`REST_SLACK`]) a limit that overload shrank
 /// grows back to when quiet.
 pub const REST_OVER_CAPACITY: f64 = 1.5;
@@ -165,7 +178,7 @@ impl CapacityEstimate {
             let evidence = Evidence {
                 latency,
                 expected: limit.work(&w),
-                binding: w.binding(),
+                binding: held_back(&w),
                 in_flight: w.in_flight,
             };
             self.observe(w.at, limit.work(&w), evidence, scale);
@@ -270,12 +283,26 @@ impl CapacityEstimate {
         self.learned.map(|c| c * self.scale.max(1.0))
     }
 
-    /// What the lower tiers are let in under while the lane is on (`on`: [`lane_on`]):
-    /// [`LANE_OVER_CAPACITY`] times the capacity once it is known, else no bound.
-    pub fn lane(&self, on: bool) -> f64 {
+    /// What the lower tiers are let in under once the capacity is known (else no bound):
+    /// while the lane is on (`on`: [`lane_on`]), [`LANE_OVER_CAPACITY`] times the capacity;
+    /// and at all times [`REST_UNDER_CAP`] of the critical ceiling's `cap`
+    /// ([`ceiling_cap`]), so that critical requests, let in up to the cap, find room over the
+    /// lower tiers. The limit's uniform rest may be above the cap (1.5 times the capacity and
+    /// 30 on 100 × 500 ms, whose cap is 1.5 times its capacity): at a step into overload,
+    /// before the controller's first sample turns the lane on, the lower tiers filled it and
+    /// critical requests found the ceiling full (11 refused, `bench overload`; 7 to 20 in
+    /// 20 s of 2C on each of six seeds of the fast guard's model, docs/capacity.md).
+    pub fn lane(&self, on: bool, cap: f64) -> f64 {
         match self.learned() {
-            Some(c) if on => (c * LANE_OVER_CAPACITY).max(1.0),
-            _ => f64::INFINITY,
+            Some(c) => {
+                let lane = if on {
+                    c * LANE_OVER_CAPACITY
+                } else {
+                    f64::INFINITY
+                };
+                lane.min((REST_UNDER_CAP * cap).max(c + REST_SLACK))
+            }
+            None => f64::INFINITY,
         }
     }
 

@@ -241,12 +241,41 @@ fn the_rest_leaves_more_room_for_the_bursts_of_a_mix_whose_times_spread() {
 }
 
 #[test]
-fn the_lane_is_a_quarter_over_the_capacity_only_while_it_is_on() {
+fn the_lane_is_a_quarter_over_the_capacity_while_it_is_on_and_under_the_critical_cap() {
     let mut c = CapacityEstimate::default();
-    assert_eq!(c.lane(true), f64::INFINITY, "no capacity known: no lane");
+    let inf = f64::INFINITY;
+    assert_eq!(c.lane(true, 12.0), inf, "no capacity known: no lane");
     run(&mut c, 0, 4, 8.0, true);
-    assert!((c.lane(true) - 10.0).abs() < 1e-9, "{}", c.lane(true));
-    assert_eq!(c.lane(false), f64::INFINITY, "the lane is off: no lane");
+    assert!(
+        (c.lane(true, inf) - 10.0).abs() < 1e-9,
+        "{}",
+        c.lane(true, inf)
+    );
+    assert_eq!(c.lane(false, inf), inf, "the lane is off, no cap: no lane");
+    // The critical ceiling's cap: the lower tiers stay under 0.9 of it, lane on or off...
+    assert!(
+        (c.lane(false, 100.0) - 90.0).abs() < 1e-9,
+        "{}",
+        c.lane(false, 100.0)
+    );
+    assert!(
+        (c.lane(true, 100.0) - 10.0).abs() < 1e-9,
+        "{}",
+        c.lane(true, 100.0)
+    );
+    // ...but never under the capacity and the rest's uniform slack (a small app's bursts).
+    let cap = ceiling_cap(c.learned().zip(Some(500_000.0)));
+    assert!((cap - 12.0).abs() < 1e-9, "{cap}");
+    assert!(
+        (c.lane(false, cap) - 38.0).abs() < 1e-9,
+        "{}",
+        c.lane(false, cap)
+    );
+    assert!(
+        (c.lane(true, cap) - 10.0).abs() < 1e-9,
+        "{}",
+        c.lane(true, cap)
+    );
 }
 
 #[test]
@@ -284,4 +313,23 @@ fn waits_the_lane_held_are_not_the_limits() {
     let mut no_lane = window;
     lane_waits(&mut no_lane, f64::INFINITY, 8.0);
     assert_eq!(no_lane.waited, 5);
+}
+
+#[test]
+fn a_window_is_held_back_only_with_a_fiftieth_of_its_requests_refused_or_waiting() {
+    let w = |total: u64, refused: u64, waited: u64| {
+        let mut count = [0; crate::route_class::CLASSES];
+        count[2] = total;
+        Window {
+            count,
+            refused,
+            waited,
+            ..Window::default()
+        }
+    };
+    assert!(!held_back(&w(100, 0, 0)), "nothing refused");
+    assert!(held_back(&w(5, 1, 0)), "one of a few");
+    assert!(held_back(&w(100, 1, 1)), "2 of 100");
+    assert!(!held_back(&w(150, 0, 2)), "2 of 150 waited: a burst");
+    assert!(held_back(&w(0, 3, 0)), "refused, nothing finished");
 }

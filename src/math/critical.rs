@@ -101,26 +101,35 @@ pub struct Known {
 /// nothing: what the previous window let in may still be in flight. Once the capacity is
 /// known the ceiling is at least the capacity and [`CRITICAL_QUEUE_US`] of queue: critical
 /// requests go past the limit, their own queue cuts it, and a ceiling cut with it refused
-/// critical requests the workers could serve in time.
+/// critical requests the workers could serve in time. Nor is the cap below a limit learned
+/// within the last mean latency: the lower tiers let in under it are still in flight (when
+/// the capacity is first learned at a step into overload, the cap falls from none to below
+/// the limit the step was let in under, and 100 × 500 ms refused critical requests for the
+/// second those drained).
 #[derive(Debug, Clone, Default)]
 pub struct CeilingBase {
-    /// The previous window's end (µs) and the limit learned then, in slow start.
-    previous: Option<(u64, f64)>,
-    /// [`ceiling_cap`] as of the last window (`None`: none yet, no cap).
+    /// The previous window's end (µs), the limit learned then, and whether it was in slow
+    /// start.
+    previous: Option<(u64, f64, bool)>,
+    /// [`ceiling_cap`] as of the last window (`None`: none yet, no cap), and the previous
+    /// window's limit if it ended within the last mean latency (0 else).
     cap: Option<f64>,
+    recent: f64,
 }
 
 impl CeilingBase {
     /// Remembers `learned`, the limit learned at the end of `w` (`known`: `None` while the
     /// app's capacity is not known), and returns the base.
     pub fn update(&mut self, w: &Window, learned: f64, known: Option<Known>) -> f64 {
-        self.cap = Some(ceiling_cap(known.map(|k| (k.capacity, k.service_us))));
-        let slow_start = known.is_none();
-        let previous = std::mem::replace(&mut self.previous, slow_start.then_some((w.at, learned)));
+        let previous = self.previous.replace((w.at, learned, known.is_none()));
         let since = w.mean().map_or(0, |mean| w.at.saturating_sub(mean as u64));
+        // The previous window's limit, if it ended within the last mean latency.
+        let recent = previous.filter(|&(at, _, _)| at >= since);
+        self.cap = Some(ceiling_cap(known.map(|k| (k.capacity, k.service_us))));
+        self.recent = recent.map_or(0.0, |(_, limit, _)| limit);
         let Some(k) = known else {
-            return match previous {
-                Some((at, limit)) if at >= since => learned.max(limit),
+            return match recent {
+                Some((_, limit, true)) => learned.max(limit),
                 _ => learned,
             };
         };
@@ -132,8 +141,15 @@ impl CeilingBase {
         learned.max(k.capacity * (1.0 + queue) / k.ceiling.max(1.0))
     }
 
-    /// The most in flight at which a critical request is let in ([`ceiling_cap`]).
+    /// The most in flight at which a critical request is let in: [`ceiling_cap`], or the
+    /// limit of the last mean latency where that is more.
     pub fn cap(&self) -> f64 {
+        self.in_time().max(self.recent)
+    }
+
+    /// [`ceiling_cap`] alone: the most in flight at which a critical request is answered in
+    /// time (what the lower tiers keep room under, `CapacityEstimate::lane`).
+    pub fn in_time(&self) -> f64 {
         self.cap.unwrap_or(f64::INFINITY)
     }
 }

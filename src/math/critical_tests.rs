@@ -112,3 +112,27 @@ fn the_critical_share_backs_off_on_overflow_and_comes_back() {
     }
     assert_eq!(share, 1.0);
 }
+
+#[test]
+fn the_cap_stays_over_a_limit_whose_requests_are_still_in_flight() {
+    // 100 workers of 500 ms stepped into 2C: the limit was 167 before the capacity was
+    // known; the window that learns it (cap 150) ends within a mean latency of the last, so
+    // the requests let in under 167 may still be in flight, and the cap is 167.
+    let mut base = CeilingBase::default();
+    base.update(&window(1000, Some(500)), 167.0, None);
+    assert_eq!(base.cap(), f64::INFINITY, "no capacity: no cap");
+    let known = Known {
+        capacity: 100.0,
+        service_us: 500_000.0,
+        ceiling: 4.0,
+    };
+    base.update(&window(1250, Some(500)), 155.0, Some(known));
+    assert_eq!(base.cap(), 167.0);
+    // What the lower tiers keep room under is the cap alone.
+    assert_eq!(base.in_time(), 150.0);
+    // A mean latency later, the cap is its own (over the limit of the last window, 155).
+    base.update(&window(1500, Some(500)), 155.0, Some(known));
+    assert_eq!(base.cap(), 155.0);
+    base.update(&window(2250, Some(500)), 140.0, Some(known));
+    assert_eq!(base.cap(), 150.0);
+}

@@ -150,12 +150,59 @@ fn until_a_whole_sample_a_class_is_the_mean_of_what_it_has() {
     );
     assert_eq!(s.floors()[2], Some(30 * MS));
     s.add(
-        500 * MS,
+        350 * MS,
         &on_one_route([0, 0, 1, 0]),
         &on_one_route([0, 0, 70 * MS, 0]),
         0,
     );
     assert_eq!(s.floors()[2], Some(40 * MS));
+}
+
+/// The first requests of a route to finish are its fastest: until `WARMUP` times their mean
+/// has passed since the first finished, they are a warm-up, the class is not settled, and
+/// then they are dropped and the class is learned afresh.
+#[test]
+fn a_class_first_requests_are_a_warm_up_dropped_once_it_is_over() {
+    let mut s = ServiceFloor::default();
+    let c = class(0, 2);
+    s.add(
+        250 * MS,
+        &on_one_route([0, 0, 20, 0]),
+        &on_one_route([0, 0, 20 * 30 * MS, 0]),
+        0,
+    );
+    assert_eq!(s.floors()[2], Some(30 * MS));
+    assert!(!s.settled(c), "20 requests, but in the warm-up");
+    // 110 ms after the first: still the warm-up (four times 30 ms), pooled.
+    s.add(
+        360 * MS,
+        &on_one_route([0, 0, 20, 0]),
+        &on_one_route([0, 0, 20 * 50 * MS, 0]),
+        0,
+    );
+    assert_eq!(s.floors()[2], Some(40 * MS));
+    assert!(!s.settled(c));
+    // Past it: what the warm-up pooled is dropped, the class is what came since.
+    s.add(
+        500 * MS,
+        &on_one_route([0, 0, 20, 0]),
+        &on_one_route([0, 0, 20 * 60 * MS, 0]),
+        0,
+    );
+    assert_eq!(s.floors()[2], Some(60 * MS));
+    assert!(s.settled(c), "20 requests since the warm-up");
+    // A probe's measure needs no warm-up.
+    let mut p = ServiceFloor::default();
+    p.reset(
+        250 * MS,
+        (
+            &on_one_route([0, 0, 20, 0]),
+            &on_one_route([0, 0, 20 * 30 * MS, 0]),
+        ),
+        1.0,
+        0.0,
+    );
+    assert!(p.settled(c));
 }
 
 #[test]

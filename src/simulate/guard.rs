@@ -6,11 +6,10 @@
 //! admitted share of cohorts first), the waiting room (`queue`, `max_wait`, `post_max_wait`;
 //! a freed slot goes to the highest tier waiting, a request that has to wait goes ahead of
 //! the lower tiers waiting and takes the places of the newest of the lowest tier when the
-//! room is full), `tier_hold` after a refusal, and the lane while it is on.
-//!
-//! Amounts are real numbers. A refusal holds the lower tiers off each time a tier's refusals
-//! add up to a whole request (the first at half of one), as on the real server; a window binds
-//! when at least half a request was refused or made to wait in it.
+//! room is full), `tier_hold` after a refusal, and the lane. Amounts are real numbers. A
+//! refusal holds the lower tiers off each time a tier's refusals add up to a whole request
+//! (the first at half of one), as on the real server; a window binds when at least half a
+//! request was refused or made to wait in it.
 
 use crate::config::AdaptiveConcurrencyConfig;
 use crate::limiter::adaptive_concurrency::params;
@@ -75,8 +74,8 @@ pub struct FastGuard {
     /// The spread of single requests' times (their coefficient of variation) and the draws
     /// that give a window's mean per class its sampling noise (`None`: the mean itself).
     noise: Option<(f64, SplitMix64)>,
-    /// What the lower tiers are let in under while the lane is on (unbounded else).
-    lane: f64,
+    /// Whether the lane is on (`lane_on`), as of the controller's last step.
+    lane_on: bool,
 }
 
 fn micros(seconds: f64) -> u64 {
@@ -102,7 +101,7 @@ impl FastGuard {
             ceiling_base: f64::from(c.initial_limit),
             window: Sums::default(),
             noise: None,
-            lane: f64::INFINITY,
+            lane_on: false,
         }
     }
 
@@ -120,7 +119,7 @@ impl FastGuard {
     /// tiers are let in under the lane; as in the middleware's sampler.
     pub fn set_hold(&mut self, hold: bool, lane: bool) {
         self.limit.set_hold(hold);
-        self.lane = self.capacity.lane(lane);
+        self.lane_on = lane;
     }
 
     /// The limit requests are admitted under.
@@ -128,9 +127,10 @@ impl FastGuard {
         self.limit.limit()
     }
 
-    /// The lower tiers': the limit, or the lane while it is on.
+    /// The lower tiers': the limit, or the lane where it is below (`CapacityEstimate::lane`).
     fn lower(&self) -> f64 {
-        self.limit().min(self.lane)
+        self.limit()
+            .min(self.capacity.lane(self.lane_on, self.ceiling.in_time()))
     }
 
     /// The service time learned per tier (seconds), once one was seen: what the middleware
@@ -429,7 +429,7 @@ impl FastGuard {
                 }
             }
         }
-        lane_waits(&mut window, self.lane, self.limit());
+        lane_waits(&mut window, self.lower(), self.limit());
         self.capacity
             .learn(&mut self.limit, params(&self.c), window);
         let known = self.capacity.known(&self.limit, self.c.critical_ceiling);

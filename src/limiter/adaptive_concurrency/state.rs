@@ -42,8 +42,8 @@ pub struct AdaptiveState {
     pub(super) room: Mutex<Room>,
     /// The limit to admit under (`f64` bits), published by the sampler every window.
     limit: AtomicU64,
-    /// The lower tiers' lane while the controller sheds or reads an overload (`f64` bits;
-    /// infinite otherwise): `math::capacity::LANE_OVER_CAPACITY` times the capacity.
+    /// The lower tiers' lane (`f64` bits; infinite until the capacity is known), as
+    /// `math::capacity::CapacityEstimate::lane` has it.
     lane: AtomicU64,
     /// What the critical ceiling is a multiple of (`f64` bits): the limits learned outside a
     /// probe of the service times (a probe admits `min_limit` for a moment; critical
@@ -134,7 +134,7 @@ impl AdaptiveState {
         f64::from_bits(self.limit.load(Ordering::Relaxed))
     }
 
-    /// The lane the lower tiers are let in under (infinite unless the controller sheds).
+    /// The lane the lower tiers are let in under (infinite until the capacity is known).
     pub fn lane(&self) -> f64 {
         f64::from_bits(self.lane.load(Ordering::Relaxed))
     }
