@@ -215,8 +215,9 @@ impl Adaptive {
         }
         // While the controller sheds, the windows are quiet because it carries the overload:
         // the limit keeps what the overload taught it (math::adaptive). While it sheds or
-        // reads an overload, the lower tiers are let in under the lane (math::capacity),
-        // unless the controller is dark.
+        // reads an overload (unless the controller is dark), the lower tiers are let in under
+        // the lane (math::capacity), and once the capacity is known under the critical
+        // ceiling's cap whatever the controller does.
         let plan = engine.plan().load();
         self.limit.set_hold(plan.amount > 0.0);
         let enforced = settings.limiters.worker_utilization.mode == Mode::Enforce;

@@ -76,7 +76,9 @@ pub const MAX_SLACK_SPREAD: f64 = 4.0;
 /// take the rest to: critical requests are let in past the limit only under the cap, and at
 /// a step into overload, before the controller's first sample, the lower tiers hold the
 /// limit. (An app's uniform rest, [`REST_SLACK`] over 1.5 times its capacity, is kept
-/// whatever the cap: on one worker of 50 ms the cap is 11, and its bursts at 0.5C need more.)
+/// whatever the cap: on one worker of 50 ms the cap is 11, and its bursts at 0.5C need more.
+/// The lower tiers are held under this much of the cap, or the capacity plus [`REST_SLACK`]
+/// where that is more, whatever the rest: [`CapacityEstimate::lane`].)
 pub const REST_UNDER_CAP: f64 = 0.9;
 
 /// The squared coefficient of variation taken for each route's own times (a log-normal's of
@@ -301,6 +303,7 @@ impl CapacityEstimate {
                     f64::INFINITY
                 };
                 lane.min((REST_UNDER_CAP * cap).max(c + REST_SLACK))
+                    .max(1.0)
             }
             None => f64::INFINITY,
         }

@@ -276,6 +276,10 @@ fn the_lane_is_a_quarter_over_the_capacity_while_it_is_on_and_under_the_critical
         "{}",
         c.lane(true, cap)
     );
+    // At least one, however small the capacity learned.
+    let mut tiny = CapacityEstimate::default();
+    run(&mut tiny, 0, 4, 0.4, true);
+    assert_eq!(tiny.lane(true, cap), 1.0);
 }
 
 #[test]

@@ -101,8 +101,9 @@ pub struct Known {
 /// nothing: what the previous window let in may still be in flight. Once the capacity is
 /// known the ceiling is at least the capacity and [`CRITICAL_QUEUE_US`] of queue: critical
 /// requests go past the limit, their own queue cuts it, and a ceiling cut with it refused
-/// critical requests the workers could serve in time. Nor is the cap below a limit learned
-/// within the last mean latency: the lower tiers let in under it are still in flight (when
+/// critical requests the workers could serve in time. Nor is the cap below the limit of the
+/// window before, if that ended within the last mean latency (at most a window back, as in
+/// slow start): the lower tiers let in under it are still in flight (when
 /// the capacity is first learned at a step into overload, the cap falls from none to below
 /// the limit the step was let in under, and 100 × 500 ms refused critical requests for the
 /// second those drained).
@@ -111,9 +112,9 @@ pub struct CeilingBase {
     /// The previous window's end (µs), the limit learned then, and whether it was in slow
     /// start.
     previous: Option<(u64, f64, bool)>,
-    /// [`ceiling_cap`] as of the last window (`None`: none yet, no cap), and the previous
-    /// window's limit if it ended within the last mean latency (0 else).
+    /// [`ceiling_cap`] as of the last window (`None`: none yet, no cap).
     cap: Option<f64>,
+    /// The previous window's limit if it ended within the last mean latency (0 else).
     recent: f64,
 }
 

@@ -58,7 +58,7 @@ pub fn acquire<'a>(
     now: Duration,
     may_wait: bool,
 ) -> Result<Check<Place<'a>>, LimiterError> {
-    // The lower tiers under the lane while it is on; critical under its ceiling.
+    // The lower tiers under the lane where it is below the limit; critical under its ceiling.
     let Some(limit) = c.tier_limit(state.lower_limit(), tier) else {
         // Critical: counted, so it takes room from every other tier; refused only past the
         // ceiling.

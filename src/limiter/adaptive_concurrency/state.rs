@@ -42,8 +42,8 @@ pub struct AdaptiveState {
     pub(super) room: Mutex<Room>,
     /// The limit to admit under (`f64` bits), published by the sampler every window.
     limit: AtomicU64,
-    /// The lower tiers' lane (`f64` bits; infinite until the capacity is known), as
-    /// `math::capacity::CapacityEstimate::lane` has it.
+    /// The lower tiers' lane (`f64` bits; infinite until the capacity is known, and while
+    /// neither it nor the cap binds), as `math::capacity::CapacityEstimate::lane` has it.
     lane: AtomicU64,
     /// What the critical ceiling is a multiple of (`f64` bits): the limits learned outside a
     /// probe of the service times (a probe admits `min_limit` for a moment; critical
