@@ -364,3 +364,108 @@ async fn in_flight_is_released_when_the_body_ends_and_when_the_client_cancels() 
     assert_eq!(rig.brownout.in_flight().get, 0, "released on cancel");
     drop(tx);
 }
+
+/// The guards alone (worker_utilization and adaptive_concurrency with no per-key limiter on,
+/// decided apart from the general chain: `engine/guards.rs`) decide every request as the
+/// chain does. The same app twice, once with the two guards alone and once beside a
+/// concurrent_requests limit that never binds (which sends every request through the
+/// chain), is driven to shed half the GETs by cohort and given one schedule of clients,
+/// tiers and finishes that fills the fast guard's limit: every answer (status and
+/// `Retry-After`) and every count of the outcomes and refusals is alike, in each mix of
+/// modes and under the kill switch.
+#[actix_web::test]
+async fn the_guards_alone_decide_every_request_as_the_whole_chain_does() {
+    use std::collections::VecDeque;
+    let modes = [
+        (Mode::Enforce, Mode::Enforce, false),
+        (Mode::Dark, Mode::Enforce, false),
+        (Mode::Enforce, Mode::Dark, false),
+        (Mode::Enforce, Mode::Enforce, true),
+    ];
+    for (wu, ac, killed) in modes {
+        let build = |chain: bool| {
+            let mut c = config();
+            c.limiters.worker_utilization.mode = wu;
+            c.limiters.worker_utilization.selection = Selection::Cohort;
+            let a = &mut c.limiters.adaptive_concurrency;
+            (a.mode, a.initial_limit, a.min_limit, a.queue) = (ac, 6, 2, 0);
+            if chain {
+                let cr = &mut c.limiters.concurrent_requests;
+                (cr.mode, cr.max_in_flight) = (Mode::Enforce, 1_000_000);
+            }
+            Rig::new(c)
+        };
+        let (alone, whole) = (build(false), build(true));
+        for rig in [&alone, &whole] {
+            // From rest to an amount of 0.5 (as `half_way_sheds_test_all_get_some_post_none`).
+            for _ in 0..3 {
+                rig.step(1.0, Duration::from_secs(28)).await;
+            }
+            rig.step(1.0, Duration::from_secs(4)).await;
+            if killed {
+                let change = brownout::ops::Change::KillSwitch(true);
+                rig.brownout.change(change, "test").await.unwrap();
+            }
+        }
+        let (app_alone, app_whole) = (app!(alone), app!(whole));
+        let (mut held_alone, mut held_whole) = (VecDeque::new(), VecDeque::new());
+        let mut answers = std::collections::BTreeMap::<u16, usize>::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for i in 0..2_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if x.is_multiple_of(3) && !held_alone.is_empty() {
+                // A request finishes (the same one on both apps).
+                let at = (x >> 8) as usize % held_alone.len();
+                drop(held_alone.remove(at));
+                drop(held_whole.remove(at));
+                continue;
+            }
+            let key = match (x >> 16) % 5 {
+                0 => format!("Bearer sk_test_{}", (x >> 24) % 7),
+                _ => format!("Bearer sk_live_{}", (x >> 24) % 40),
+            };
+            let make = || {
+                let req = match (x >> 32) % 4 {
+                    0 => charge(),
+                    1 => post(),
+                    _ => get(),
+                };
+                req.insert_header(("Authorization", key.as_str()))
+                    .to_request()
+            };
+            let a = test::call_service(&app_alone, make()).await;
+            let w = test::call_service(&app_whole, make()).await;
+            assert_eq!(a.status(), w.status(), "{wu:?}, {ac:?}: request {i}");
+            let retry = |r: &actix_web::dev::ServiceResponse<_>| common::header(r, "retry-after");
+            assert_eq!(retry(&a), retry(&w), "{wu:?}, {ac:?}: request {i}");
+            *answers.entry(a.status().as_u16()).or_default() += 1;
+            if a.status().is_success() {
+                held_alone.push_back(a);
+                held_whole.push_back(w);
+            }
+        }
+        let counted = |rig: &Rig| {
+            let text = rig.brownout.render_metrics();
+            let series = ["brownout_requests_total{", "brownout_rejections_total{"];
+            let lines = text
+                .lines()
+                .filter(|l| series.iter().any(|s| l.starts_with(s)));
+            let mut lines = lines.map(str::to_owned).collect::<Vec<_>>();
+            lines.sort();
+            lines
+        };
+        let counts = counted(&alone);
+        assert_eq!(counts, counted(&whole), "{wu:?}, {ac:?}, killed {killed}");
+        // Both kinds of answer, many times (nothing is refused under the kill switch).
+        let refused = answers.get(&503).copied().unwrap_or(0);
+        let served = answers
+            .iter()
+            .filter(|(s, _)| **s < 300)
+            .map(|(_, n)| n)
+            .sum::<usize>();
+        assert!(served > 300, "{wu:?}, {ac:?}: {answers:?}");
+        assert_eq!(refused > 100, !killed, "{wu:?}, {ac:?}: {answers:?}");
+    }
+}

@@ -16,7 +16,9 @@ pub(crate) use controller::{Controller, ControllerParams};
 pub(crate) use demand::offered_work;
 pub(crate) use demand::{with_shed, InFlightSource, Traffic};
 pub use plan::ShedPlan;
-pub(crate) use plan::{cohort_epoch, cohort_score, probabilities, should_drop, PublishedPlan};
+pub(crate) use plan::{
+    cohort_epoch, cohort_score, probabilities, should_drop, PublishedPlan, TierShed,
+};
 #[cfg(feature = "cpu")]
 pub(crate) use source::CpuSource;
 pub(crate) use source::InFlight;

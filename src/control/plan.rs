@@ -43,6 +43,27 @@ impl ShedPlan {
     }
 }
 
+/// What a plan says of one tier's requests: the share of them to shed, and when it was
+/// computed (its age is checked only where something is shed).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct TierShed {
+    /// The drop probability of the tier.
+    pub(crate) probability: f64,
+    /// When the plan was computed, in clock nanoseconds.
+    pub(crate) at_nanos: u64,
+}
+
+impl ShedPlan {
+    /// What this plan says of `tier`.
+    #[inline]
+    pub(crate) fn tier(&self, tier: Tier) -> TierShed {
+        TierShed {
+            probability: self.probability.get(tier),
+            at_nanos: crate::clock::nanos(self.at),
+        }
+    }
+}
+
 /// The current plan, published by the controller (one writer) for every request to read.
 ///
 /// Each field is its own atomic, so reading is a handful of plain loads: no lock and no
@@ -107,6 +128,15 @@ impl PublishedPlan {
     /// Whether the controller was put at rest since it last asked.
     pub fn take_rest(&self) -> bool {
         self.rest.swap(false, Ordering::AcqRel)
+    }
+
+    /// What the plan as it stands says of `tier`: the request path's read, two loads.
+    #[inline]
+    pub(crate) fn tier(&self, tier: Tier) -> TierShed {
+        TierShed {
+            probability: f64::from_bits(self.probability[tier.index()].load(Ordering::Acquire)),
+            at_nanos: self.at.load(Ordering::Acquire),
+        }
     }
 
     /// The plan as it stands.

@@ -107,10 +107,12 @@ pub struct InFlight {
 }
 
 impl InFlight {
+    #[inline]
     pub(crate) fn enter(&self, tier: Tier) {
         self.per_tier.add(tier.index(), 1);
     }
 
+    #[inline]
     pub(crate) fn leave(&self, tier: Tier) {
         self.per_tier.add(tier.index(), -1);
     }

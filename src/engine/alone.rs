@@ -5,14 +5,13 @@
 //! RateLimit reading), which cost every decision a copy of it; this one returns the outcome
 //! or the refusal. `tests/limiters.rs` compares its decisions with the general chain's.
 
-use super::chain::{fail_open_on_panic, Evaluation};
+use super::evaluate::{guarded, Evaluation};
 use super::{EngineRef, Settings};
 use crate::config::{LimitersConfig, Mode};
 use crate::limiter::request_rate::{Excess, RequestRateConfig};
 use crate::limiter::{LimiterName, Rejection, Request};
 use crate::metrics::Outcome;
 use std::ops::ControlFlow;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 /// Whether request_rate is the only limiter on, asking nothing [`decide`] leaves to the
@@ -54,26 +53,17 @@ pub(super) fn decide<P: EngineRef>(
     req: &Request<'_>,
     now: Duration,
 ) -> Result<Outcome, Rejection> {
-    let mut running = None;
-    let decided = catch_unwind(AssertUnwindSafe(|| {
+    let open = || Ok(Outcome::FailedOpen);
+    guarded(owner.engine(), open, |running| {
         let store = owner.engine().keyed().local();
         let now = now.as_micros() as u64;
         let mut outcome = Outcome::Allowed;
-        let mut eval = Evaluation {
-            owner,
-            tier: req.tier,
-            outcome: &mut outcome,
-            running: &mut running,
-        };
+        let mut eval = Evaluation::new(owner, req.tier, &mut outcome, running);
         let mode = settings.modes_for(req).of(LimiterName::RequestRate);
         let check = || Ok(settings.rules.charge_alone(store, req, now)?);
         match eval.evaluate(LimiterName::RequestRate, mode, check) {
             ControlFlow::Continue(_) => Ok(outcome),
             ControlFlow::Break((rejection, ())) => Err(rejection),
         }
-    }));
-    decided.unwrap_or_else(|_| {
-        fail_open_on_panic(owner.engine(), running);
-        Ok(Outcome::FailedOpen)
     })
 }

@@ -8,14 +8,16 @@
 //! round trip, before the chain runs), and each limiter decides on its part of the answer.
 
 use super::asks::{add_to_ask, elastic};
+use super::evaluate::{fail_open_on_panic, Evaluation};
+use super::guards::{guard_steps, Guarded};
 use super::{EngineRef, Settings};
 use crate::config::Mode;
-use crate::limiter::adaptive_concurrency::{self, AdaptivePermit};
-use crate::limiter::adaptive_concurrency::{Place, Wait};
+use crate::limiter::adaptive_concurrency::AdaptivePermit;
+use crate::limiter::adaptive_concurrency::Wait;
 use crate::limiter::concurrent_requests::{self, ConcurrencyPermit};
 use crate::limiter::fleet_usage::{self, FleetPermit};
 use crate::limiter::request_rate::{CheckTime, FailureTicket, RateStatus, RateTicket};
-use crate::limiter::{worker_utilization, Check, LimiterError, LimiterName, Rejection, Request};
+use crate::limiter::{LimiterName, Rejection, Request};
 use crate::metrics::Outcome;
 use crate::rng::SplitMix64;
 use crate::store::{Answer, Ask, Held, StoreError};
@@ -57,7 +59,7 @@ pub(crate) struct Queued {
     pub(crate) refunded: Option<RateStatus>,
 }
 
-impl<P: EngineRef> Admission<'_, P> {
+impl<'a, P: EngineRef> Admission<'a, P> {
     /// Whether it holds no permit and waits for nothing.
     #[inline]
     pub(crate) fn holds_nothing(&self) -> bool {
@@ -65,6 +67,25 @@ impl<P: EngineRef> Admission<'_, P> {
             && self.fleet.is_none()
             && self.adaptive.is_none()
             && self.queued.is_none()
+    }
+
+    /// An admission that holds only what the fast guard gave it, if anything: its slot, or
+    /// its place in the waiting room (with nothing to give back if it is refused there).
+    #[inline]
+    pub(crate) fn guarded(outcome: Outcome, (adaptive, wait): Guarded<'a>) -> Self {
+        Self {
+            adaptive,
+            queued: wait.map(|wait| {
+                Box::new(Queued {
+                    wait,
+                    refund: None,
+                    held: Held::LOCAL,
+                    at: CheckTime::default(),
+                    refunded: None,
+                })
+            }),
+            ..Self::new(outcome)
+        }
     }
 
     /// An admission that holds nothing.
@@ -153,15 +174,6 @@ pub(crate) fn run_chain<'a: 'k, 'k, P: EngineRef>(
     })
 }
 
-/// A decision that panicked while `limiter` ran (or outside every limiter): counted and
-/// logged against it; the request is let through.
-#[cold]
-#[inline(never)]
-pub(super) fn fail_open_on_panic(engine: &super::Engine, limiter: Option<LimiterName>) {
-    let limiter = limiter.map_or("chain", LimiterName::as_str);
-    engine.fail_open(limiter, "panic", || format!("{limiter} panicked"));
-}
-
 /// The answer a per-key limiter decides on (there is one whenever one of them is on).
 #[inline]
 fn answer_of<'x, 'k>(
@@ -194,12 +206,7 @@ fn run<'a: 'k, 'k, P: EngineRef>(
     let modes = settings.modes_for(req);
     let mode = |limiter: LimiterName| modes.of(limiter);
     let mut outcome = Outcome::Allowed;
-    let mut eval = Evaluation {
-        owner,
-        tier: req.tier,
-        outcome: &mut outcome,
-        running,
-    };
+    let mut eval = Evaluation::new(owner, req.tier, &mut outcome, running);
     let plan = engine.plan.load();
     // Plan and answer: what the request asks of the keyed store, answered by the local
     // store now unless a store that answers later has answered it already.
@@ -293,31 +300,16 @@ fn run<'a: 'k, 'k, P: EngineRef>(
         ControlFlow::Continue(permit) => permit.flatten(),
         ControlFlow::Break((rejection, ())) => return reject(rejection),
     };
-    // The controller's plan before the fast guard: the two loops share one plan, the
-    // controller shedding by tier what lasting overload asks, the fast guard trimming what
-    // it lets through. A request the plan sheds takes no slot and holds no tier off, and
-    // gets the controller's answer.
-    let wu = &limiters.worker_utilization;
-    let shed = eval.evaluate(
-        LimiterName::WorkerUtilization,
-        mode(LimiterName::WorkerUtilization),
-        || worker_utilization::check(wu, &plan, req.tier, req.key, now, rng),
-    );
-    if let ControlFlow::Break((rejection, ())) = shed {
-        return reject(rejection);
-    }
-    let ac = &limiters.adaptive_concurrency;
-    // Only an enforced limit makes a request wait (a dark one never delays traffic).
-    let ac_mode = mode(LimiterName::AdaptiveConcurrency);
-    let may_wait = may_wait && ac_mode == Mode::Enforce;
-    let (adaptive, wait) = match eval.evaluate(LimiterName::AdaptiveConcurrency, ac_mode, || {
-        let state = &engine.adaptive;
-        adaptive_concurrency::acquire(ac, state, (req.tier, req.key), now, may_wait)
-    }) {
-        ControlFlow::Continue(Some(Place::Held(permit))) => (Some(permit), None),
-        ControlFlow::Continue(Some(Place::Waiting(wait))) => (None, Some(wait)),
-        ControlFlow::Continue(None) => (None, None),
-        ControlFlow::Break((rejection, ())) => return reject(rejection),
+    let shed = plan.tier(req.tier);
+    let (adaptive, wait) = match guard_steps(
+        owner,
+        &mut eval,
+        (settings, &modes),
+        (req, now, may_wait),
+        (shed, rng),
+    ) {
+        ControlFlow::Continue(guarded) => guarded,
+        ControlFlow::Break(rejection) => return reject(rejection),
     };
     Verdict::Allow(Admission {
         outcome,
@@ -337,59 +329,4 @@ fn run<'a: 'k, 'k, P: EngineRef>(
             })
         }),
     })
-}
-
-/// What evaluating the limiters of one request touches: its outcome, and which limiter runs
-/// (for a panic's fail-open).
-pub(super) struct Evaluation<'c, P> {
-    pub(super) owner: &'c P,
-    pub(super) tier: Tier,
-    pub(super) outcome: &'c mut Outcome,
-    pub(super) running: &'c mut Option<LimiterName>,
-}
-
-impl<P: EngineRef> Evaluation<'_, P> {
-    /// Evaluates one limiter under `mode`: an enforced rejection stops the chain (`Break`);
-    /// otherwise it goes on (`Continue`), holding what the limiter gave unless it is off,
-    /// failed open (counted and logged) or said no in dark mode (counted and logged). (Always inlined: out of line, each step
-    /// paid a call and a copy of its result, and `Brownout::check` a quarter more.)
-    #[inline(always)]
-    pub(super) fn evaluate<H, R>(
-        &mut self,
-        limiter: LimiterName,
-        mode: Mode,
-        check: impl FnOnce() -> Result<Check<H, R>, LimiterError>,
-    ) -> ControlFlow<(Rejection, R), Option<H>> {
-        if mode == Mode::Off {
-            return ControlFlow::Continue(None);
-        }
-        let engine = self.owner.engine();
-        *self.running = Some(limiter);
-        match check() {
-            Ok(Check::Allowed(held)) => ControlFlow::Continue(Some(held)),
-            Ok(Check::Rejected(rejection, reading)) => {
-                let dark = mode == Mode::Dark;
-                engine.metrics.rejection(limiter, self.tier, dark);
-                if !dark {
-                    return ControlFlow::Break((rejection, reading));
-                }
-                // A dark rejection outranks a fail-open in the request's outcome.
-                *self.outcome = Outcome::DarkRejected;
-                engine.dark_rejected(limiter.as_str(), self.tier);
-                ControlFlow::Continue(None)
-            }
-            Err(error) => {
-                if matches!(error, LimiterError::Store(_)) {
-                    engine.metrics.store_error(limiter);
-                }
-                engine.fail_open(limiter.as_str(), error.reason(), || {
-                    format!("{}: {error}", limiter.as_str())
-                });
-                if *self.outcome == Outcome::Allowed {
-                    *self.outcome = Outcome::FailedOpen;
-                }
-                ControlFlow::Continue(None)
-            }
-        }
-    }
 }

@@ -85,15 +85,16 @@ pub(crate) struct RequestHold<P: EngineRef = Arc<Engine>> {
 /// `adaptive_at` of a hold without an adaptive-concurrency slot.
 const NO_SLOT: u64 = u64::MAX;
 
-/// When a hold whose `adaptive_at` this is was admitted, if it still holds an
-/// adaptive-concurrency slot (which it gives up here).
-fn leave_adaptive(adaptive_at: &mut u64) -> Option<Duration> {
+/// When a hold whose `adaptive_at` this is was admitted (ns of the engine's clock), if it
+/// still holds an adaptive-concurrency slot (which it gives up here).
+fn leave_adaptive(adaptive_at: &mut u64) -> Option<u64> {
     let at = std::mem::replace(adaptive_at, NO_SLOT);
-    (at != NO_SLOT).then(|| Duration::from_nanos(at))
+    (at != NO_SLOT).then_some(at)
 }
 
 /// `at` as a hold keeps it (ns; an instant past 584 years of uptime saturates just short of
 /// [`NO_SLOT`]).
+#[inline]
 fn slot_at(at: Duration) -> u64 {
     u64::try_from(at.as_nanos())
         .unwrap_or(NO_SLOT - 1)
@@ -213,8 +214,9 @@ impl<P: EngineRef> Drop for RequestHold<P> {
         }
         if let Some(admitted_at) = leave_adaptive(&mut self.adaptive_at) {
             let now = engine.clock.now();
-            let latency = now.saturating_sub(admitted_at);
-            engine.adaptive.release(self.class, Some(latency), now);
+            // In whole ns, then µs (no `Duration` arithmetic on every request).
+            let latency_us = crate::clock::nanos(now).saturating_sub(admitted_at) / 1_000;
+            engine.adaptive.release(self.class, Some(latency_us), now);
         }
     }
 }

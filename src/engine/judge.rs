@@ -1,7 +1,7 @@
-//! The decision on one request: the limiter chain, or request_rate alone where it is the
-//! only limiter on, timed for one decision in [`TIMED_ONE_IN`] and counted by its outcome.
+//! The decision on one request: the limiter chain, or request_rate alone or the guards alone
+//! where they are the only limiters on, timed for one decision in [`TIMED_ONE_IN`] and counted by its outcome.
 
-use super::{alone, run_chain, Admission, Engine, EngineRef, Settings, Verdict};
+use super::{alone, guards, run_chain, Admission, Decider, Engine, EngineRef, Settings, Verdict};
 use crate::limiter::Request;
 use crate::metrics::Outcome;
 use crate::rng::SplitMix64;
@@ -51,17 +51,41 @@ pub(crate) fn judge<'a: 'k, 'k, P: EngineRef>(
 ) -> Verdict<'a, P> {
     let engine = owner.engine();
     let started = engine.clock.now();
-    // request_rate alone: decided under its own guard, around an answer much smaller than
-    // the verdict, which is built here, where it is returned (not copied on its way out).
-    if settings.rate_alone && answered.is_none() {
-        let decided = alone::decide(owner, settings, request, started);
-        decision_time(engine, started);
-        let outcome = decided.unwrap_or(Outcome::Rejected);
-        engine.metrics.request(request.tier, outcome);
-        return match decided {
-            Ok(outcome) => Verdict::Allow(Admission::new(outcome)),
-            Err(rejection) => Verdict::Reject(rejection, None),
-        };
+    // request_rate alone, or the guards alone: decided under a guard of their own, around an
+    // answer much smaller than the verdict, which is built here, where it is returned (not
+    // copied on its way out).
+    if answered.is_none() {
+        match settings.decider {
+            Decider::RateAlone => {
+                let decided = alone::decide(owner, settings, request, started);
+                decision_time(engine, started);
+                let outcome = decided.unwrap_or(Outcome::Rejected);
+                engine.metrics.request(request.tier, outcome);
+                return match decided {
+                    Ok(outcome) => Verdict::Allow(Admission::new(outcome)),
+                    Err(rejection) => Verdict::Reject(rejection, None),
+                };
+            }
+            Decider::Guards => {
+                let decided = guards::decide(owner, settings, request, (started, rng, may_wait));
+                decision_time(engine, started);
+                return match decided {
+                    Ok((outcome, guarded)) => {
+                        // A request that waits is counted once its wait is over.
+                        if guarded.1.is_none() {
+                            engine.metrics.request(request.tier, outcome);
+                        }
+                        // Built where it is returned: not copied on its way out.
+                        Verdict::Allow(Admission::guarded(outcome, guarded))
+                    }
+                    Err(rejection) => {
+                        engine.metrics.request(request.tier, Outcome::Rejected);
+                        Verdict::Reject(rejection, None)
+                    }
+                };
+            }
+            Decider::Chain => {}
+        }
     }
     let verdict = run_chain(owner, settings, request, (started, rng, may_wait), answered);
     decision_time(engine, started);

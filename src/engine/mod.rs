@@ -8,6 +8,8 @@ mod alone;
 mod asks;
 mod cell;
 mod chain;
+mod evaluate;
+mod guards;
 mod hold;
 mod judge;
 
@@ -67,9 +69,9 @@ pub struct Settings {
     pub(crate) rules: RateRules,
     /// Whether `GET /metrics` needs the admin token (`admin.metrics_auth`, reloadable).
     pub metrics_auth: bool,
-    /// Only request_rate is on, with no quota, pacing, elastic bucket or fields: its bucket
-    /// and ceiling are charged without an ask.
-    pub(crate) rate_alone: bool,
+    /// How a request is decided: request_rate alone or the guards alone where they are the
+    /// only limiters on (no ask of the keyed store), else the general chain.
+    pub(crate) decider: Decider,
     /// Nothing counts requests in flight (worker_utilization and adaptive_concurrency off)
     /// and the deadline does not cancel: a request that holds nothing is passed through.
     pub(crate) pass_through: bool,
@@ -88,12 +90,12 @@ impl Settings {
             .map_err(|m| ConfigError::invalid("limiters.request_rate", m))?;
         classifier.hash_ips =
             rules.per_ip.is_some() || rules.quotas.iter().any(|q| q.key == QuotaKey::Ip);
-        let rate_alone = alone::rate_alone(&limiters);
+        let decider = Decider::of(&limiters);
         let pass_through = limiters.worker_utilization.mode == crate::config::Mode::Off
             && limiters.adaptive_concurrency.mode == crate::config::Mode::Off
             && !limiters.deadline.cancel;
         Ok(Self {
-            rate_alone,
+            decider,
             pass_through,
             version,
             kill_switch,
@@ -133,6 +135,33 @@ impl Settings {
             per_client: req.per_client(self.classifier.charge_preflights),
             critical: req.tier == Tier::Critical,
             paid: req.paid,
+        }
+    }
+}
+
+/// Which way the requests of some settings are decided ([`Settings::decider`]): each way
+/// decides alike, the first two at less cost where they apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decider {
+    /// Only request_rate is on, with no quota, pacing, elastic bucket or fields: its bucket
+    /// and ceiling are charged without an ask (`engine/alone.rs`).
+    RateAlone,
+    /// No per-key limiter is on: the controller's plan and the fast guard, with no ask
+    /// (`engine/guards.rs`).
+    Guards,
+    /// Everything else: the general chain (`engine/chain.rs`).
+    Chain,
+}
+
+impl Decider {
+    /// The way `limiters` are decided.
+    fn of(limiters: &LimitersConfig) -> Self {
+        if alone::rate_alone(limiters) {
+            Decider::RateAlone
+        } else if guards::guards_alone(limiters) {
+            Decider::Guards
+        } else {
+            Decider::Chain
         }
     }
 }

@@ -225,11 +225,15 @@ where
                 worker,
                 tier,
             } => {
-                let Poll::Ready(response) = fut.poll(cx) else {
-                    return waiting(deadline, hold, (worker, *tier), cx);
+                let mut response = match fut.poll(cx) {
+                    Poll::Ready(Ok(response)) => response,
+                    Poll::Ready(Err(error)) => {
+                        deadline.disarm(worker);
+                        return Poll::Ready(Err(error));
+                    }
+                    Poll::Pending => return waiting(deadline, hold, (worker, *tier), cx),
                 };
                 deadline.disarm(worker);
-                let mut response = response?;
                 if let Some(mut boxed) = after.take() {
                     if let Some(after) = boxed.take() {
                         after.apply(&worker.engine, &mut response);
@@ -246,14 +250,12 @@ where
                         *tier,
                     ));
                 }
-                let (req, response) = response.into_parts();
-                let (head, body) = response.into_parts();
-                let tracked = head.set_body(EitherBody::left(TrackedBody::new(body, hold)));
-                Poll::Ready(Ok(ServiceResponse::new(req, tracked)))
+                Poll::Ready(Ok(tracked(response, hold)))
             }
-            ResponseFutureProj::Passed { fut } => fut.poll(cx).map_ok(|response| {
-                response.map_body(|_, body| EitherBody::left(TrackedBody::new(body, None)))
-            }),
+            ResponseFutureProj::Passed { fut } => {
+                let response = std::task::ready!(fut.poll(cx))?;
+                Poll::Ready(Ok(tracked(response, None)))
+            }
             ResponseFutureProj::Rejected { response } => {
                 let response = response
                     .take()
@@ -263,6 +265,19 @@ where
             ResponseFutureProj::Shared { fut } => fut.as_mut().poll(cx),
         }
     }
+}
+
+/// The app's `response` with its body tracked by `hold` (taken apart and put together:
+/// actix's `map_body` moved the response once more).
+#[inline(always)]
+fn tracked<B>(
+    response: ServiceResponse<B>,
+    hold: Option<WorkerHold>,
+) -> ServiceResponse<EitherBody<TrackedBody<B>>> {
+    let (req, response) = response.into_parts();
+    let (head, body) = response.into_parts();
+    let tracked = head.set_body(EitherBody::left(TrackedBody::new(body, hold)));
+    ServiceResponse::new(req, tracked)
 }
 
 /// The app has not answered yet: the deadline's timer is armed (once, for

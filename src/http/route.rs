@@ -30,6 +30,32 @@ pub(super) fn route_class(
         return RouteClass::unmatched(tier);
     }
     let path = info.as_str();
+    let mut h = RouteHasher::of_method(method_code(req.method()));
+    if info.segment_count() == 0 {
+        // A pattern with no dynamic segment: the path is the pattern.
+        h.write(path);
+    } else {
+        hash_segments(&mut h, path, info);
+    }
+    let hash = h.finish();
+    if let Some(route) = routes.find(hash) {
+        return RouteClass::from_route(route, tier);
+    }
+    // A route's first request: the router's own pattern names it (a path the router did not
+    // match, answered by a default service, allocates nothing here and is "unmatched").
+    match req.match_pattern() {
+        Some(pattern) => routes.add(hash, tier, || format!("{} {pattern}", req.method())),
+        None => RouteClass::unmatched(tier),
+    }
+}
+
+/// Hashes the pattern `path` was matched on into `h`: its literal parts as written, each
+/// dynamic segment by its name.
+fn hash_segments(
+    h: &mut RouteHasher,
+    path: &str,
+    info: &actix_web::dev::Path<actix_web::dev::Url>,
+) {
     let base = path.as_ptr() as usize;
     // The dynamic segments' places in the path (their values are slices of it).
     let mut spans: ArrayVec<(usize, usize, &str), MAX_SEGMENTS> = ArrayVec::new();
@@ -40,7 +66,6 @@ pub(super) fn route_class(
         }
     }
     spans.sort_unstable_by_key(|&(at, _, _)| at);
-    let mut h = RouteHasher::of_method(method_code(req.method()));
     let mut pos = 0;
     for &(start, end, name) in &spans {
         if start < pos || !path.is_char_boundary(start) || !path.is_char_boundary(end) {
@@ -53,16 +78,6 @@ pub(super) fn route_class(
         pos = end;
     }
     h.write(path.get(pos..).unwrap_or_default());
-    let hash = h.finish();
-    if let Some(route) = routes.find(hash) {
-        return RouteClass::from_route(route, tier);
-    }
-    // A route's first request: the router's own pattern names it (a path the router did not
-    // match, answered by a default service, allocates nothing here and is "unmatched").
-    match req.match_pattern() {
-        Some(pattern) => routes.add(hash, tier, || format!("{} {pattern}", req.method())),
-        None => RouteClass::unmatched(tier),
-    }
 }
 
 /// `method`'s [`crate::route_class::method_code`], from actix's method itself (compared as

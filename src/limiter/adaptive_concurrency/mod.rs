@@ -16,6 +16,7 @@
 //! least half a tier's share is in flight (a burst that drained holds nothing off), and no
 //! lower-tier request passes one waiting for room ([`Wait`]).
 
+mod permit;
 mod room;
 mod settings;
 mod state;
@@ -25,7 +26,8 @@ use crate::store::AskSize;
 use state::fits;
 pub(crate) use state::micros;
 pub use settings::AdaptiveConcurrencyConfig;
-pub use state::{AdaptivePermit, AdaptiveState};
+pub use permit::AdaptivePermit;
+pub use state::AdaptiveState;
 pub use wait::{Place, Wait};
 
 use super::{Check, LimiterError};

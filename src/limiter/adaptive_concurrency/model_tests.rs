@@ -216,7 +216,7 @@ fn run_phases(shape: Shape, phases: &[(f64, f64)], seed: u64) -> Outcome {
                 unreachable!("peeked")
             };
             let job = running.remove(&done).expect("running");
-            state.release(job.class, Some(now - job.admitted), now);
+            state.release(job.class, Some(micros(now - job.admitted)), now);
             busy -= 1;
         } else {
             arrivals += 1;
@@ -263,7 +263,7 @@ fn run_phases(shape: Shape, phases: &[(f64, f64)], seed: u64) -> Outcome {
         for job in starts {
             if job.class.route() == crate::route_class::ROUTES {
                 // Answered at once, without a worker.
-                state.release(job.class, Some(job.work), now + job.work);
+                state.release(job.class, Some(micros(job.work)), now + job.work);
             } else {
                 queue.push_back(job);
             }

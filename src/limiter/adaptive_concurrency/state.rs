@@ -252,15 +252,14 @@ impl AdaptiveState {
     }
 
     /// Gives back a slot of `class`'s tier at `now` (to a waiting request, if any);
-    /// `latency` is how long the request took, if it finished (a request refused by a later
-    /// limiter gives its slot back without one), learned as its route class's.
-    pub fn release(&self, class: impl Into<RouteClass>, latency: Option<Duration>, now: Duration) {
+    /// `latency_us` is how long the request took in µs, if it finished (a request refused by
+    /// a later limiter gives its slot back without one), learned as its route class's.
+    pub fn release(&self, class: impl Into<RouteClass>, latency_us: Option<u64>, now: Duration) {
         let class = class.into();
         // SeqCst, with the waiting counts: a release and a request being queued at once see
         // each other (one of them gives the slot away).
         self.counts.in_flight[class.tier().index()].fetch_sub(1, Ordering::SeqCst);
-        if let Some(latency) = latency {
-            let us = micros(latency);
+        if let Some(us) = latency_us {
             self.finished.add(COUNT + class.index(), 1);
             self.finished
                 .add(SUM + class.index(), i64::try_from(us).unwrap_or(i64::MAX));
@@ -348,13 +347,20 @@ impl AdaptiveState {
     }
 
     /// Gives free slots to the requests waiting, highest tier first, at `now`.
+    #[inline]
     pub(crate) fn dispatch(&self, now: Duration) {
         // SeqCst, as the releases' decrements and the waiting counts' increments are: a
         // release and a request being queued at once see each other.
         if self.waiting_at_or_above(Tier::Test) {
-            let mut room = self.room();
-            self.dispatch_in(&mut room, now);
+            self.dispatch_waiting(now);
         }
+    }
+
+    /// [`dispatch`](Self::dispatch) where requests wait (out of line: only under overload).
+    #[inline(never)]
+    fn dispatch_waiting(&self, now: Duration) {
+        let mut room = self.room();
+        self.dispatch_in(&mut room, now);
     }
 
     pub(super) fn dispatch_in(&self, room: &mut Room, now: Duration) {
@@ -396,48 +402,16 @@ impl AdaptiveState {
 }
 
 /// Whether one more request fits beside `in_flight` under a `share` of the limit (one always
-/// does).
+/// does): `in_flight < max(floor(share), 1)`, compared without rounding the share (a whole
+/// number is below the floor of a share exactly when one more is at most the share).
+#[inline]
 pub(super) fn fits(in_flight: u64, share: f64) -> bool {
-    (in_flight as f64) < whole(share).max(1.0)
+    in_flight == 0 || in_flight as f64 + 1.0 <= share
 }
 
 /// `d` in whole microseconds (saturating), the unit of the limiter's clock readings.
 pub(crate) fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
-/// A request's slot: given back when dropped, unless [`keep`](Self::keep) handed it to the
-/// request's hold, which gives it back with the request's latency.
-#[derive(Debug)]
-pub struct AdaptivePermit<'a> {
-    state: Option<&'a AdaptiveState>,
-    tier: Tier,
-    admitted_at: Duration,
-}
-
-impl<'a> AdaptivePermit<'a> {
-    pub(super) fn new(state: &'a AdaptiveState, tier: Tier, admitted_at: Duration) -> Self {
-        Self {
-            state: Some(state),
-            tier,
-            admitted_at,
-        }
-    }
-
-    /// Hands the slot over (the request's hold gives it back under the request's tier);
-    /// returns when the request was admitted, to measure its latency.
-    pub fn keep(mut self) -> Duration {
-        self.state = None;
-        self.admitted_at
-    }
-}
-
-impl Drop for AdaptivePermit<'_> {
-    fn drop(&mut self) {
-        if let Some(state) = self.state {
-            state.release(self.tier, None, self.admitted_at);
-        }
-    }
 }
 
 /// `x` rounded down to a whole number, as `max(1.0)` then reads it: the same as `floor` for

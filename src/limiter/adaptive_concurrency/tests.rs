@@ -220,7 +220,7 @@ fn a_dropped_permit_gives_its_slot_back_and_a_kept_one_reports_latency() {
         let at = p.keep();
         s.release(
             Tier::Get,
-            Some(Duration::from_millis(ms) - at),
+            Some(state::micros(Duration::from_millis(ms) - at)),
             Duration::ZERO,
         );
     }
@@ -299,18 +299,25 @@ fn a_share_rounded_by_a_cast_admits_exactly_what_floor_admits() {
         1.0,
         1.5,
         3.7,
+        2.9999999999999996,
         4.0,
+        5.000000000000001,
         1e12,
         1e30,
         f64::INFINITY,
     ];
     for x in shares {
-        for in_flight in [0u64, 1, 2, 3, 4, 5, 1_000_000] {
+        for in_flight in [0u64, 1, 2, 3, 4, 5, 1_000_000, 1 << 40] {
             let f = in_flight as f64;
             assert_eq!(
                 f < super::state::whole(x).max(1.0),
                 f < x.floor().max(1.0),
                 "share {x}, {in_flight} in flight"
+            );
+            assert_eq!(
+                super::state::fits(in_flight, x),
+                f < x.floor().max(1.0),
+                "fits: share {x}, {in_flight} in flight"
             );
             assert_eq!(
                 f >= super::state::whole(x).max(1.0),

@@ -15,7 +15,8 @@
 //! runs on a request that found room, except one read of the waiting counts.
 
 use super::room::{Waiter, GRANTED, WAITING};
-use super::state::{fits, micros, AdaptivePermit, AdaptiveState};
+use super::permit::AdaptivePermit;
+use super::state::{fits, micros, AdaptiveState};
 use super::AdaptiveConcurrencyConfig;
 use crate::tier::Tier;
 use std::future::Future;

@@ -60,7 +60,7 @@ fn a_freed_slot_goes_to_the_highest_tier_waiting_then_the_oldest() {
     drop(critical);
     assert!(s.take_window(5).binding(), "waiting is the limit binding");
 
-    s.release(Tier::Post, Some(ms(10) - held[0]), ms(10));
+    s.release(Tier::Post, Some(micros(ms(10) - held[0])), ms(10));
     assert_eq!(poll(&mut post), Poll::Ready(Ok(ms(10))), "post first");
     assert!(poll(&mut post2).is_pending() && poll(&mut get).is_pending());
     s.release(Tier::Post, None, ms(11));
@@ -244,7 +244,7 @@ fn the_room_lets_the_lower_tiers_in_under_the_lane() {
     let critical = take(&c, &s, Tier::Critical, 2).unwrap().unwrap();
     drop(critical);
     assert!(poll(&mut post).is_pending(), "a critical slot given back: 2 POSTs, the lane");
-    s.release(Tier::Post, Some(ms(10) - held[0]), ms(10));
+    s.release(Tier::Post, Some(micros(ms(10) - held[0])), ms(10));
     assert_eq!(poll(&mut post), Poll::Ready(Ok(ms(10))));
     let mut next = waits(take(&c, &s, Tier::Post, 11));
     // Its wait runs out: its last look counts the lane too.

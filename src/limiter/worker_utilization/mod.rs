@@ -10,7 +10,7 @@ pub use settings::WorkerUtilizationConfig;
 use crate::store::AskSize;
 use super::Problem;
 use super::{Check, LimiterError, LimiterName, RejectStatus, Rejection};
-use crate::control::{should_drop, ShedPlan};
+use crate::control::{should_drop, TierShed};
 use crate::rng::SplitMix64;
 use crate::tier::Tier;
 use std::time::Duration;
@@ -20,23 +20,34 @@ pub fn stale_after(c: &WorkerUtilizationConfig) -> Duration {
     (c.sample_interval.get() * 3).max(Duration::from_secs(1))
 }
 
-/// Checks one request against the published plan.
+/// Checks one request of `tier` against what the published plan says of its tier (`shed`).
 ///
 /// A plan that would shed but is stale (the controller died or its source keeps failing) is
 /// not trusted: the request fails open rather than being shed forever.
+#[inline]
 pub fn check(
     c: &WorkerUtilizationConfig,
-    plan: &ShedPlan,
+    shed: TierShed,
     tier: Tier,
     key: u64,
     now: Duration,
     rng: &mut SplitMix64,
 ) -> Result<Check, LimiterError> {
-    let p = plan.probability.get(tier);
-    if p <= 0.0 {
+    if shed.probability <= 0.0 {
         return Ok(Check::Allowed(()));
     }
-    let age = now.saturating_sub(plan.at);
+    check_shed((c, shed), (tier, key, now), rng)
+}
+
+/// [`check`] where the plan sheds some of the tier (out of line: only under overload).
+#[inline(never)]
+fn check_shed(
+    (c, shed): (&WorkerUtilizationConfig, TierShed),
+    (tier, key, now): (Tier, u64, Duration),
+    rng: &mut SplitMix64,
+) -> Result<Check, LimiterError> {
+    let p = shed.probability;
+    let age = now.saturating_sub(Duration::from_nanos(shed.at_nanos));
     if age > stale_after(c) {
         return Err(LimiterError::StalePlan { age });
     }
