@@ -1,5 +1,5 @@
 //! request_rate alone: where it is the only limiter on and asks nothing the general chain
-//! leaves to it (`Settings::rate_alone`), a request's bucket (and per-IP ceiling) is charged
+//! leaves to it (`Decider::RateAlone`), a request's bucket (and per-IP ceiling) is charged
 //! in the local store at once, with no ask and no answer, under a panic guard of its own. The
 //! general chain's guard returns the whole verdict (about 200 bytes: the permits, the
 //! RateLimit reading), which cost every decision a copy of it; this one returns the outcome
@@ -15,7 +15,7 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 /// Whether request_rate is the only limiter on, asking nothing [`decide`] leaves to the
-/// general chain (no quota, pacing, elastic bucket or RateLimit fields): `Settings::rate_alone`.
+/// general chain (no quota, pacing, elastic bucket or RateLimit fields): `Decider::RateAlone`.
 pub(crate) fn rate_alone(limiters: &LimitersConfig) -> bool {
     let alone = LimiterName::ALL.iter().all(|&l| {
         let on = l.mode(limiters) != Mode::Off;

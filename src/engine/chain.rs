@@ -186,7 +186,8 @@ fn answer_of<'x, 'k>(
 }
 
 /// The chain's steps for one request. (Inlined into `run_chain`: out of line, its verdict is
-/// copied once more on the way out.)
+/// copied once more on the way out.) Where only the guards are on, `guards::decide` decides
+/// instead: what is added here outside `guard_steps` must be added there too.
 #[inline]
 fn run<'a: 'k, 'k, P: EngineRef>(
     owner: &'a P,

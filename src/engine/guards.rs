@@ -17,7 +17,9 @@ use crate::rng::SplitMix64;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-/// Whether every limiter that is on is one [`decide`] runs: no per-key limiter is on.
+/// Whether every limiter that is on is one whose step is in [`guard_steps`], which
+/// [`decide`] runs: then no per-key limiter is on. (Whether a limiter keeps per-key state is
+/// not the test: a limiter whose step is only in the chain's `run` must answer `false`.)
 pub(crate) fn guards_alone(limiters: &LimitersConfig) -> bool {
     LimiterName::ALL.iter().all(|&limiter| match limiter {
         // The chain's last two steps, which `decide` runs.
@@ -101,3 +103,7 @@ pub(super) fn guard_steps<'a, P: EngineRef>(
         ControlFlow::Break((rejection, ())) => ControlFlow::Break(rejection),
     }
 }
+
+#[cfg(test)]
+#[path = "guards_tests.rs"]
+mod tests;

@@ -38,8 +38,9 @@ fn decision_time(engine: &Engine, started: Duration) {
     }
 }
 
-/// Runs the limiter chain over a classified request and counts the outcome: the decision of
-/// both the middleware and `Brownout::check`. `owner` is the handle the permits keep;
+/// Decides a classified request (the general chain, or request_rate or the guards alone, as
+/// `Settings::decider` says) and counts the outcome: the decision of every front door and
+/// `Brownout::check`. `owner` is the handle the permits keep;
 /// `may_wait` and `answered`: see [`run_chain`] (a request that waits is counted once its wait
 /// is over).
 pub(crate) fn judge<'a: 'k, 'k, P: EngineRef>(

@@ -403,7 +403,9 @@ impl AdaptiveState {
 
 /// Whether one more request fits beside `in_flight` under a `share` of the limit (one always
 /// does): `in_flight < max(floor(share), 1)`, compared without rounding the share (a whole
-/// number is below the floor of a share exactly when one more is at most the share).
+/// number is below the floor of a share exactly when one more is at most the share). Exact
+/// for every `in_flight` and finite share under 2^53 (a limit is at most `max_limit`, a
+/// `u32`); past that, `in_flight + 1` rounds in `f64`.
 #[inline]
 pub(super) fn fits(in_flight: u64, share: f64) -> bool {
     in_flight == 0 || in_flight as f64 + 1.0 <= share

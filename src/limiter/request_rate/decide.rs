@@ -115,7 +115,7 @@ impl RateRules {
     }
 
     /// [`decide`](Self::decide) on the per-IP ceiling and the client's bucket alone
-    /// (`Settings::rate_alone`), charged in `store` at once at `now` µs. A ceiling charged
+    /// (`Decider::RateAlone`), charged in `store` at once at `now` µs. A ceiling charged
     /// goes back if the bucket refuses or fails (a group keeps nothing then).
     #[inline]
     pub(crate) fn charge_alone(
