@@ -1,5 +1,6 @@
 //! The decision on one request: the limiter chain, or request_rate alone or the guards alone
-//! where they are the only limiters on, timed for one decision in [`TIMED_ONE_IN`] and counted by its outcome.
+//! where they are the only limiters on, timed for one decision in [`TIMED_ONE_IN`] and
+//! counted by its outcome.
 
 use super::{alone, guards, run_chain, Admission, Decider, Engine, EngineRef, Settings, Verdict};
 use crate::limiter::Request;
